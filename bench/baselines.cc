@@ -1,0 +1,466 @@
+#include "bench/baselines.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "bench/echo.grpc.pb.h"
+#include "bench/echo.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace strata {
+namespace bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kSocketTimeoutSeconds = 30;
+constexpr int kRawWarmupRounds = 1;
+constexpr int kPingPongWarmupRounds = 10;
+constexpr int kEchoWarmupCalls = 3;
+constexpr auto kConnectTimeout = std::chrono::seconds(10);
+constexpr auto kCallTimeout = std::chrono::seconds(60);
+
+double MicrosSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start)
+      .count();
+}
+
+absl::Status SocketError(const char* what) {
+  const int error = errno;
+  if (error == EAGAIN || error == EWOULDBLOCK) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        what, ": no progress within ", kSocketTimeoutSeconds, " s"));
+  }
+  return absl::ErrnoToStatus(error, what);
+}
+
+// ---------------------------------------------------------------------------
+// Blocking socket helpers. They only make system calls, so the forked child
+// (a copy of a possibly multi-threaded process) may use them too.
+
+// Sets send/receive timeouts and TCP_NODELAY; returns false on failure.
+bool ConfigureSocket(int fd) {
+  timeval timeout{};
+  timeout.tv_sec = kSocketTimeoutSeconds;
+  const int one = 1;
+  return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)) ==
+             0 &&
+         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout)) ==
+             0 &&
+         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0;
+}
+
+// Sends all of buf; false on error or timeout (errno set).
+bool SendAll(int fd, const char* buf, size_t len) {
+  while (len > 0) {
+    const ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    buf += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Receives exactly len bytes; false on error, timeout or EOF (errno =
+// ECONNRESET for EOF).
+bool RecvAll(int fd, char* buf, size_t len) {
+  while (len > 0) {
+    const ssize_t n = recv(fd, buf, len, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (n == 0) {
+      errno = ECONNRESET;
+      return false;
+    }
+    buf += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// A child process connected to this one over TCP on 127.0.0.1. The
+// destructor closes the socket and reaps the child (killing it first unless
+// Finish() already reaped it).
+class Peer {
+ public:
+  // Forks a child that connects back and runs `child_body(fd)`, exiting with
+  // its return value. `child_body` must only make system calls (no malloc,
+  // no locks): the parent may be multi-threaded.
+  template <typename ChildBody>
+  static absl::StatusOr<std::unique_ptr<Peer>> Start(ChildBody child_body);
+
+  Peer(const Peer&) = delete;
+  Peer& operator=(const Peer&) = delete;
+  ~Peer() {
+    if (fd_ >= 0) close(fd_);
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      int status = 0;
+      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+
+  int fd() const { return fd_; }
+
+  // Closes the socket and waits for the child (bounded by its socket
+  // timeouts). Errors: INTERNAL when the child did not exit with 0.
+  absl::Status Finish() {
+    close(fd_);
+    fd_ = -1;
+    int status = 0;
+    pid_t r;
+    while ((r = waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
+    }
+    if (r < 0) return SocketError("waitpid");
+    pid_ = -1;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      return absl::InternalError(
+          absl::StrCat("baseline child process failed (wait status ", status,
+                       ")"));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  Peer(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
+
+  pid_t pid_;
+  int fd_;
+};
+
+template <typename ChildBody>
+absl::StatusOr<std::unique_ptr<Peer>> Peer::Start(ChildBody child_body) {
+  const int listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd < 0) return SocketError("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t addr_len = sizeof(addr);
+  if (bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listen_fd, 1) != 0 ||
+      getsockname(listen_fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) !=
+          0) {
+    absl::Status status = SocketError("bind/listen on 127.0.0.1:0");
+    close(listen_fd);
+    return status;
+  }
+
+  const pid_t pid = fork();
+  if (pid < 0) {
+    absl::Status status = SocketError("fork");
+    close(listen_fd);
+    return status;
+  }
+  if (pid == 0) {
+    // Child: system calls only, then _exit.
+    close(listen_fd);
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || !ConfigureSocket(fd) ||
+        connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      _exit(2);
+    }
+    const int code = child_body(fd);
+    close(fd);
+    _exit(code);
+  }
+
+  // Parent: accept the child's connection, bounded in time.
+  auto peer = std::unique_ptr<Peer>(new Peer(pid, -1));
+  pollfd pfd{listen_fd, POLLIN, 0};
+  int ready;
+  while ((ready = poll(&pfd, 1, kSocketTimeoutSeconds * 1000)) < 0 &&
+         errno == EINTR) {
+  }
+  if (ready <= 0) {
+    if (ready == 0) errno = EAGAIN;
+    absl::Status status = SocketError("accept from baseline child");
+    close(listen_fd);
+    return status;
+  }
+  const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) {
+    absl::Status status = SocketError("accept");
+    close(listen_fd);
+    return status;
+  }
+  close(listen_fd);
+  peer->fd_ = fd;
+  if (!ConfigureSocket(fd)) return SocketError("setsockopt");
+  return peer;
+}
+
+absl::Status ValidateSizes(size_t bytes, int iterations) {
+  if (bytes == 0) return absl::InvalidArgumentError("message size must be > 0");
+  if (iterations <= 0) {
+    return absl::InvalidArgumentError("iterations must be > 0");
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// gRPC echo.
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat("Echo RPC: ", status.error_message()));
+}
+
+// Opens a channel of its own (not shared with other channels to the same
+// target) whose message size limits fit `bytes`, and waits for it to connect.
+absl::StatusOr<std::unique_ptr<Echo::Stub>> ConnectEcho(
+    const std::string& target, size_t bytes) {
+  constexpr size_t kSlack = 1 << 16;  // protobuf framing
+  if (bytes > static_cast<size_t>(INT_MAX) - kSlack) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("echo payload of ", bytes, " bytes exceeds 2 GB"));
+  }
+  const int limit = static_cast<int>(std::max<size_t>(bytes + kSlack, 4 << 20));
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(limit);
+  args.SetMaxSendMessageSize(limit);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      target, grpc::InsecureChannelCredentials(), args);
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() +
+                                 kConnectTimeout)) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to echo server at ", target));
+  }
+  return Echo::NewStub(channel);
+}
+
+absl::Status CallEcho(Echo::Stub& stub, const EchoMessage& request,
+                      EchoMessage* reply) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
+  return FromGrpc(stub.Echo(&context, request, reply));
+}
+
+EchoMessage MakePayload(size_t bytes) {
+  EchoMessage message;
+  message.mutable_data()->assign(bytes, '\x5a');
+  return message;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+absl::StatusOr<TransferResult> RawSocketTransfer(size_t message_bytes,
+                                                 int iterations) {
+  if (absl::Status s = ValidateSizes(message_bytes, iterations); !s.ok()) {
+    return s;
+  }
+  // One buffer, touched before the fork: the parent sends from it, the child
+  // receives into its copy-on-write copy.
+  std::vector<char> buffer(message_bytes, '\x5a');
+  char* const data = buffer.data();
+  const int rounds = kRawWarmupRounds + iterations;
+
+  absl::StatusOr<std::unique_ptr<Peer>> peer =
+      Peer::Start([data, message_bytes, rounds](int fd) {
+        const char ack = 1;
+        for (int i = 0; i < rounds; ++i) {
+          if (!RecvAll(fd, data, message_bytes) || !SendAll(fd, &ack, 1)) {
+            return 1;
+          }
+        }
+        return 0;
+      });
+  if (!peer.ok()) return peer.status();
+  const int fd = (*peer)->fd();
+
+  Clock::time_point start;
+  for (int i = 0; i < rounds; ++i) {
+    if (i == kRawWarmupRounds) start = Clock::now();
+    char ack = 0;
+    if (!SendAll(fd, data, message_bytes)) return SocketError("send");
+    if (!RecvAll(fd, &ack, 1)) return SocketError("recv ack");
+  }
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  if (absl::Status s = (*peer)->Finish(); !s.ok()) return s;
+
+  TransferResult result;
+  result.seconds = seconds;
+  result.bytes = static_cast<int64_t>(message_bytes) * iterations;
+  result.gbytes_per_sec =
+      seconds > 0 ? static_cast<double>(result.bytes) / seconds / 1e9 : 0;
+  return result;
+}
+
+absl::StatusOr<std::vector<double>> RawSocketPingPongMicros(size_t bytes,
+                                                            int iterations) {
+  if (absl::Status s = ValidateSizes(bytes, iterations); !s.ok()) return s;
+  std::vector<char> out(bytes, '\x5a');
+  std::vector<char> in(bytes, 0);
+  char* const in_data = in.data();
+  const int rounds = kPingPongWarmupRounds + iterations;
+
+  absl::StatusOr<std::unique_ptr<Peer>> peer =
+      Peer::Start([in_data, bytes, rounds](int fd) {
+        for (int i = 0; i < rounds; ++i) {
+          if (!RecvAll(fd, in_data, bytes) || !SendAll(fd, in_data, bytes)) {
+            return 1;
+          }
+        }
+        return 0;
+      });
+  if (!peer.ok()) return peer.status();
+  const int fd = (*peer)->fd();
+
+  std::vector<double> micros;
+  micros.reserve(iterations);
+  for (int i = 0; i < rounds; ++i) {
+    const Clock::time_point start = Clock::now();
+    if (!SendAll(fd, out.data(), bytes)) return SocketError("send");
+    if (!RecvAll(fd, in.data(), bytes)) return SocketError("recv");
+    if (i >= kPingPongWarmupRounds) micros.push_back(MicrosSince(start));
+  }
+  if (absl::Status s = (*peer)->Finish(); !s.ok()) return s;
+  return micros;
+}
+
+// ---------------------------------------------------------------------------
+
+class EchoServer::ServiceImpl final : public Echo::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
+                                 const EchoMessage* request,
+                                 EchoMessage* reply) override {
+    *reply->mutable_data() = request->data();
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+};
+
+EchoServer::EchoServer(std::unique_ptr<ServiceImpl> service,
+                       std::unique_ptr<grpc::Server> server, int port)
+    : service_(std::move(service)), server_(std::move(server)), port_(port) {}
+
+EchoServer::~EchoServer() {
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    std::chrono::seconds(1));
+  server_->Wait();
+}
+
+absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
+    int max_message_bytes) {
+  auto service = std::make_unique<ServiceImpl>();
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  builder.SetMaxReceiveMessageSize(max_message_bytes);
+  builder.SetMaxSendMessageSize(max_message_bytes);
+  builder.RegisterService(service.get());
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return absl::UnavailableError(
+        "cannot start the echo server on 127.0.0.1:0");
+  }
+  return std::unique_ptr<EchoServer>(
+      new EchoServer(std::move(service), std::move(server), port));
+}
+
+std::string EchoServer::target() const {
+  return absl::StrCat("127.0.0.1:", port_);
+}
+
+absl::StatusOr<std::vector<double>> EchoLatencyMicros(const std::string& target,
+                                                      size_t bytes,
+                                                      int iterations) {
+  if (iterations <= 0) {
+    return absl::InvalidArgumentError("iterations must be > 0");
+  }
+  absl::StatusOr<std::unique_ptr<Echo::Stub>> stub = ConnectEcho(target, bytes);
+  if (!stub.ok()) return stub.status();
+  const EchoMessage request = MakePayload(bytes);
+  EchoMessage reply;
+
+  std::vector<double> micros;
+  micros.reserve(iterations);
+  for (int i = 0; i < kEchoWarmupCalls + iterations; ++i) {
+    const Clock::time_point start = Clock::now();
+    if (absl::Status s = CallEcho(**stub, request, &reply); !s.ok()) return s;
+    if (i >= kEchoWarmupCalls) micros.push_back(MicrosSince(start));
+    if (reply.data().size() != bytes) {
+      return absl::InternalError(absl::StrCat("echo returned ",
+                                              reply.data().size(),
+                                              " bytes, sent ", bytes));
+    }
+  }
+  return micros;
+}
+
+absl::StatusOr<TransferResult> EchoThroughput(const std::string& target,
+                                              size_t bytes, int iterations) {
+  if (iterations <= 0) {
+    return absl::InvalidArgumentError("iterations must be > 0");
+  }
+  absl::StatusOr<std::unique_ptr<Echo::Stub>> stub = ConnectEcho(target, bytes);
+  if (!stub.ok()) return stub.status();
+  const EchoMessage request = MakePayload(bytes);
+  EchoMessage reply;
+
+  Clock::time_point start;
+  for (int i = 0; i < 1 + iterations; ++i) {
+    if (i == 1) start = Clock::now();  // call 0 is the warm-up
+    if (absl::Status s = CallEcho(**stub, request, &reply); !s.ok()) return s;
+    if (reply.data().size() != bytes) {
+      return absl::InternalError(absl::StrCat("echo returned ",
+                                              reply.data().size(),
+                                              " bytes, sent ", bytes));
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+
+  TransferResult result;
+  result.seconds = seconds;
+  result.bytes = 2 * static_cast<int64_t>(bytes) * iterations;
+  result.gbytes_per_sec =
+      seconds > 0 ? static_cast<double>(result.bytes) / seconds / 1e9 : 0;
+  return result;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  p = std::isnan(p) ? 0.0 : std::clamp(p, 0.0, 100.0);
+  std::sort(v.begin(), v.end());
+  const double rank = p / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  const double fraction = rank - static_cast<double>(lo);
+  return v[lo] + (v[hi] - v[lo]) * fraction;
+}
+
+}  // namespace bench
+}  // namespace strata

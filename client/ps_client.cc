@@ -1,0 +1,542 @@
+#include "client/ps_client.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/status_macros.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/support/client_callback.h"
+#include "proto/chunk_codec.h"
+
+namespace strata {
+namespace {
+
+constexpr char kPushMethod[] = "/strata.v1.ParameterService/Push";
+constexpr char kAssignMethod[] = "/strata.v1.ParameterService/Assign";
+constexpr char kPullMethod[] = "/strata.v1.ParameterService/Pull";
+
+// Row ids per pull request, keeping requests far below gRPC's 4 MiB limit.
+constexpr size_t kMaxIdsPerPull = 256 * 1024;
+
+void SetDeadline(grpc::ClientContext* ctx, absl::Duration d) {
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    absl::ToChronoMilliseconds(d));
+}
+
+// Blocks until Done() is called.
+class Latch {
+ public:
+  void Done() {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+// Client side of Push and Assign: streams the payload segments in chunks
+// (first chunk carries the header), then reads the one response.
+class UploadReactor final
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  UploadReactor(const std::string& header,
+                absl::Span<const absl::string_view> payload,
+                size_t chunk_bytes)
+      : header_(header), payload_(payload), chunk_bytes_(chunk_bytes) {}
+
+  void Go() {
+    StartRead(&response_);
+    WriteNext();
+    StartCall();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) return;  // the server ended the call; OnDone has its status
+    WriteNext();
+  }
+  void OnReadDone(bool ok) override { got_response_ = ok; }
+  void OnDone(const grpc::Status& status) override {
+    status_ = status;
+    latch_.Done();
+  }
+
+  absl::StatusOr<std::string> Wait() {
+    latch_.Wait();
+    if (!status_.ok()) return FromGrpcStatus(status_);
+    if (!got_response_) {
+      return absl::InternalError("server closed the call without a response");
+    }
+    return ByteBufferToString(response_);
+  }
+
+ private:
+  void WriteNext() {
+    // Skip exhausted segments.
+    while (segment_ < payload_.size() && pos_ >= payload_[segment_].size()) {
+      ++segment_;
+      pos_ = 0;
+    }
+    if (segment_ >= payload_.size()) {
+      if (!header_sent_) {
+        header_sent_ = true;
+        message_ = EncodeChunk(header_, 0, nullptr, 0, nullptr);
+        StartWrite(&message_);
+        return;
+      }
+      StartWritesDone();
+      return;
+    }
+    absl::string_view seg = payload_[segment_];
+    size_t n = std::min(chunk_bytes_, seg.size() - pos_);
+    message_ = EncodeChunk(header_sent_ ? absl::string_view() : header_,
+                           static_cast<int64_t>(offset_), seg.data() + pos_, n,
+                           nullptr);
+    header_sent_ = true;
+    pos_ += n;
+    offset_ += n;
+    StartWrite(&message_);
+  }
+
+  const std::string& header_;
+  absl::Span<const absl::string_view> payload_;
+  const size_t chunk_bytes_;
+  size_t segment_ = 0;
+  size_t pos_ = 0;
+  size_t offset_ = 0;
+  bool header_sent_ = false;
+  grpc::ByteBuffer message_;
+  grpc::ByteBuffer response_;
+  bool got_response_ = false;
+  grpc::Status status_;
+  Latch latch_;
+};
+
+// Client side of Pull: writes the request, receives chunks into place.
+class PullReactor final
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  PullReactor(grpc::ClientContext* ctx, const v1::PullRequest& request,
+              void* dst, size_t dst_bytes, std::shared_ptr<Buffer>* alloc)
+      : ctx_(ctx),
+        request_(StringToByteBuffer(request.SerializeAsString())),
+        dst_(static_cast<char*>(dst)),
+        dst_bytes_(dst_bytes),
+        alloc_(alloc) {}
+
+  void Go() {
+    StartWriteLast(&request_, grpc::WriteOptions());
+    StartRead(&message_);
+    StartCall();
+  }
+
+  void OnWriteDone(bool ok) override {}
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    absl::Status s = Consume();
+    if (!s.ok()) {
+      local_error_ = s;
+      ctx_->TryCancel();
+      return;
+    }
+    message_.Clear();
+    StartRead(&message_);
+  }
+  void OnDone(const grpc::Status& status) override {
+    status_ = status;
+    latch_.Done();
+  }
+
+  absl::StatusOr<PullResult> Wait() {
+    latch_.Wait();
+    if (!local_error_.ok()) return local_error_;
+    if (!status_.ok()) return FromGrpcStatus(status_);
+    if (!header_seen_) {
+      return absl::InternalError("pull stream ended without a header");
+    }
+    if (received_ != payload_bytes_) {
+      return absl::DataLossError(absl::StrCat("pull stream ended after ",
+                                              received_, " of ",
+                                              payload_bytes_, " bytes"));
+    }
+    return result_;
+  }
+
+ private:
+  absl::Status Consume() {
+    DecodedChunk chunk;
+    STRATA_RETURN_IF_ERROR(DecodeChunk(message_, &chunk));
+    if (!header_seen_) {
+      v1::PullHeader header;
+      if (!chunk.has_header || !header.ParseFromString(chunk.header)) {
+        return absl::InternalError("pull stream: first chunk has no header");
+      }
+      header_seen_ = true;
+      STRATA_ASSIGN_OR_RETURN(DType dtype,
+                              static_cast<v1::DType>(header.dtype()) ==
+                                      v1::DT_INVALID
+                                  ? absl::StatusOr<DType>(absl::InternalError(
+                                        "pull header has no dtype"))
+                                  : absl::StatusOr<DType>(static_cast<DType>(
+                                        header.dtype())));
+      result_.dtype = dtype;
+      result_.shape.assign(header.shape().begin(), header.shape().end());
+      result_.version = header.version();
+      payload_bytes_ = static_cast<size_t>(header.payload_bytes());
+      if (alloc_ != nullptr) {
+        *alloc_ = Buffer::Allocate(payload_bytes_, /*zero=*/false);
+        dst_ = (*alloc_)->data();
+        dst_bytes_ = payload_bytes_;
+      } else if (payload_bytes_ != dst_bytes_) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "pull: the variable has ", payload_bytes_, " bytes (",
+            DTypeName(dtype), " ", ShapeString(result_.shape),
+            "), the destination has ", dst_bytes_));
+      }
+    }
+    if (chunk.data_size == 0) return absl::OkStatus();
+    if (static_cast<size_t>(chunk.offset) != received_ ||
+        received_ + chunk.data_size > payload_bytes_) {
+      return absl::InternalError(absl::StrCat(
+          "pull stream: chunk at offset ", chunk.offset, " of ",
+          chunk.data_size, " bytes does not follow ", received_, " of ",
+          payload_bytes_));
+    }
+    chunk.CopyDataTo(dst_ + received_);
+    received_ += chunk.data_size;
+    return absl::OkStatus();
+  }
+
+  grpc::ClientContext* const ctx_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer message_;
+  char* dst_;
+  size_t dst_bytes_;
+  std::shared_ptr<Buffer>* alloc_;
+  bool header_seen_ = false;
+  size_t payload_bytes_ = 0;
+  size_t received_ = 0;
+  PullResult result_;
+  absl::Status local_error_;
+  grpc::Status status_;
+  Latch latch_;
+};
+
+}  // namespace
+
+std::unique_ptr<PsClient> PsClient::Connect(const std::string& target,
+                                            const PsClientOptions& options) {
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  const int n = std::max(1, options.num_channels);
+  for (int i = 0; i < n; ++i) {
+    grpc::ChannelArguments args;
+    // Distinct arguments plus a local subchannel pool give each channel its
+    // own TCP connection.
+    args.SetInt("strata.channel_index", i);
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetMaxReceiveMessageSize(8 << 20);
+    channels.push_back(grpc::CreateCustomChannel(
+        target, grpc::InsecureChannelCredentials(), args));
+  }
+  return FromChannels(std::move(channels), options);
+}
+
+std::unique_ptr<PsClient> PsClient::FromChannels(
+    std::vector<std::shared_ptr<grpc::Channel>> channels,
+    const PsClientOptions& options) {
+  return std::unique_ptr<PsClient>(new PsClient(std::move(channels), options));
+}
+
+PsClient::PsClient(std::vector<std::shared_ptr<grpc::Channel>> channels,
+                   const PsClientOptions& options)
+    : options_(options) {
+  for (auto& ch : channels) {
+    Conn c;
+    c.channel = ch;
+    c.stub = v1::ParameterService::NewStub(ch);
+    c.generic = std::make_unique<grpc::GenericStub>(ch);
+    conns_.push_back(std::move(c));
+  }
+}
+
+PsClient::~PsClient() = default;
+
+PsClient::Conn& PsClient::Next() {
+  return conns_[next_.fetch_add(1, std::memory_order_relaxed) % conns_.size()];
+}
+
+absl::Duration PsClient::Backoff(int attempt) const {
+  absl::Duration d = options_.initial_backoff;
+  for (int i = 1; i < attempt && d < options_.max_backoff; ++i) d *= 2;
+  return std::min(d, options_.max_backoff);
+}
+
+// Runs `fn` (returning StatusOr) until it succeeds or fails with a code other
+// than UNAVAILABLE, or attempts run out.
+#define STRATA_RETRY_LOOP(result, fn)                                  \
+  for (int attempt = 1;; ++attempt) {                                  \
+    result = (fn);                                                     \
+    if (result.ok() ||                                                 \
+        result.status().code() != absl::StatusCode::kUnavailable ||    \
+        attempt >= options_.max_attempts) {                            \
+      break;                                                           \
+    }                                                                  \
+    std::this_thread::sleep_for(absl::ToChronoMilliseconds(Backoff(attempt))); \
+  }
+
+absl::StatusOr<bool> PsClient::CreateVariable(const v1::VariableSpec& spec) {
+  v1::CreateVariableRequest req;
+  *req.mutable_spec() = spec;
+  absl::StatusOr<bool> result;
+  STRATA_RETRY_LOOP(result, ([&]() -> absl::StatusOr<bool> {
+                      grpc::ClientContext ctx;
+                      SetDeadline(&ctx, options_.deadline);
+                      v1::CreateVariableResponse resp;
+                      grpc::Status s =
+                          Next().stub->CreateVariable(&ctx, req, &resp);
+                      if (!s.ok()) return FromGrpcStatus(s);
+                      return resp.created();
+                    })());
+  return result;
+}
+
+absl::StatusOr<PullResult> PsClient::PullOnce(Conn& conn,
+                                              const v1::PullRequest& request,
+                                              void* dst, size_t dst_bytes,
+                                              std::shared_ptr<Buffer>* alloc) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.deadline);
+  PullReactor reactor(&ctx, request, dst, dst_bytes, alloc);
+  conn.generic->PrepareBidiStreamingCall(&ctx, kPullMethod, grpc::StubOptions(),
+                                         &reactor);
+  reactor.Go();
+  return reactor.Wait();
+}
+
+absl::StatusOr<PullResult> PsClient::Pull(const std::string& name, void* dst,
+                                          size_t dst_bytes,
+                                          const PullOptions& options) {
+  v1::PullRequest req;
+  req.set_name(name);
+  req.set_min_version(options.min_version);
+  req.set_clock(options.clock);
+  req.set_worker(options.worker);
+  absl::StatusOr<PullResult> result;
+  STRATA_RETRY_LOOP(result, PullOnce(Next(), req, dst, dst_bytes, nullptr));
+  return result;
+}
+
+absl::StatusOr<Tensor> PsClient::PullTensor(const std::string& name,
+                                            const PullOptions& options,
+                                            int64_t* version) {
+  v1::PullRequest req;
+  req.set_name(name);
+  req.set_min_version(options.min_version);
+  req.set_clock(options.clock);
+  req.set_worker(options.worker);
+  std::shared_ptr<Buffer> buffer;
+  absl::StatusOr<PullResult> result;
+  STRATA_RETRY_LOOP(result, PullOnce(Next(), req, nullptr, 0, &buffer));
+  if (!result.ok()) return result.status();
+  if (version != nullptr) *version = result->version;
+  Tensor t;
+  t.dtype = result->dtype;
+  t.shape = result->shape;
+  t.buffer = std::move(buffer);
+  return t;
+}
+
+absl::StatusOr<PullResult> PsClient::PullRows(const std::string& name,
+                                              absl::Span<const int64_t> ids,
+                                              void* dst, size_t dst_bytes,
+                                              const PullOptions& options) {
+  if (ids.empty()) {
+    // Still ask the server, so an unknown or non-2-D variable is reported.
+  } else if (dst_bytes % ids.size() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pull rows of '", name, "': destination of ", dst_bytes,
+        " bytes is not a whole number of ", ids.size(), " rows"));
+  }
+  const size_t row_bytes = ids.empty() ? 0 : dst_bytes / ids.size();
+  PullResult total;
+  size_t done = 0;
+  do {
+    size_t n = std::min(kMaxIdsPerPull, ids.size() - done);
+    v1::PullRequest req;
+    req.set_name(name);
+    req.set_rows(true);
+    req.set_min_version(options.min_version);
+    req.set_clock(options.clock);
+    req.set_worker(options.worker);
+    req.mutable_row_ids()->Add(ids.begin() + done, ids.begin() + done + n);
+    absl::StatusOr<PullResult> result;
+    STRATA_RETRY_LOOP(result,
+                      PullOnce(Next(), req, static_cast<char*>(dst) +
+                                                done * row_bytes,
+                               n * row_bytes, nullptr));
+    if (!result.ok()) return result.status();
+    if (done == 0) {
+      total = *result;
+    }
+    done += n;
+  } while (done < ids.size());
+  if (!total.shape.empty()) total.shape[0] = static_cast<int64_t>(ids.size());
+  return total;
+}
+
+absl::StatusOr<std::string> PsClient::UploadOnce(
+    Conn& conn, const char* method, const std::string& header,
+    absl::Span<const absl::string_view> payload) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.deadline);
+  UploadReactor reactor(header, payload, options_.chunk_bytes);
+  conn.generic->PrepareBidiStreamingCall(&ctx, method, grpc::StubOptions(),
+                                         &reactor);
+  reactor.Go();
+  return reactor.Wait();
+}
+
+absl::StatusOr<PushResult> PsClient::PushPayload(
+    const std::string& name, v1::PushHeader header,
+    std::vector<absl::string_view> payload) {
+  int64_t bytes = 0;
+  for (auto p : payload) bytes += static_cast<int64_t>(p.size());
+  header.set_name(name);
+  header.set_payload_bytes(bytes);
+  absl::StatusOr<std::string> raw;
+  int attempts = 0;
+  for (int attempt = 1;; ++attempt) {
+    attempts = attempt;
+    // A retry carries a new attempt id and the same (job, worker, step):
+    // the server applies the push at most once.
+    header.mutable_tag()->set_attempt(attempt - 1);
+    raw = UploadOnce(Next(), kPushMethod, header.SerializeAsString(), payload);
+    if (raw.ok() || raw.status().code() != absl::StatusCode::kUnavailable ||
+        attempt >= options_.max_attempts) {
+      break;
+    }
+    std::this_thread::sleep_for(absl::ToChronoMilliseconds(Backoff(attempt)));
+  }
+  if (!raw.ok()) return raw.status();
+  v1::PushResponse resp;
+  if (!resp.ParseFromString(*raw)) {
+    return absl::InternalError("push: the response is not a PushResponse");
+  }
+  PushResult r;
+  r.version = resp.version();
+  r.duplicate = resp.duplicate();
+  r.applied = resp.applied();
+  r.attempts = attempts;
+  return r;
+}
+
+absl::StatusOr<PushResult> PsClient::Push(const std::string& name, DType dtype,
+                                          const Shape& shape, const void* data,
+                                          const PushTag& tag) {
+  v1::PushHeader header;
+  header.set_dtype(static_cast<v1::DType>(dtype));
+  for (int64_t d : shape) header.add_shape(d);
+  header.mutable_tag()->set_job(tag.job);
+  header.mutable_tag()->set_worker(tag.worker);
+  header.mutable_tag()->set_step(tag.step);
+  size_t bytes = NumElements(shape) * DTypeSize(dtype);
+  return PushPayload(
+      name, std::move(header),
+      {absl::string_view(static_cast<const char*>(data), bytes)});
+}
+
+absl::StatusOr<PushResult> PsClient::PushRows(const std::string& name,
+                                              DType dtype,
+                                              absl::Span<const int64_t> ids,
+                                              int64_t row_width,
+                                              const void* values,
+                                              const PushTag& tag) {
+  v1::PushHeader header;
+  header.set_dtype(static_cast<v1::DType>(dtype));
+  header.add_shape(static_cast<int64_t>(ids.size()));
+  header.add_shape(row_width);
+  header.set_rows(true);
+  header.set_num_rows(static_cast<int64_t>(ids.size()));
+  header.mutable_tag()->set_job(tag.job);
+  header.mutable_tag()->set_worker(tag.worker);
+  header.mutable_tag()->set_step(tag.step);
+  size_t value_bytes = ids.size() * row_width * DTypeSize(dtype);
+  return PushPayload(
+      name, std::move(header),
+      {absl::string_view(reinterpret_cast<const char*>(ids.data()),
+                         ids.size() * sizeof(int64_t)),
+       absl::string_view(static_cast<const char*>(values), value_bytes)});
+}
+
+absl::StatusOr<int64_t> PsClient::Assign(const std::string& name, DType dtype,
+                                         const Shape& shape,
+                                         const void* data) {
+  v1::AssignHeader header;
+  header.set_name(name);
+  header.set_dtype(static_cast<v1::DType>(dtype));
+  for (int64_t d : shape) header.add_shape(d);
+  size_t bytes = NumElements(shape) * DTypeSize(dtype);
+  header.set_payload_bytes(static_cast<int64_t>(bytes));
+  const std::string header_bytes = header.SerializeAsString();
+  std::vector<absl::string_view> payload = {
+      absl::string_view(static_cast<const char*>(data), bytes)};
+  absl::StatusOr<std::string> raw;
+  STRATA_RETRY_LOOP(raw,
+                    UploadOnce(Next(), kAssignMethod, header_bytes, payload));
+  if (!raw.ok()) return raw.status();
+  v1::AssignResponse resp;
+  if (!resp.ParseFromString(*raw)) {
+    return absl::InternalError("assign: the response is not an AssignResponse");
+  }
+  return resp.version();
+}
+
+#define STRATA_UNARY(Method, Request, Response)                           \
+  absl::StatusOr<v1::Response> result;                                    \
+  STRATA_RETRY_LOOP(result, ([&]() -> absl::StatusOr<v1::Response> {      \
+                      grpc::ClientContext ctx;                            \
+                      SetDeadline(&ctx, options_.deadline);               \
+                      v1::Response resp;                                  \
+                      grpc::Status s = Next().stub->Method(&ctx, Request, &resp); \
+                      if (!s.ok()) return FromGrpcStatus(s);              \
+                      return resp;                                        \
+                    })());                                                \
+  return result
+
+absl::StatusOr<v1::SaveResponse> PsClient::Save(const std::string& path) {
+  v1::SaveRequest req;
+  req.set_path(path);
+  STRATA_UNARY(Save, req, SaveResponse);
+}
+
+absl::StatusOr<v1::RestoreResponse> PsClient::Restore(const std::string& path) {
+  v1::RestoreRequest req;
+  req.set_path(path);
+  STRATA_UNARY(Restore, req, RestoreResponse);
+}
+
+absl::StatusOr<v1::ListVariablesResponse> PsClient::ListVariables() {
+  v1::ListVariablesRequest req;
+  STRATA_UNARY(ListVariables, req, ListVariablesResponse);
+}
+
+absl::StatusOr<v1::StatsResponse> PsClient::Stats() {
+  v1::StatsRequest req;
+  STRATA_UNARY(Stats, req, StatsResponse);
+}
+
+}  // namespace strata

@@ -1,0 +1,139 @@
+// PsClient: the typed client of one parameter server task.
+#ifndef STRATA_CLIENT_PS_CLIENT_H_
+#define STRATA_CLIENT_PS_CLIENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/tensor.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "strata/v1/parameter_server.grpc.pb.h"
+
+namespace strata {
+
+struct PsClientOptions {
+  // Channels (TCP connections) to the server; calls go round-robin.
+  int num_channels = 1;
+  // Deadline of each attempt.
+  absl::Duration deadline = absl::Seconds(60);
+  // Attempts per call on UNAVAILABLE (only that code is retried).
+  int max_attempts = 5;
+  absl::Duration initial_backoff = absl::Milliseconds(50);
+  absl::Duration max_backoff = absl::Seconds(2);
+  // Payload bytes per streamed chunk.
+  size_t chunk_bytes = 1 << 20;
+};
+
+struct PullOptions {
+  int64_t min_version = 0;  // wait until the variable reaches this version
+  int64_t clock = 0;        // bounded staleness: the caller's clock
+  int64_t worker = 0;
+};
+
+struct PullResult {
+  DType dtype = DType::kInvalid;
+  Shape shape;
+  int64_t version = 0;
+};
+
+// Identity of a push for exactly-once application. The client fills in the
+// attempt number on retries.
+struct PushTag {
+  std::string job;
+  int64_t worker = 0;
+  int64_t step = 0;
+};
+
+struct PushResult {
+  int64_t version = 0;
+  bool duplicate = false;
+  bool applied = false;
+  int attempts = 1;
+};
+
+// Thread-safe; calls may run concurrently from many threads.
+class PsClient {
+ public:
+  // Creates the channels (connection happens on first use).
+  static std::unique_ptr<PsClient> Connect(const std::string& target,
+                                           const PsClientOptions& options = {});
+  // Uses existing channels (tests, credentials set by the caller).
+  static std::unique_ptr<PsClient> FromChannels(
+      std::vector<std::shared_ptr<grpc::Channel>> channels,
+      const PsClientOptions& options = {});
+  ~PsClient();
+
+  // Returns true when created, false when an identical variable existed.
+  absl::StatusOr<bool> CreateVariable(const v1::VariableSpec& spec);
+
+  // Pulls a whole variable into `dst` (`dst_bytes` must equal its size).
+  absl::StatusOr<PullResult> Pull(const std::string& name, void* dst,
+                                  size_t dst_bytes,
+                                  const PullOptions& options = {});
+  // Pulls a whole variable into a new tensor.
+  absl::StatusOr<Tensor> PullTensor(const std::string& name,
+                                    const PullOptions& options = {},
+                                    int64_t* version = nullptr);
+  // Pulls rows `ids` of a 2-D variable into `dst` (ids.size() rows).
+  absl::StatusOr<PullResult> PullRows(const std::string& name,
+                                      absl::Span<const int64_t> ids, void* dst,
+                                      size_t dst_bytes,
+                                      const PullOptions& options = {});
+
+  // Pushes a dense gradient of the variable's dtype and shape.
+  absl::StatusOr<PushResult> Push(const std::string& name, DType dtype,
+                                  const Shape& shape, const void* data,
+                                  const PushTag& tag);
+  // Pushes row gradients: `values` holds ids.size() rows of `row_width`.
+  absl::StatusOr<PushResult> PushRows(const std::string& name, DType dtype,
+                                      absl::Span<const int64_t> ids,
+                                      int64_t row_width, const void* values,
+                                      const PushTag& tag);
+  // Replaces a variable's value. Returns the new version.
+  absl::StatusOr<int64_t> Assign(const std::string& name, DType dtype,
+                                 const Shape& shape, const void* data);
+
+  absl::StatusOr<v1::SaveResponse> Save(const std::string& path);
+  absl::StatusOr<v1::RestoreResponse> Restore(const std::string& path);
+  absl::StatusOr<v1::ListVariablesResponse> ListVariables();
+  absl::StatusOr<v1::StatsResponse> Stats();
+
+ private:
+  struct Conn {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<v1::ParameterService::Stub> stub;
+    std::unique_ptr<grpc::GenericStub> generic;
+  };
+  PsClient(std::vector<std::shared_ptr<grpc::Channel>> channels,
+           const PsClientOptions& options);
+  Conn& Next();
+  absl::Duration Backoff(int attempt) const;
+
+  absl::StatusOr<PullResult> PullOnce(Conn& conn,
+                                      const v1::PullRequest& request,
+                                      void* dst, size_t dst_bytes,
+                                      std::shared_ptr<Buffer>* alloc);
+  absl::StatusOr<std::string> UploadOnce(Conn& conn, const char* method,
+                                         const std::string& header,
+                                         absl::Span<const absl::string_view>
+                                             payload);
+  absl::StatusOr<PushResult> PushPayload(
+      const std::string& name, v1::PushHeader header,
+      std::vector<absl::string_view> payload);
+
+  const PsClientOptions options_;
+  std::vector<Conn> conns_;
+  std::atomic<uint64_t> next_{0};
+};
+
+}  // namespace strata
+
+#endif  // STRATA_CLIENT_PS_CLIENT_H_

@@ -1,0 +1,562 @@
+#include "server/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/crc32c.h"
+#include "common/status_macros.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr char kFormat[] = "strata-checkpoint-v1";
+constexpr char kManifest[] = "manifest.json";
+constexpr char kValueRole[] = "value";
+
+std::atomic<uint64_t> g_dir_counter{0};
+
+absl::Status IoError(absl::string_view what, const std::string& path, int err) {
+  return absl::InternalError(
+      absl::StrCat(what, " ", path, ": ", std::strerror(err)));
+}
+
+absl::Status IoError(absl::string_view what, const std::string& path,
+                     const std::error_code& ec) {
+  return absl::InternalError(absl::StrCat(what, " ", path, ": ", ec.message()));
+}
+
+// Closes a file descriptor on scope exit.
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+  // Closes now, reporting the error close() returns.
+  int Close() {
+    int fd = fd_;
+    fd_ = -1;
+    return ::close(fd);
+  }
+
+ private:
+  int fd_;
+};
+
+absl::Status WriteFileSynced(const std::string& path, const char* data,
+                             size_t size) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError("cannot create", path, errno);
+  FdCloser closer(fd);
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoError("cannot write", path, errno);
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) return IoError("cannot fsync", path, errno);
+  if (closer.Close() != 0) return IoError("cannot close", path, errno);
+  return absl::OkStatus();
+}
+
+absl::Status SyncDir(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return IoError("cannot open directory", path, errno);
+  FdCloser closer(fd);
+  if (::fsync(fd) != 0) return IoError("cannot fsync directory", path, errno);
+  return absl::OkStatus();
+}
+
+absl::Status CheckBuffer(const CheckpointVariable& var, absl::string_view role,
+                         const std::shared_ptr<const Buffer>& buffer) {
+  if (buffer == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint variable '", var.name, "' ", role, ": no buffer"));
+  }
+  const uint64_t expected =
+      static_cast<uint64_t>(NumElements(var.shape)) * DTypeSize(var.dtype);
+  if (buffer->size() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint variable '", var.name, "' ", role, ": buffer holds ",
+        buffer->size(), " bytes, but ", DTypeName(var.dtype), " ",
+        ShapeString(var.shape), " needs ", expected));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateForWrite(const Checkpoint& checkpoint) {
+  std::set<std::string> names;
+  for (const CheckpointVariable& var : checkpoint.variables) {
+    if (var.name.empty()) {
+      return absl::InvalidArgumentError("checkpoint variable with empty name");
+    }
+    if (!names.insert(var.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint variable '", var.name, "' appears twice"));
+    }
+    if (DTypeSize(var.dtype) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint variable '", var.name, "' has an invalid dtype"));
+    }
+    absl::Status shape = ValidateShape(var.shape, DTypeSize(var.dtype),
+                                       std::numeric_limits<uint64_t>::max());
+    if (!shape.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint variable '", var.name, "': ", shape.message()));
+    }
+    STRATA_RETURN_IF_ERROR(CheckBuffer(var, kValueRole, var.value));
+    std::set<std::string> roles = {kValueRole};
+    for (const auto& [slot, buffer] : var.slots) {
+      if (slot.empty() || !roles.insert(slot).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("checkpoint variable '", var.name,
+                         "' has an empty, duplicate or "
+                         "reserved slot name '",
+                         slot, "'"));
+      }
+      STRATA_RETURN_IF_ERROR(
+          CheckBuffer(var, absl::StrCat("slot '", slot, "'"), buffer));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Writes payloads and manifest into `dir`; returns the payload byte count.
+absl::StatusOr<int64_t> WriteContents(const std::string& dir,
+                                      const Checkpoint& checkpoint) {
+  json variables = json::array();
+  int64_t total = 0;
+  int file_index = 0;
+  auto write_tensor = [&](absl::string_view role, const Buffer& buffer,
+                          json* tensors) -> absl::Status {
+    std::string file = absl::StrCat(file_index++, ".bin");
+    STRATA_RETURN_IF_ERROR(WriteFileSynced(absl::StrCat(dir, "/", file),
+                                           buffer.data(), buffer.size()));
+    tensors->push_back({{"role", std::string(role)},
+                        {"file", file},
+                        {"bytes", buffer.size()},
+                        {"crc32c", Crc32c(buffer.data(), buffer.size())}});
+    total += static_cast<int64_t>(buffer.size());
+    return absl::OkStatus();
+  };
+  for (const CheckpointVariable& var : checkpoint.variables) {
+    json tensors = json::array();
+    STRATA_RETURN_IF_ERROR(write_tensor(kValueRole, *var.value, &tensors));
+    for (const auto& [slot, buffer] : var.slots) {
+      STRATA_RETURN_IF_ERROR(write_tensor(slot, *buffer, &tensors));
+    }
+    variables.push_back({{"name", var.name},
+                         {"dtype", DTypeName(var.dtype)},
+                         {"shape", var.shape},
+                         {"meta", var.meta},
+                         {"tensors", std::move(tensors)}});
+  }
+  json manifest = {{"format", kFormat},
+                   {"extra", checkpoint.extra},
+                   {"variables", std::move(variables)}};
+  const std::string text =
+      manifest.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
+  STRATA_RETURN_IF_ERROR(WriteFileSynced(absl::StrCat(dir, "/", kManifest),
+                                         text.data(), text.size()));
+  STRATA_RETURN_IF_ERROR(SyncDir(dir));
+  return total;
+}
+
+// Atomically swaps two directory entries; false when the file system lacks
+// RENAME_EXCHANGE (errno set).
+bool ExchangePaths(const std::string& a, const std::string& b) {
+#ifdef RENAME_EXCHANGE
+  return ::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(),
+                     RENAME_EXCHANGE) == 0;
+#else
+  errno = ENOSYS;
+  return false;
+#endif
+}
+
+// Moves the complete checkpoint in `tmp` to `target`, replacing whatever is
+// there. Where the file system can swap directories atomically, a reader of
+// `target` always sees a whole checkpoint; otherwise the old one is renamed
+// aside first, leaving a short window with none.
+absl::Status Replace(const std::string& tmp, const std::string& target,
+                     const std::string& aside) {
+  std::error_code ec;
+  const bool exists = fs::exists(target, ec);
+  if (ec) return IoError("cannot stat", target, ec);
+  if (!exists) {
+    if (::rename(tmp.c_str(), target.c_str()) != 0) {
+      return IoError(absl::StrCat("cannot rename ", tmp, " to"), target, errno);
+    }
+    return absl::OkStatus();
+  }
+  if (ExchangePaths(tmp, target)) {
+    fs::remove_all(tmp, ec);  // now holds the old checkpoint
+    return absl::OkStatus();
+  }
+  if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+    return IoError(absl::StrCat("cannot exchange ", tmp, " with"), target,
+                   errno);
+  }
+  if (::rename(target.c_str(), aside.c_str()) != 0) {
+    return IoError(absl::StrCat("cannot rename ", target, " to"), aside, errno);
+  }
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    int err = errno;
+    ::rename(aside.c_str(), target.c_str());  // put the old one back
+    return IoError(absl::StrCat("cannot rename ", tmp, " to"), target, err);
+  }
+  fs::remove_all(aside, ec);
+  return absl::OkStatus();
+}
+
+// ---- Reading ----
+
+absl::Status ManifestError(const std::string& manifest,
+                           absl::string_view what) {
+  return absl::DataLossError(absl::StrCat(manifest, ": ", what));
+}
+
+absl::StatusOr<std::string> ReadWholeFile(int dir_fd, const std::string& name,
+                                          const std::string& path,
+                                          bool* missing) {
+  *missing = false;
+  int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      *missing = true;
+      return absl::NotFoundError(absl::StrCat(path, ": missing"));
+    }
+    return IoError("cannot open", path, errno);
+  }
+  FdCloser closer(fd);
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoError("cannot read", path, errno);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// A file name written by WriteCheckpoint: no directories, no "..".
+bool IsPlainFileName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
+}
+
+struct TensorEntry {
+  std::string role;
+  std::string file;
+  uint64_t bytes = 0;
+  uint32_t crc = 0;
+};
+
+// A non-negative JSON integer.
+bool GetUnsigned(const json& value, uint64_t* out) {
+  if (value.is_number_unsigned()) {
+    *out = value.get<uint64_t>();
+    return true;
+  }
+  if (value.is_number_integer() && value.get<int64_t>() >= 0) {
+    *out = static_cast<uint64_t>(value.get<int64_t>());
+    return true;
+  }
+  return false;
+}
+
+absl::StatusOr<TensorEntry> ParseTensorEntry(const json& t,
+                                             const std::string& manifest,
+                                             const std::string& where) {
+  if (!t.is_object()) {
+    return ManifestError(manifest, where + " is not an object");
+  }
+  TensorEntry entry;
+  auto role = t.find("role");
+  if (role == t.end() || !role->is_string() ||
+      role->get_ref<const std::string&>().empty()) {
+    return ManifestError(manifest, where + ".role is not a non-empty string");
+  }
+  entry.role = role->get<std::string>();
+  auto file = t.find("file");
+  if (file == t.end() || !file->is_string() ||
+      !IsPlainFileName(file->get_ref<const std::string&>())) {
+    return ManifestError(manifest, where + ".file is not a plain file name");
+  }
+  entry.file = file->get<std::string>();
+  auto bytes = t.find("bytes");
+  if (bytes == t.end() || !GetUnsigned(*bytes, &entry.bytes)) {
+    return ManifestError(manifest,
+                         where + ".bytes is not a non-negative integer");
+  }
+  auto crc = t.find("crc32c");
+  uint64_t crc_value = 0;
+  if (crc == t.end() || !GetUnsigned(*crc, &crc_value) ||
+      crc_value > 0xFFFFFFFFu) {
+    return ManifestError(manifest,
+                         where + ".crc32c is not a 32-bit unsigned integer");
+  }
+  entry.crc = static_cast<uint32_t>(crc_value);
+  return entry;
+}
+
+absl::StatusOr<std::shared_ptr<const Buffer>> ReadPayload(
+    int dir_fd, const std::string& dir, const TensorEntry& entry) {
+  const std::string path = absl::StrCat(dir, "/", entry.file);
+  int fd = ::openat(dir_fd, entry.file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": payload file is missing"));
+    }
+    return IoError("cannot open", path, errno);
+  }
+  FdCloser closer(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return IoError("cannot stat", path, errno);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::DataLossError(absl::StrCat(path, ": not a regular file"));
+  }
+  if (static_cast<uint64_t>(st.st_size) != entry.bytes) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": size is ", st.st_size, " bytes, the manifest says ",
+        entry.bytes,
+        static_cast<uint64_t>(st.st_size) < entry.bytes ? " (truncated)" : ""));
+  }
+  std::shared_ptr<Buffer> buffer =
+      Buffer::Allocate(entry.bytes, /*zero=*/false);
+  size_t done = 0;
+  while (done < entry.bytes) {
+    ssize_t n = ::read(fd, buffer->data() + done, entry.bytes - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoError("cannot read", path, errno);
+    }
+    if (n == 0) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": truncated while reading (", done, " of ",
+                       entry.bytes, " bytes)"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  const uint32_t crc = Crc32c(buffer->data(), buffer->size());
+  if (crc != entry.crc) {
+    return absl::DataLossError(
+        absl::StrFormat("%s: CRC32C mismatch (file 0x%08x, manifest 0x%08x)",
+                        path, crc, entry.crc));
+  }
+  return std::shared_ptr<const Buffer>(std::move(buffer));
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> WriteCheckpoint(const std::string& path,
+                                        const Checkpoint& checkpoint) {
+  STRATA_RETURN_IF_ERROR(ValidateForWrite(checkpoint));
+  fs::path target_path = fs::path(path).lexically_normal();
+  if (!target_path.has_filename()) target_path = target_path.parent_path();
+  if (target_path.empty() || target_path == "." || target_path == "..") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint path '", path, "' names no directory"));
+  }
+  const std::string target = target_path.string();
+  fs::path parent = target_path.parent_path();
+  if (parent.empty()) parent = ".";
+
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) return IoError("cannot create directory", parent.string(), ec);
+
+  const std::string suffix =
+      absl::StrCat(::getpid(), "-", g_dir_counter.fetch_add(1));
+  const std::string tmp = absl::StrCat(target, ".tmp-", suffix);
+  const std::string aside = absl::StrCat(target, ".old-", suffix);
+  fs::remove_all(tmp, ec);  // left by a crashed process with the same pid
+  if (::mkdir(tmp.c_str(), 0755) != 0) {
+    return IoError("cannot create directory", tmp, errno);
+  }
+
+  absl::StatusOr<int64_t> total = WriteContents(tmp, checkpoint);
+  absl::Status status = total.status();
+  if (status.ok()) status = Replace(tmp, target, aside);
+  if (status.ok()) status = SyncDir(parent.string());
+  if (!status.ok()) {
+    fs::remove_all(tmp, ec);
+    return status;
+  }
+  return total;
+}
+
+absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
+  const std::string manifest_path = absl::StrCat(path, "/", kManifest);
+  // Everything is opened relative to one directory handle, so a concurrent
+  // WriteCheckpoint that swaps the directory cannot mix two checkpoints.
+  int dir_fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) {
+      return absl::NotFoundError(
+          absl::StrCat("no checkpoint at ", path, " (no ", kManifest, ")"));
+    }
+    return IoError("cannot open checkpoint directory", path, errno);
+  }
+  FdCloser closer(dir_fd);
+
+  bool missing = false;
+  absl::StatusOr<std::string> text =
+      ReadWholeFile(dir_fd, kManifest, manifest_path, &missing);
+  if (!text.ok()) {
+    if (missing) {
+      return absl::NotFoundError(
+          absl::StrCat("no checkpoint at ", path, " (no ", kManifest, ")"));
+    }
+    return text.status();
+  }
+  json manifest;
+  try {
+    manifest = json::parse(*text);
+  } catch (const json::exception& e) {
+    return ManifestError(manifest_path,
+                         absl::StrCat("invalid JSON: ", e.what()));
+  }
+  if (!manifest.is_object()) {
+    return ManifestError(manifest_path, "not a JSON object");
+  }
+  auto format = manifest.find("format");
+  if (format == manifest.end() || !format->is_string() ||
+      format->get<std::string>() != kFormat) {
+    return ManifestError(
+        manifest_path,
+        absl::StrCat(
+            "unsupported format ",
+            format == manifest.end()
+                ? std::string("(missing)")
+                : format->dump(-1, ' ', false, json::error_handler_t::replace),
+            "; expected \"", kFormat, "\""));
+  }
+  auto variables = manifest.find("variables");
+  if (variables == manifest.end() || !variables->is_array()) {
+    return ManifestError(manifest_path, "\"variables\" is not an array");
+  }
+
+  Checkpoint checkpoint;
+  if (auto extra = manifest.find("extra"); extra != manifest.end()) {
+    checkpoint.extra = *extra;
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < variables->size(); ++i) {
+    const json& v = (*variables)[i];
+    const std::string where = absl::StrCat("variables[", i, "]");
+    if (!v.is_object())
+      return ManifestError(manifest_path, where + " is not an object");
+    CheckpointVariable var;
+    auto name = v.find("name");
+    if (name == v.end() || !name->is_string() ||
+        name->get_ref<const std::string&>().empty()) {
+      return ManifestError(manifest_path,
+                           where + ".name is not a non-empty string");
+    }
+    var.name = name->get<std::string>();
+    if (!names.insert(var.name).second) {
+      return ManifestError(manifest_path, absl::StrCat("variable '", var.name,
+                                                       "' appears twice"));
+    }
+    const std::string vwhere = absl::StrCat(where, " ('", var.name, "')");
+    auto dtype = v.find("dtype");
+    if (dtype == v.end() || !dtype->is_string()) {
+      return ManifestError(manifest_path, vwhere + ".dtype is not a string");
+    }
+    absl::StatusOr<DType> parsed = ParseDType(dtype->get<std::string>());
+    if (!parsed.ok()) {
+      return ManifestError(
+          manifest_path,
+          absl::StrCat(vwhere, ".dtype: ", parsed.status().message()));
+    }
+    var.dtype = *parsed;
+    auto shape = v.find("shape");
+    if (shape == v.end() || !shape->is_array()) {
+      return ManifestError(manifest_path, vwhere + ".shape is not an array");
+    }
+    for (const json& d : *shape) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) {
+        return ManifestError(manifest_path,
+                             vwhere +
+                                 ".shape has a dimension that is not a "
+                                 "non-negative integer");
+      }
+      var.shape.push_back(d.get<int64_t>());
+    }
+    absl::Status shape_ok = ValidateShape(var.shape, DTypeSize(var.dtype),
+                                          std::numeric_limits<uint64_t>::max());
+    if (!shape_ok.ok()) {
+      return ManifestError(
+          manifest_path, absl::StrCat(vwhere, ".shape: ", shape_ok.message()));
+    }
+    const uint64_t expected_bytes =
+        static_cast<uint64_t>(NumElements(var.shape)) * DTypeSize(var.dtype);
+    if (auto meta = v.find("meta"); meta != v.end()) var.meta = *meta;
+
+    auto tensors = v.find("tensors");
+    if (tensors == v.end() || !tensors->is_array()) {
+      return ManifestError(manifest_path, vwhere + ".tensors is not an array");
+    }
+    std::set<std::string> roles;
+    for (size_t j = 0; j < tensors->size(); ++j) {
+      const std::string twhere = absl::StrCat(vwhere, ".tensors[", j, "]");
+      STRATA_ASSIGN_OR_RETURN(
+          TensorEntry entry,
+          ParseTensorEntry((*tensors)[j], manifest_path, twhere));
+      if (!roles.insert(entry.role).second) {
+        return ManifestError(
+            manifest_path,
+            absl::StrCat(twhere, ": role '", entry.role, "' appears twice"));
+      }
+      if (entry.bytes != expected_bytes) {
+        return ManifestError(
+            manifest_path,
+            absl::StrCat(twhere, ".bytes is ", entry.bytes, ", but ",
+                         DTypeName(var.dtype), " ", ShapeString(var.shape),
+                         " needs ", expected_bytes));
+      }
+      STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const Buffer> buffer,
+                              ReadPayload(dir_fd, path, entry));
+      if (entry.role == kValueRole) {
+        var.value = std::move(buffer);
+      } else {
+        var.slots.emplace_back(entry.role, std::move(buffer));
+      }
+    }
+    if (var.value == nullptr) {
+      return ManifestError(manifest_path,
+                           vwhere + " has no tensor with role \"value\"");
+    }
+    checkpoint.variables.push_back(std::move(var));
+  }
+  return checkpoint;
+}
+
+}  // namespace strata

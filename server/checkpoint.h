@@ -1,0 +1,57 @@
+// On-disk checkpoints of a parameter server's variables and optimizer slots.
+//
+// Layout of a checkpoint directory:
+//   manifest.json   format version, extra metadata, and per tensor: file,
+//                   dtype, shape, byte size and CRC32C
+//   <n>.bin         raw little-endian payload of one tensor
+// A checkpoint is written into a temporary sibling directory, fsynced, and
+// renamed into place, so a reader sees either the old or the new checkpoint,
+// never a partial one.
+#ifndef STRATA_SERVER_CHECKPOINT_H_
+#define STRATA_SERVER_CHECKPOINT_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/tensor.h"
+#include "nlohmann/json.hpp"
+
+namespace strata {
+
+// One variable in a checkpoint: its value, its optimizer slots (each with the
+// value's dtype and shape) and opaque metadata the store round-trips (spec,
+// version, iteration count, exactly-once window).
+struct CheckpointVariable {
+  std::string name;
+  DType dtype = DType::kInvalid;
+  Shape shape;
+  std::shared_ptr<const Buffer> value;
+  std::vector<std::pair<std::string, std::shared_ptr<const Buffer>>> slots;
+  nlohmann::json meta;
+};
+
+struct Checkpoint {
+  std::vector<CheckpointVariable> variables;
+  nlohmann::json extra;  // checkpoint-wide metadata
+};
+
+// Writes `checkpoint` to directory `path`, replacing any checkpoint there.
+// Returns the number of payload bytes written.
+// Errors: INVALID_ARGUMENT for a buffer whose size does not match dtype and
+// shape; INTERNAL (with the path and errno text) for I/O failures.
+absl::StatusOr<int64_t> WriteCheckpoint(const std::string& path,
+                                        const Checkpoint& checkpoint);
+
+// Reads and verifies the checkpoint in `path`: every file listed must exist,
+// have the recorded size, and match its CRC32C.
+// Errors: NOT_FOUND when there is no manifest; DATA_LOSS naming the file for
+// a missing, truncated or corrupt payload or an unreadable manifest.
+absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
+
+}  // namespace strata
+
+#endif  // STRATA_SERVER_CHECKPOINT_H_

@@ -1,0 +1,603 @@
+#include "server/parameter_service_impl.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/status_macros.h"
+#include "proto/chunk_codec.h"
+
+namespace strata {
+namespace {
+
+std::string CodeName(absl::StatusCode code) {
+  return absl::StatusCodeToString(code);
+}
+
+// Shared by Push and Assign: receives a TensorChunk stream into one buffer.
+// Subclasses validate the header (allocating the payload) and consume the
+// completed payload.
+class ChunkedReceiveReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  ChunkedReceiveReactor(ParameterServiceImpl* service, const char* method,
+                        grpc::ByteBuffer* response)
+      : service_(service),
+        method_(method),
+        response_(response),
+        start_(absl::Now()) {}
+
+  void Begin() { StartRead(&message_); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      if (!header_seen_) {
+        Complete(absl::InvalidArgumentError(
+            absl::StrCat(method_, ": the stream ended before a header chunk")));
+        return;
+      }
+      if (received_ != payload_bytes_) {
+        Complete(absl::InvalidArgumentError(absl::StrCat(
+            method_, " of variable '", name_, "': the stream ended after ",
+            received_, " of ", payload_bytes_, " payload bytes")));
+        return;
+      }
+      std::string response;
+      absl::Status s = OnPayload(payload_ ? payload_->data() : nullptr,
+                                 payload_bytes_, &response);
+      if (s.ok()) *response_ = StringToByteBuffer(std::move(response));
+      Complete(s);
+      return;
+    }
+    absl::Status s = Consume();
+    if (!s.ok()) {
+      Complete(s);
+      return;
+    }
+    message_.Clear();
+    StartRead(&message_);
+  }
+
+  void OnDone() override { delete this; }
+
+ protected:
+  // Parses and validates the header; sets name_ and payload_bytes_.
+  virtual absl::Status OnHeader(const std::string& header) = 0;
+  // Consumes the complete payload; fills the serialized response.
+  virtual absl::Status OnPayload(const char* data, size_t size,
+                                 std::string* response) = 0;
+
+  ParameterServiceImpl* const service_;
+  const char* const method_;
+  std::string name_;
+  uint64_t payload_bytes_ = 0;
+
+ private:
+  absl::Status Consume() {
+    DecodedChunk chunk;
+    STRATA_RETURN_IF_ERROR(DecodeChunk(message_, &chunk));
+    if (!header_seen_) {
+      if (!chunk.has_header) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(method_, ": the first chunk carries no header"));
+      }
+      header_seen_ = true;
+      STRATA_RETURN_IF_ERROR(OnHeader(chunk.header));
+      if (payload_bytes_ > service_->store()->options().max_variable_bytes) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            method_, " of variable '", name_, "': payload of ", payload_bytes_,
+            " bytes is above the server limit of ",
+            service_->store()->options().max_variable_bytes));
+      }
+      payload_ = Buffer::Allocate(payload_bytes_, /*zero=*/false);
+    } else if (chunk.has_header) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          method_, " of variable '", name_, "': header repeated in a chunk"));
+    }
+    if (chunk.data_size == 0) return absl::OkStatus();
+    if (static_cast<uint64_t>(chunk.offset) != received_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          method_, " of variable '", name_, "': chunk at offset ",
+          chunk.offset, ", expected ", received_));
+    }
+    if (received_ + chunk.data_size > payload_bytes_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          method_, " of variable '", name_, "': chunks carry more than the ",
+          payload_bytes_, " payload bytes the header announced"));
+    }
+    chunk.CopyDataTo(payload_->data() + received_);
+    received_ += chunk.data_size;
+    return absl::OkStatus();
+  }
+
+  void Complete(const absl::Status& status) {
+    if (finished_) return;
+    finished_ = true;
+    service_->Record(method_, status, absl::Now() - start_,
+                     static_cast<int64_t>(received_), 0);
+    if (!status.ok()) {
+      service_->logger()->Log(LogLevel::kWarning, "rpc_error",
+                              {{"method", method_},
+                               {"variable", name_},
+                               {"code", CodeName(status.code())},
+                               {"message", std::string(status.message())}});
+    }
+    payload_.reset();
+    Finish(ToGrpcStatus(status));
+  }
+
+  grpc::ByteBuffer* const response_;
+  const absl::Time start_;
+  grpc::ByteBuffer message_;
+  bool header_seen_ = false;
+  bool finished_ = false;
+  uint64_t received_ = 0;
+  std::shared_ptr<Buffer> payload_;
+};
+
+class PushReactor final : public ChunkedReceiveReactor {
+ public:
+  PushReactor(ParameterServiceImpl* service, grpc::ByteBuffer* response)
+      : ChunkedReceiveReactor(service, "Push", response) {}
+
+ private:
+  absl::Status OnHeader(const std::string& bytes) override {
+    if (!header_.ParseFromString(bytes)) {
+      return absl::InvalidArgumentError("Push: the header is not a PushHeader");
+    }
+    name_ = header_.name();
+    STRATA_ASSIGN_OR_RETURN(variable_, service_->store()->Get(name_));
+    const std::string var = absl::StrCat("variable '", name_, "'");
+    auto dtype = DTypeFromProto(header_.dtype());
+    if (!dtype.ok() || *dtype != variable_->dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          var, " is ", DTypeName(variable_->dtype()), ", the gradient is ",
+          dtype.ok() ? DTypeName(*dtype) : dtype.status().ToString()));
+    }
+    Shape shape(header_.shape().begin(), header_.shape().end());
+    const size_t esize = DTypeSize(variable_->dtype());
+    if (header_.rows()) {
+      const Shape& vs = variable_->shape();
+      if (vs.size() != 2) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            var, ": row push needs a 2-D variable, it is ", ShapeString(vs)));
+      }
+      if (header_.num_rows() < 0 || shape.size() != 2 ||
+          shape[0] != header_.num_rows() || shape[1] != vs[1]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            var, ": row gradient shape ", ShapeString(shape),
+            " must be [num_rows=", header_.num_rows(), ", ", vs[1], "]"));
+      }
+      uint64_t expected =
+          static_cast<uint64_t>(header_.num_rows()) * (8 + vs[1] * esize);
+      if (static_cast<uint64_t>(header_.payload_bytes()) != expected) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            var, ": row push payload is ", header_.payload_bytes(),
+            " bytes, expected ", expected, " (", header_.num_rows(),
+            " int64 ids then the rows)"));
+      }
+    } else {
+      if (shape != variable_->shape()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            var, " has shape ", ShapeString(variable_->shape()),
+            ", the gradient has shape ", ShapeString(shape)));
+      }
+      if (static_cast<uint64_t>(header_.payload_bytes()) !=
+          variable_->byte_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            var, ": gradient payload is ", header_.payload_bytes(),
+            " bytes, expected ", variable_->byte_size()));
+      }
+    }
+    payload_bytes_ = header_.payload_bytes();
+    return absl::OkStatus();
+  }
+
+  absl::Status OnPayload(const char* data, size_t size,
+                         std::string* response) override {
+    PushMeta meta{header_.tag().job(), header_.tag().worker(),
+                  header_.tag().step(), header_.tag().attempt()};
+    PushOutcome outcome;
+    if (header_.rows()) {
+      const size_t n = static_cast<size_t>(header_.num_rows());
+      std::vector<int64_t> ids(n);
+      if (n > 0) std::memcpy(ids.data(), data, n * sizeof(int64_t));
+      STRATA_ASSIGN_OR_RETURN(
+          outcome, variable_->PushRows(meta, ids, data + n * sizeof(int64_t),
+                                       size - n * sizeof(int64_t)));
+    } else {
+      STRATA_ASSIGN_OR_RETURN(outcome, variable_->PushDense(meta, data, size));
+    }
+    service_->store()->RecordPush(outcome, static_cast<int64_t>(size));
+    v1::PushResponse resp;
+    resp.set_version(outcome.version);
+    resp.set_duplicate(outcome.duplicate);
+    resp.set_applied(outcome.applied);
+    *response = resp.SerializeAsString();
+    if (outcome.duplicate) {
+      service_->logger()->Log(LogLevel::kInfo, "push_duplicate",
+                              {{"variable", name_},
+                               {"job", meta.job},
+                               {"worker", meta.worker},
+                               {"step", meta.step},
+                               {"attempt", meta.attempt}});
+    }
+    return absl::OkStatus();
+  }
+
+  v1::PushHeader header_;
+  std::shared_ptr<Variable> variable_;
+};
+
+class AssignReactor final : public ChunkedReceiveReactor {
+ public:
+  AssignReactor(ParameterServiceImpl* service, grpc::ByteBuffer* response)
+      : ChunkedReceiveReactor(service, "Assign", response) {}
+
+ private:
+  absl::Status OnHeader(const std::string& bytes) override {
+    if (!header_.ParseFromString(bytes)) {
+      return absl::InvalidArgumentError(
+          "Assign: the header is not an AssignHeader");
+    }
+    name_ = header_.name();
+    STRATA_ASSIGN_OR_RETURN(variable_, service_->store()->Get(name_));
+    auto dtype = DTypeFromProto(header_.dtype());
+    Shape shape(header_.shape().begin(), header_.shape().end());
+    if (!dtype.ok() || *dtype != variable_->dtype() ||
+        shape != variable_->shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable '", name_, "' is ", DTypeName(variable_->dtype()), " ",
+          ShapeString(variable_->shape()), ", the assigned value is ",
+          dtype.ok() ? DTypeName(*dtype) : "invalid", " ",
+          ShapeString(shape)));
+    }
+    if (static_cast<uint64_t>(header_.payload_bytes()) !=
+        variable_->byte_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable '", name_, "': assigned payload is ",
+          header_.payload_bytes(), " bytes, expected ",
+          variable_->byte_size()));
+    }
+    payload_bytes_ = header_.payload_bytes();
+    return absl::OkStatus();
+  }
+
+  absl::Status OnPayload(const char* data, size_t size,
+                         std::string* response) override {
+    STRATA_ASSIGN_OR_RETURN(int64_t version, variable_->Assign(data, size));
+    v1::AssignResponse resp;
+    resp.set_version(version);
+    *response = resp.SerializeAsString();
+    return absl::OkStatus();
+  }
+
+  v1::AssignHeader header_;
+  std::shared_ptr<Variable> variable_;
+};
+
+class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  PullReactor(ParameterServiceImpl* service, grpc::CallbackServerContext* ctx)
+      : service_(service), ctx_(ctx), start_(absl::Now()) {}
+
+  void Begin(const grpc::ByteBuffer& request) {
+    if (!request_.ParseFromString(ByteBufferToString(request))) {
+      Fail(absl::InvalidArgumentError("Pull: request is not a PullRequest"));
+      return;
+    }
+    auto variable = service_->store()->Get(request_.name());
+    if (!variable.ok()) {
+      Fail(variable.status());
+      return;
+    }
+    variable_ = *std::move(variable);
+    if (request_.min_version() < 0 || request_.clock() < 0) {
+      Fail(absl::InvalidArgumentError(absl::StrCat(
+          "Pull of variable '", request_.name(),
+          "': min_version and clock must be >= 0")));
+      return;
+    }
+    if (variable_->PullReady(request_.min_version(), request_.clock())) {
+      Send();
+      return;
+    }
+    // Wait for the version or the staleness bound, bounded by the caller's
+    // deadline and the server's maximum wait.
+    absl::Time deadline = absl::FromChrono(ctx_->deadline());
+    deadline = std::min(deadline,
+                        absl::Now() + service_->options().max_pull_wait);
+    // The waiter may run (and finish this reactor) on another thread before
+    // WaitForPull returns: nothing below may touch `this`.
+    std::shared_ptr<Variable> v = variable_;
+    DeadlineTimer* timer = service_->timer();
+    const int64_t min_version = request_.min_version();
+    const int64_t clock = request_.clock();
+    int64_t id = v->WaitForPull(
+        min_version, clock,
+        [this](absl::Status s) { s.ok() ? Send() : Fail(s); });
+    if (id != 0) {
+      timer->Schedule(deadline, [v, id, min_version, clock]() {
+        v->ExpireWaiter(
+            id, absl::AbortedError(absl::StrCat(
+                    "pull timed out waiting: ",
+                    v->WaitDescription(min_version, clock))));
+      });
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "pull write failed"));
+      return;
+    }
+    WriteNext();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Send() {
+    absl::StatusOr<VariableSnapshot> snap;
+    if (request_.rows()) {
+      snap = variable_->ReadRows(request_.row_ids());
+    } else {
+      snap = variable_->Snapshot();
+    }
+    if (!snap.ok()) {
+      Fail(snap.status());
+      return;
+    }
+    snapshot_ = *std::move(snap);
+    v1::PullHeader header;
+    header.set_dtype(DTypeToProto(snapshot_.dtype));
+    for (int64_t d : snapshot_.shape) header.add_shape(d);
+    header.set_version(snapshot_.version);
+    header.set_payload_bytes(static_cast<int64_t>(snapshot_.value->size()));
+    header_ = header.SerializeAsString();
+    service_->store()->RecordPull(static_cast<int64_t>(snapshot_.value->size()));
+    WriteNext();
+  }
+
+  void WriteNext() {
+    const size_t total = snapshot_.value->size();
+    const size_t chunk = service_->options().chunk_bytes;
+    if (sent_any_ && offset_ >= total) {
+      Done(absl::OkStatus());
+      return;
+    }
+    size_t n = std::min(chunk, total - offset_);
+    message_ = EncodeChunk(sent_any_ ? absl::string_view() : header_,
+                           static_cast<int64_t>(offset_),
+                           snapshot_.value->data() + offset_, n,
+                           snapshot_.value);
+    offset_ += n;
+    sent_any_ = true;
+    if (offset_ >= total) {
+      service_->Record("Pull", absl::OkStatus(), absl::Now() - start_, 0,
+                       static_cast<int64_t>(total));
+      finished_ = true;
+      StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
+    } else {
+      StartWrite(&message_);
+    }
+  }
+
+  void Done(const absl::Status& s) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(ToGrpcStatus(s));
+  }
+
+  void Fail(const absl::Status& s) {
+    service_->Record("Pull", s, absl::Now() - start_, 0, 0);
+    service_->logger()->Log(LogLevel::kWarning, "rpc_error",
+                            {{"method", "Pull"},
+                             {"variable", request_.name()},
+                             {"code", CodeName(s.code())},
+                             {"message", std::string(s.message())}});
+    Done(s);
+  }
+
+  ParameterServiceImpl* const service_;
+  grpc::CallbackServerContext* const ctx_;
+  const absl::Time start_;
+  v1::PullRequest request_;
+  std::shared_ptr<Variable> variable_;
+  VariableSnapshot snapshot_;
+  std::string header_;
+  grpc::ByteBuffer message_;
+  size_t offset_ = 0;
+  bool sent_any_ = false;
+  bool finished_ = false;
+};
+
+// Finishes a unary call with `status`, recording it.
+grpc::ServerUnaryReactor* FinishUnary(ParameterServiceImpl* service,
+                                      grpc::CallbackServerContext* ctx,
+                                      const char* method, absl::Time start,
+                                      const absl::Status& status) {
+  service->Record(method, status, absl::Now() - start, 0, 0);
+  if (!status.ok()) {
+    service->logger()->Log(LogLevel::kWarning, "rpc_error",
+                           {{"method", method},
+                            {"code", CodeName(status.code())},
+                            {"message", std::string(status.message())}});
+  }
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace
+
+struct ParameterServiceImpl::MethodMetrics {};
+
+ParameterServiceImpl::ParameterServiceImpl(VariableStore* store,
+                                           Logger* logger,
+                                           MetricsRegistry* metrics,
+                                           ParameterServiceOptions options)
+    : store_(store),
+      logger_(logger),
+      metrics_(metrics),
+      options_(std::move(options)) {
+  metrics_->SetGaugeFunction(
+      "strata_ps_variables", "Variables held by this server", {},
+      [store] { return static_cast<double>(store->Stats().num_variables); });
+  metrics_->SetGaugeFunction(
+      "strata_ps_variable_bytes", "Bytes of variable values on this server",
+      {}, [store] { return static_cast<double>(store->Stats().variable_bytes); });
+  metrics_->SetGaugeFunction(
+      "strata_ps_pushes_applied", "Pushes taken (not duplicates)", {},
+      [store] { return static_cast<double>(store->Stats().pushes_applied); });
+  metrics_->SetGaugeFunction(
+      "strata_ps_pushes_duplicate", "Pushes acknowledged as already applied",
+      {},
+      [store] { return static_cast<double>(store->Stats().pushes_duplicate); });
+}
+
+ParameterServiceImpl::~ParameterServiceImpl() {
+  PrepareShutdown();
+  for (const char* name :
+       {"strata_ps_variables", "strata_ps_variable_bytes",
+        "strata_ps_pushes_applied", "strata_ps_pushes_duplicate"}) {
+    metrics_->RemoveGaugeFunction(name, {});
+  }
+}
+
+void ParameterServiceImpl::PrepareShutdown() {
+  store_->CancelWaiters(
+      absl::UnavailableError("parameter server is shutting down"));
+  timer_.Stop();
+}
+
+void ParameterServiceImpl::Record(const char* method,
+                                  const absl::Status& status,
+                                  absl::Duration elapsed, int64_t bytes_in,
+                                  int64_t bytes_out) {
+  std::map<std::string, std::string> labels = {
+      {"method", method}, {"code", CodeName(status.code())}};
+  metrics_->GetCounter("strata_ps_rpcs_total", "RPCs handled", labels)
+      ->Increment();
+  metrics_
+      ->GetHistogram("strata_ps_rpc_latency_seconds", "RPC latency",
+                     {{"method", method}},
+                     {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                      0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})
+      ->Observe(absl::ToDoubleSeconds(elapsed));
+  if (bytes_in > 0) {
+    metrics_
+        ->GetCounter("strata_ps_bytes_received_total",
+                     "Tensor bytes received", {{"method", method}})
+        ->Increment(static_cast<double>(bytes_in));
+  }
+  if (bytes_out > 0) {
+    metrics_
+        ->GetCounter("strata_ps_bytes_sent_total", "Tensor bytes sent",
+                     {{"method", method}})
+        ->Increment(static_cast<double>(bytes_out));
+  }
+}
+
+grpc::ServerUnaryReactor* ParameterServiceImpl::CreateVariable(
+    grpc::CallbackServerContext* ctx, const v1::CreateVariableRequest* req,
+    v1::CreateVariableResponse* resp) {
+  absl::Time start = absl::Now();
+  absl::StatusOr<bool> created = store_->Create(req->spec());
+  if (created.ok()) {
+    resp->set_created(*created);
+    if (*created) {
+      logger_->Log(LogLevel::kInfo, "variable_created",
+                   {{"variable", req->spec().name()},
+                    {"dtype", static_cast<int>(req->spec().dtype())},
+                    {"shape", std::vector<int64_t>(req->spec().shape().begin(),
+                                                   req->spec().shape().end())},
+                    {"optimizer", req->spec().optimizer().type()}});
+    }
+  }
+  return FinishUnary(this, ctx, "CreateVariable", start, created.status());
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ParameterServiceImpl::Pull(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) {
+  auto* reactor = new PullReactor(this, ctx);
+  reactor->Begin(*req);
+  return reactor;
+}
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* ParameterServiceImpl::Push(
+    grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) {
+  auto* reactor = new PushReactor(this, resp);
+  reactor->Begin();
+  return reactor;
+}
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* ParameterServiceImpl::Assign(
+    grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) {
+  auto* reactor = new AssignReactor(this, resp);
+  reactor->Begin();
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ParameterServiceImpl::Save(
+    grpc::CallbackServerContext* ctx, const v1::SaveRequest* req,
+    v1::SaveResponse* resp) {
+  absl::Time start = absl::Now();
+  absl::StatusOr<SaveResult> saved = store_->Save(req->path());
+  if (saved.ok()) {
+    resp->set_path(saved->path);
+    resp->set_num_variables(saved->num_variables);
+    resp->set_bytes(saved->bytes);
+    logger_->Log(LogLevel::kInfo, "checkpoint_saved",
+                 {{"path", saved->path},
+                  {"variables", saved->num_variables},
+                  {"bytes", saved->bytes}});
+  }
+  return FinishUnary(this, ctx, "Save", start, saved.status());
+}
+
+grpc::ServerUnaryReactor* ParameterServiceImpl::Restore(
+    grpc::CallbackServerContext* ctx, const v1::RestoreRequest* req,
+    v1::RestoreResponse* resp) {
+  absl::Time start = absl::Now();
+  absl::StatusOr<int64_t> restored = store_->Restore(req->path());
+  if (restored.ok()) {
+    resp->set_num_variables(*restored);
+    logger_->Log(LogLevel::kInfo, "checkpoint_restored",
+                 {{"path", req->path()}, {"variables", *restored}});
+  }
+  return FinishUnary(this, ctx, "Restore", start, restored.status());
+}
+
+grpc::ServerUnaryReactor* ParameterServiceImpl::ListVariables(
+    grpc::CallbackServerContext* ctx, const v1::ListVariablesRequest* req,
+    v1::ListVariablesResponse* resp) {
+  absl::Time start = absl::Now();
+  for (const auto& v : store_->List()) {
+    v1::VariableInfo* info = resp->add_variables();
+    *info->mutable_spec() = v->spec();
+    info->set_version(v->version());
+    info->set_iterations(v->iterations());
+  }
+  return FinishUnary(this, ctx, "ListVariables", start, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ParameterServiceImpl::Stats(
+    grpc::CallbackServerContext* ctx, const v1::StatsRequest* req,
+    v1::StatsResponse* resp) {
+  absl::Time start = absl::Now();
+  StoreStats s = store_->Stats();
+  resp->set_num_variables(s.num_variables);
+  resp->set_variable_bytes(s.variable_bytes);
+  resp->set_pushes_applied(s.pushes_applied);
+  resp->set_pushes_duplicate(s.pushes_duplicate);
+  resp->set_pulls(s.pulls);
+  resp->set_bytes_pushed(s.bytes_pushed);
+  resp->set_bytes_pulled(s.bytes_pulled);
+  resp->set_sync_steps_applied(s.sync_steps_applied);
+  return FinishUnary(this, ctx, "Stats", start, absl::OkStatus());
+}
+
+}  // namespace strata

@@ -1,0 +1,92 @@
+// gRPC adapter over VariableStore: validates requests, calls the store and
+// maps statuses. Push, Assign and Pull are raw (ByteBuffer) methods so that
+// tensor bytes are written straight into place on receive and sent from the
+// variable's snapshot without a copy.
+#ifndef STRATA_SERVER_PARAMETER_SERVICE_IMPL_H_
+#define STRATA_SERVER_PARAMETER_SERVICE_IMPL_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "common/logging.h"
+#include "common/metrics.h"
+#include "server/deadline_timer.h"
+#include "server/variable_store.h"
+#include "strata/v1/parameter_server.grpc.pb.h"
+
+namespace strata {
+
+using ParameterServiceBase =
+    v1::ParameterService::WithCallbackMethod_CreateVariable<
+        v1::ParameterService::WithRawCallbackMethod_Pull<
+            v1::ParameterService::WithRawCallbackMethod_Push<
+                v1::ParameterService::WithRawCallbackMethod_Assign<
+                    v1::ParameterService::WithCallbackMethod_Save<
+                        v1::ParameterService::WithCallbackMethod_Restore<
+                            v1::ParameterService::WithCallbackMethod_ListVariables<
+                                v1::ParameterService::WithCallbackMethod_Stats<
+                                    v1::ParameterService::Service>>>>>>>>;
+
+struct ParameterServiceOptions {
+  // Payload bytes per streamed chunk.
+  size_t chunk_bytes = 1 << 20;
+  // Longest a pull waits for a version or the staleness bound when the
+  // caller set no earlier deadline.
+  absl::Duration max_pull_wait = absl::Seconds(60);
+};
+
+// Thread-safe; the store, logger and metrics registry must outlive it.
+class ParameterServiceImpl final : public ParameterServiceBase {
+ public:
+  ParameterServiceImpl(VariableStore* store, Logger* logger,
+                       MetricsRegistry* metrics,
+                       ParameterServiceOptions options = {});
+  ~ParameterServiceImpl() override;
+
+  // Fails waiting pulls and stops the deadline timer (before shutdown).
+  void PrepareShutdown();
+
+  grpc::ServerUnaryReactor* CreateVariable(
+      grpc::CallbackServerContext* ctx, const v1::CreateVariableRequest* req,
+      v1::CreateVariableResponse* resp) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Pull(
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Push(
+      grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Assign(
+      grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* Save(grpc::CallbackServerContext* ctx,
+                                 const v1::SaveRequest* req,
+                                 v1::SaveResponse* resp) override;
+  grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx,
+                                    const v1::RestoreRequest* req,
+                                    v1::RestoreResponse* resp) override;
+  grpc::ServerUnaryReactor* ListVariables(
+      grpc::CallbackServerContext* ctx, const v1::ListVariablesRequest* req,
+      v1::ListVariablesResponse* resp) override;
+  grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx,
+                                  const v1::StatsRequest* req,
+                                  v1::StatsResponse* resp) override;
+
+  // Per-method accounting (public for the reactors in the .cc file).
+  struct MethodMetrics;
+  void Record(const char* method, const absl::Status& status,
+              absl::Duration elapsed, int64_t bytes_in, int64_t bytes_out);
+
+  VariableStore* store() { return store_; }
+  Logger* logger() { return logger_; }
+  DeadlineTimer* timer() { return &timer_; }
+  const ParameterServiceOptions& options() const { return options_; }
+
+ private:
+  VariableStore* const store_;
+  Logger* const logger_;
+  MetricsRegistry* const metrics_;
+  const ParameterServiceOptions options_;
+  DeadlineTimer timer_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_SERVER_PARAMETER_SERVICE_IMPL_H_

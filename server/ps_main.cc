@@ -1,0 +1,112 @@
+// strata-ps: the parameter-server daemon. Parses flags and TF_CONFIG, starts
+// the server, prints "listening on HOST:PORT", and on SIGTERM or SIGINT
+// drains in-flight calls and exits 0.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "common/cli.h"
+#include "common/logging.h"
+#include "common/tf_config.h"
+#include "server/ps_server.h"
+
+ABSL_FLAG(std::string, host, "", "Address to listen on (default 127.0.0.1, "
+          "or the host of this task in TF_CONFIG)");
+ABSL_FLAG(int, port, -1, "Port; 0 picks a free one (default 0, or the port "
+          "of this task in TF_CONFIG)");
+ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; 0 picks one, "
+          "-1 disables");
+ABSL_FLAG(std::string, checkpoint_dir, "", "Directory for checkpoints");
+ABSL_FLAG(int, task_index, -1, "Index of this PS task (default: TF_CONFIG "
+          "task.index, else 0)");
+ABSL_FLAG(int64_t, max_variable_bytes, int64_t{16} << 30,
+          "Largest variable, push or pull in bytes");
+ABSL_FLAG(double, drain_seconds, 10, "Grace period for in-flight calls on "
+          "SIGTERM");
+
+int main(int argc, char** argv) {
+  std::vector<std::string> storage;
+  std::vector<char*> args = strata::NormalizeFlagDashes(argc, argv, &storage);
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+
+  // Block the stop signals in every thread; one waits for them below.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  strata::PsServerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  int task_index = 0;
+  if (const char* tf_config = std::getenv("TF_CONFIG");
+      tf_config != nullptr && *tf_config != '\0') {
+    auto config = strata::ParseTfConfig(tf_config);
+    if (!config.ok()) {
+      std::cerr << "strata-ps: bad TF_CONFIG: " << config.status().message()
+                << "\n";
+      return 2;
+    }
+    if (config->task_type == "ps") {
+      task_index = config->task_index;
+      std::string address = strata::TaskAddress(*config);
+      if (!address.empty()) {
+        auto hp = strata::SplitHostPort(address);
+        if (!hp.ok()) {
+          std::cerr << "strata-ps: TF_CONFIG address: " << hp.status().message()
+                    << "\n";
+          return 2;
+        }
+        // The cluster lists names others reach us by; listen on all
+        // interfaces at that port.
+        options.host = "0.0.0.0";
+        options.port = hp->second;
+      }
+    }
+  }
+  if (!absl::GetFlag(FLAGS_host).empty()) options.host = absl::GetFlag(FLAGS_host);
+  if (absl::GetFlag(FLAGS_port) >= 0) options.port = absl::GetFlag(FLAGS_port);
+  if (absl::GetFlag(FLAGS_task_index) >= 0) {
+    task_index = absl::GetFlag(FLAGS_task_index);
+  }
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  if (absl::GetFlag(FLAGS_max_variable_bytes) <= 0) {
+    std::cerr << "strata-ps: --max_variable_bytes must be positive\n";
+    return 2;
+  }
+  options.max_variable_bytes =
+      static_cast<uint64_t>(absl::GetFlag(FLAGS_max_variable_bytes));
+
+  strata::Logger logger(absl::StrCat("ps:", task_index));
+  auto server = strata::PsServer::Start(options, &logger);
+  if (!server.ok()) {
+    logger.Log(strata::LogLevel::kError, "start_failed",
+               {{"error", server.status().ToString()}});
+    std::cerr << "strata-ps: " << server.status().message() << "\n";
+    return 1;
+  }
+  std::cout << "listening on " << (*server)->address() << std::endl;
+  logger.Log(strata::LogLevel::kInfo, "listening",
+             {{"address", (*server)->address()},
+              {"metrics_port", (*server)->metrics_port()},
+              {"checkpoint_dir", options.checkpoint_dir}});
+  if ((*server)->metrics_port() > 0) {
+    std::cout << "metrics on " << options.host << ":"
+              << (*server)->metrics_port() << std::endl;
+  }
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  logger.Log(strata::LogLevel::kInfo, "draining", {{"signal", sig}});
+  (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
+  logger.Log(strata::LogLevel::kInfo, "stopped", {});
+  return 0;
+}

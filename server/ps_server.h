@@ -1,0 +1,67 @@
+// A running parameter server: store + gRPC service + health + reflection,
+// and optionally the Prometheus /metrics endpoint.
+#ifndef STRATA_SERVER_PS_SERVER_H_
+#define STRATA_SERVER_PS_SERVER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/logging.h"
+#include "common/metrics.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "server/parameter_service_impl.h"
+#include "server/variable_store.h"
+
+namespace strata {
+
+struct PsServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;               // 0 picks a free port
+  int metrics_port = -1;      // -1: no metrics endpoint; 0 picks a port
+  std::string checkpoint_dir;
+  uint64_t max_variable_bytes = uint64_t{16} << 30;
+  ParameterServiceOptions service;
+  // Extra builder configuration (interceptors in tests, credentials).
+  std::function<void(grpc::ServerBuilder&)> configure_builder;
+};
+
+// Owns everything a PS process runs. Thread-safe.
+class PsServer {
+ public:
+  // Builds and starts the server. Errors: UNAVAILABLE when the address
+  // cannot be bound (naming it), INVALID_ARGUMENT for bad options.
+  static absl::StatusOr<std::unique_ptr<PsServer>> Start(
+      const PsServerOptions& options, Logger* logger);
+  ~PsServer();
+
+  int port() const { return port_; }
+  int metrics_port() const;
+  std::string address() const;
+  VariableStore* store() { return store_.get(); }
+  MetricsRegistry* metrics() { return metrics_.get(); }
+
+  // Stops accepting calls and lets in-flight calls finish, cancelling those
+  // still running after `grace`. Idempotent.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  PsServer() = default;
+
+  PsServerOptions options_;
+  Logger* logger_ = nullptr;
+  int port_ = 0;
+  std::unique_ptr<MetricsRegistry> metrics_;
+  std::unique_ptr<VariableStore> store_;
+  std::unique_ptr<ParameterServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsHttpServer> http_;
+  bool shut_down_ = false;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_SERVER_PS_SERVER_H_

@@ -1,0 +1,791 @@
+#include "server/variable.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace strata {
+namespace {
+
+// A sync push may run at most this many steps ahead of the applied version.
+constexpr int64_t kMaxStepsAhead = 64;
+
+template <typename T>
+void AddT(char* dst, const char* src, int64_t n) {
+  T* d = reinterpret_cast<T*>(dst);
+  const T* s = reinterpret_cast<const T*>(src);
+  for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+}
+
+void AddInto(DType dtype, char* dst, const char* src, int64_t n) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return AddT<float>(dst, src, n);
+    case DType::kFloat64:
+      return AddT<double>(dst, src, n);
+    case DType::kInt32:
+      return AddT<int32_t>(dst, src, n);
+    case DType::kInt64:
+      return AddT<int64_t>(dst, src, n);
+    case DType::kInvalid:
+      return;
+  }
+}
+
+template <typename T>
+void ScaleT(char* buf, int64_t n, int64_t divisor) {
+  T* p = reinterpret_cast<T*>(buf);
+  for (int64_t i = 0; i < n; ++i) p[i] /= static_cast<T>(divisor);
+}
+
+void DivideBy(DType dtype, char* buf, int64_t n, int64_t divisor) {
+  if (divisor == 1) return;
+  switch (dtype) {
+    case DType::kFloat32:
+      return ScaleT<float>(buf, n, divisor);
+    case DType::kFloat64:
+      return ScaleT<double>(buf, n, divisor);
+    case DType::kInt32:
+      return ScaleT<int32_t>(buf, n, divisor);
+    case DType::kInt64:
+      return ScaleT<int64_t>(buf, n, divisor);
+    case DType::kInvalid:
+      return;
+  }
+}
+
+std::string Quote(const std::string& name) { return absl::StrCat("'", name, "'"); }
+
+absl::Status ValidateSpecShape(const v1::VariableSpec& spec, DType dtype,
+                               uint64_t max_bytes, Shape* shape) {
+  const std::string var = absl::StrCat("variable ", Quote(spec.name()));
+  shape->assign(spec.shape().begin(), spec.shape().end());
+  absl::Status s = ValidateShape(*shape, DTypeSize(dtype), max_bytes);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(var, ": ", s.message()));
+  }
+  if (spec.full_shape_size() == 0) {
+    if (spec.row_offset() != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          var, ": row_offset ", spec.row_offset(),
+          " given without full_shape"));
+    }
+    return absl::OkStatus();
+  }
+  Shape full(spec.full_shape().begin(), spec.full_shape().end());
+  if (full.size() != shape->size() || full.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        var, ": full_shape ", ShapeString(full), " must have the rank of shape ",
+        ShapeString(*shape), " and rank >= 1"));
+  }
+  for (size_t i = 1; i < full.size(); ++i) {
+    if (full[i] != (*shape)[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          var, ": shard shape ", ShapeString(*shape),
+          " differs from full_shape ", ShapeString(full), " beyond axis 0"));
+    }
+  }
+  if (spec.row_offset() < 0 || spec.row_offset() + (*shape)[0] > full[0]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        var, ": rows [", spec.row_offset(), ", ",
+        spec.row_offset() + (*shape)[0], ") are outside full_shape ",
+        ShapeString(full)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DType> DTypeFromProto(v1::DType dtype) {
+  switch (dtype) {
+    case v1::DT_FLOAT32:
+      return DType::kFloat32;
+    case v1::DT_FLOAT64:
+      return DType::kFloat64;
+    case v1::DT_INT32:
+      return DType::kInt32;
+    case v1::DT_INT64:
+      return DType::kInt64;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("dtype ", static_cast<int>(dtype),
+                       " is not one of float32, float64, int32, int64"));
+  }
+}
+
+v1::DType DTypeToProto(DType dtype) {
+  return static_cast<v1::DType>(static_cast<int>(dtype));
+}
+
+absl::StatusOr<InitializerSpec> InitializerFromProto(
+    const v1::Initializer& init) {
+  InitializerSpec spec;
+  if (!init.type().empty()) {
+    STRATA_ASSIGN_OR_RETURN(spec.type, ParseInitializerType(init.type()));
+  }
+  spec.seed = init.seed();
+  spec.value = init.value();
+  if (init.minval() != 0 || init.maxval() != 0) {
+    spec.minval = init.minval();
+    spec.maxval = init.maxval();
+  }
+  spec.mean = init.mean();
+  if (init.stddev() != 0) spec.stddev = init.stddev();
+  return spec;
+}
+
+absl::StatusOr<OptimizerConfig> OptimizerFromProto(const v1::OptimizerSpec& o) {
+  OptimizerConfig c;
+  if (!o.type().empty()) {
+    STRATA_ASSIGN_OR_RETURN(c.type, ParseOptimizerType(o.type()));
+  }
+  if (o.learning_rate() != 0) c.learning_rate = o.learning_rate();
+  c.momentum = o.momentum();
+  c.nesterov = o.nesterov();
+  if (o.beta_1() != 0) c.beta_1 = o.beta_1();
+  if (o.beta_2() != 0) c.beta_2 = o.beta_2();
+  if (o.epsilon() != 0) c.epsilon = o.epsilon();
+  c.amsgrad = o.amsgrad();
+  if (o.initial_accumulator_value() != 0) {
+    c.initial_accumulator_value = o.initial_accumulator_value();
+  }
+  if (o.rho() != 0) c.rho = o.rho();
+  c.centered = o.centered();
+  return c;
+}
+
+Variable::Variable(const v1::VariableSpec& spec, DType dtype, Shape shape,
+                   std::unique_ptr<Optimizer> optimizer)
+    : spec_(spec),
+      dtype_(dtype),
+      shape_(std::move(shape)),
+      num_elements_(NumElements(shape_)),
+      byte_size_(num_elements_ * DTypeSize(dtype)),
+      row_width_(shape_.empty() || shape_[0] == 0
+                     ? 1
+                     : num_elements_ / shape_[0]),
+      optimizer_(std::move(optimizer)),
+      mode_(spec.update_mode().kind()),
+      num_replicas_(spec.update_mode().num_replicas()),
+      staleness_(spec.update_mode().staleness()) {}
+
+Variable::~Variable() = default;
+
+absl::StatusOr<std::shared_ptr<Variable>> Variable::Create(
+    const v1::VariableSpec& spec, uint64_t max_bytes) {
+  if (spec.name().empty()) {
+    return absl::InvalidArgumentError("variable spec: name is empty");
+  }
+  const std::string var = absl::StrCat("variable ", Quote(spec.name()));
+  auto dtype = DTypeFromProto(spec.dtype());
+  if (!dtype.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(var, ": ", dtype.status().message()));
+  }
+  Shape shape;
+  STRATA_RETURN_IF_ERROR(ValidateSpecShape(spec, *dtype, max_bytes, &shape));
+
+  auto opt_config = OptimizerFromProto(spec.optimizer());
+  if (!opt_config.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(var, ": optimizer: ", opt_config.status().message()));
+  }
+  if (!IsFloating(*dtype) && opt_config->type != OptimizerType::kAssignAdd) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        var, ": optimizer ", OptimizerTypeName(opt_config->type),
+        " needs float32 or float64; ", DTypeName(*dtype),
+        " variables allow only assign_add"));
+  }
+  auto optimizer = Optimizer::Create(*opt_config);
+  if (!optimizer.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(var, ": optimizer: ", optimizer.status().message()));
+  }
+  const v1::UpdateMode& mode = spec.update_mode();
+  switch (mode.kind()) {
+    case v1::UpdateMode::ASYNC:
+      break;
+    case v1::UpdateMode::SYNC:
+    case v1::UpdateMode::STALENESS:
+      if (mode.num_replicas() < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            var, ": update_mode.num_replicas must be >= 1 for ",
+            v1::UpdateMode::Kind_Name(mode.kind()), ", got ",
+            mode.num_replicas()));
+      }
+      if (mode.staleness() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(var, ": update_mode.staleness must be >= 0, got ",
+                         mode.staleness()));
+      }
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          var, ": update_mode.kind ", static_cast<int>(mode.kind()),
+          " is not one of ASYNC, SYNC, STALENESS"));
+  }
+
+  std::shared_ptr<Variable> v(
+      new Variable(spec, *dtype, shape, std::move(*optimizer)));
+  auto init = InitializerFromProto(spec.initializer());
+  if (!init.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(var, ": initializer: ", init.status().message()));
+  }
+  auto value = Buffer::Allocate(v->byte_size_, /*zero=*/false);
+  Shape full = spec.full_shape_size() == 0
+                   ? shape
+                   : Shape(spec.full_shape().begin(), spec.full_shape().end());
+  absl::Status filled =
+      FillInitializer(*init, spec.name(), *dtype, full, spec.row_offset(),
+                      value->data(), v->num_elements_);
+  if (!filled.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(var, ": initializer: ", filled.message()));
+  }
+  absl::MutexLock lock(&v->mu_);
+  v->value_ = std::move(value);
+  std::vector<std::string> slot_names = v->optimizer_->SlotNames();
+  for (size_t i = 0; i < slot_names.size(); ++i) {
+    auto slot = Buffer::Allocate(v->byte_size_);
+    double init_value = v->optimizer_->SlotInitialValue(i);
+    if (init_value != 0) {
+      InitializerSpec c;
+      c.type = InitializerType::kConstant;
+      c.value = init_value;
+      STRATA_RETURN_IF_ERROR(FillInitializer(c, spec.name(), *dtype, full,
+                                             spec.row_offset(), slot->data(),
+                                             v->num_elements_));
+    }
+    v->slots_.push_back(std::move(slot));
+  }
+  if (mode.kind() == v1::UpdateMode::STALENESS) {
+    v->clocks_.assign(mode.num_replicas(), 0);
+  }
+  return v;
+}
+
+absl::StatusOr<std::shared_ptr<Variable>> Variable::FromCheckpoint(
+    const CheckpointVariable& entry, uint64_t max_bytes) {
+  v1::VariableSpec spec;
+  if (!entry.meta.contains("spec") || !entry.meta["spec"].is_string()) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint variable ", Quote(entry.name), " has no spec"));
+  }
+  auto parsed = google::protobuf::util::JsonStringToMessage(
+      entry.meta["spec"].get<std::string>(), &spec);
+  if (!parsed.ok()) {
+    return absl::DataLossError(absl::StrCat("checkpoint variable ",
+                                            Quote(entry.name),
+                                            ": bad spec: ", parsed.ToString()));
+  }
+  // Start from a zero-initialized variable, then install the saved state.
+  v1::VariableSpec zero_spec = spec;
+  zero_spec.mutable_initializer()->Clear();
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v,
+                          Create(zero_spec, max_bytes));
+  if (entry.dtype != v->dtype_ || entry.shape != v->shape_ ||
+      entry.value == nullptr || entry.value->size() != v->byte_size_) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint variable ", Quote(entry.name),
+        ": stored tensor does not match its spec (", DTypeName(entry.dtype),
+        " ", ShapeString(entry.shape), " vs ", DTypeName(v->dtype_), " ",
+        ShapeString(v->shape_), ")"));
+  }
+  std::vector<std::string> slot_names = v->optimizer_->SlotNames();
+  if (entry.slots.size() != slot_names.size()) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint variable ", Quote(entry.name), ": has ",
+        entry.slots.size(), " optimizer slots, its optimizer needs ",
+        slot_names.size()));
+  }
+  // Keep the full spec (with the initializer) for later comparisons.
+  const_cast<v1::VariableSpec&>(v->spec_) = spec;
+  absl::MutexLock lock(&v->mu_);
+  v->value_ = Buffer::Copy(*entry.value);
+  for (size_t i = 0; i < slot_names.size(); ++i) {
+    if (entry.slots[i].first != slot_names[i] ||
+        entry.slots[i].second->size() != v->byte_size_) {
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint variable ", Quote(entry.name), ": slot ", i, " is '",
+          entry.slots[i].first, "', expected '", slot_names[i], "'"));
+    }
+    v->slots_[i] = Buffer::Copy(*entry.slots[i].second);
+  }
+  const nlohmann::json& m = entry.meta;
+  v->version_ = m.value("version", int64_t{0});
+  v->iterations_ = m.value("iterations", int64_t{0});
+  if (m.contains("dedup") && m["dedup"].is_array()) {
+    for (const auto& d : m["dedup"]) {
+      DedupWindow w;
+      w.floor = d.value("floor", int64_t{0});
+      for (const auto& s : d["steps"]) w.steps.insert(s.get<int64_t>());
+      v->dedup_[{d.value("job", std::string()), d.value("worker", int64_t{0})}] =
+          std::move(w);
+    }
+  }
+  if (m.contains("clocks") && m["clocks"].is_array() &&
+      m["clocks"].size() == v->clocks_.size()) {
+    for (size_t i = 0; i < v->clocks_.size(); ++i) {
+      v->clocks_[i] = m["clocks"][i].get<int64_t>();
+    }
+  }
+  return v;
+}
+
+absl::Status Variable::CheckWorker(const PushMeta& meta) const {
+  if (meta.step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable ", Quote(name()), ": step ", meta.step, " is negative"));
+  }
+  if (mode_ == v1::UpdateMode::ASYNC) return absl::OkStatus();
+  if (meta.worker < 0 || meta.worker >= num_replicas_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable ", Quote(name()), ": worker ", meta.worker,
+        " is outside [0, ", num_replicas_, ") for ",
+        v1::UpdateMode::Kind_Name(mode_), " with ", num_replicas_,
+        " replicas"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Variable::SeenBefore(const PushMeta& meta) {
+  auto key = std::make_pair(meta.job, meta.worker);
+  auto it = dedup_.find(key);
+  if (it == dedup_.end()) return false;
+  const DedupWindow& w = it->second;
+  if (meta.step < w.floor) {
+    return absl::AbortedError(absl::StrCat(
+        "variable ", Quote(name()), ": step ", meta.step, " of worker ",
+        meta.worker, " is older than the exactly-once window (oldest step "
+        "remembered: ", w.floor, "); cannot tell whether it was applied"));
+  }
+  return w.steps.count(meta.step) > 0;
+}
+
+void Variable::UnshareLocked() {
+  if (value_.use_count() > 1) value_ = Buffer::Copy(*value_);
+  for (auto& slot : slots_) {
+    if (slot.use_count() > 1) slot = Buffer::Copy(*slot);
+  }
+}
+
+absl::Status Variable::ApplyDenseLocked(const char* grad) {
+  UnshareLocked();
+  std::vector<void*> slots;
+  for (auto& s : slots_) slots.push_back(s->data());
+  STRATA_RETURN_IF_ERROR(optimizer_->ApplyDense(
+      dtype_, iterations_, value_->data(), slots, grad, num_elements_));
+  ++iterations_;
+  return absl::OkStatus();
+}
+
+absl::Status Variable::ApplyRowsLocked(absl::Span<const int64_t> ids,
+                                       const char* values) {
+  UnshareLocked();
+  std::vector<void*> slots;
+  for (auto& s : slots_) slots.push_back(s->data());
+  STRATA_RETURN_IF_ERROR(optimizer_->ApplySparse(
+      dtype_, iterations_, value_->data(), slots, ids, values, row_width_));
+  ++iterations_;
+  return absl::OkStatus();
+}
+
+void Variable::AdvanceClockLocked(const PushMeta& meta) {
+  if (mode_ != v1::UpdateMode::STALENESS) return;
+  int64_t& c = clocks_[meta.worker];
+  c = std::max(c, meta.step + 1);
+}
+
+absl::StatusOr<PushOutcome> Variable::PushDense(const PushMeta& meta,
+                                                const char* grad,
+                                                size_t size) {
+  if (size != byte_size_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable ", Quote(name()), ": gradient has ", size,
+        " bytes, expected ", byte_size_, " (", DTypeName(dtype_), " ",
+        ShapeString(shape_), ")"));
+  }
+  STRATA_RETURN_IF_ERROR(CheckWorker(meta));
+  STRATA_RETURN_IF_ERROR(CheckFinite(
+      dtype_, grad, num_elements_,
+      absl::StrCat("gradient for variable ", Quote(name()))));
+  std::vector<std::function<void(absl::Status)>> ready;
+  PushOutcome out;
+  {
+    absl::MutexLock lock(&mu_);
+    STRATA_ASSIGN_OR_RETURN(bool seen, SeenBefore(meta));
+    if (seen) {
+      out.version = version_;
+      out.duplicate = true;
+      return out;
+    }
+    if (mode_ == v1::UpdateMode::SYNC) {
+      STRATA_ASSIGN_OR_RETURN(out, SyncAccumulateLocked(meta, grad, {}, nullptr));
+    } else {
+      STRATA_RETURN_IF_ERROR(ApplyDenseLocked(grad));
+      ++version_;
+      auto& w = dedup_[{meta.job, meta.worker}];
+      w.steps.insert(meta.step);
+      while (static_cast<int64_t>(w.steps.size()) > kDedupWindow) {
+        w.floor = *w.steps.begin() + 1;
+        w.steps.erase(w.steps.begin());
+      }
+      AdvanceClockLocked(meta);
+      out.version = version_;
+      out.applied = true;
+    }
+    CollectReadyLocked(&ready);
+  }
+  for (auto& fn : ready) fn(absl::OkStatus());
+  return out;
+}
+
+absl::StatusOr<PushOutcome> Variable::PushRows(const PushMeta& meta,
+                                               absl::Span<const int64_t> ids,
+                                               const char* values,
+                                               size_t size) {
+  if (shape_.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable ", Quote(name()), ": row push needs a 2-D variable, it is ",
+        ShapeString(shape_)));
+  }
+  const size_t row_bytes = row_width_ * DTypeSize(dtype_);
+  if (size != ids.size() * row_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable ", Quote(name()), ": row gradient has ", size,
+        " bytes, expected ", ids.size(), " rows x ", row_width_, " ",
+        DTypeName(dtype_), " = ", ids.size() * row_bytes));
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= shape_[0]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable ", Quote(name()), ": row id ", ids[i], " (position ", i,
+          ") is outside [0, ", shape_[0], ")"));
+    }
+  }
+  STRATA_RETURN_IF_ERROR(CheckWorker(meta));
+  STRATA_RETURN_IF_ERROR(CheckFinite(
+      dtype_, values, ids.size() * row_width_,
+      absl::StrCat("row gradient for variable ", Quote(name()))));
+  // Sum duplicate ids.
+  std::vector<int64_t> unique_ids;
+  std::unordered_map<int64_t, size_t> index;
+  std::shared_ptr<Buffer> summed;
+  const char* rows = values;
+  {
+    index.reserve(ids.size());
+    for (int64_t id : ids) {
+      if (index.emplace(id, unique_ids.size()).second) unique_ids.push_back(id);
+    }
+    if (unique_ids.size() != ids.size()) {
+      summed = Buffer::Allocate(unique_ids.size() * row_bytes);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        AddInto(dtype_, summed->data() + index[ids[i]] * row_bytes,
+                values + i * row_bytes, row_width_);
+      }
+      rows = summed->data();
+    }
+  }
+  std::vector<std::function<void(absl::Status)>> ready;
+  PushOutcome out;
+  {
+    absl::MutexLock lock(&mu_);
+    STRATA_ASSIGN_OR_RETURN(bool seen, SeenBefore(meta));
+    if (seen) {
+      out.version = version_;
+      out.duplicate = true;
+      return out;
+    }
+    if (mode_ == v1::UpdateMode::SYNC) {
+      STRATA_ASSIGN_OR_RETURN(out,
+                              SyncAccumulateLocked(meta, nullptr, unique_ids, rows));
+    } else {
+      STRATA_RETURN_IF_ERROR(ApplyRowsLocked(unique_ids, rows));
+      ++version_;
+      auto& w = dedup_[{meta.job, meta.worker}];
+      w.steps.insert(meta.step);
+      while (static_cast<int64_t>(w.steps.size()) > kDedupWindow) {
+        w.floor = *w.steps.begin() + 1;
+        w.steps.erase(w.steps.begin());
+      }
+      AdvanceClockLocked(meta);
+      out.version = version_;
+      out.applied = true;
+    }
+    CollectReadyLocked(&ready);
+  }
+  for (auto& fn : ready) fn(absl::OkStatus());
+  return out;
+}
+
+absl::StatusOr<PushOutcome> Variable::SyncAccumulateLocked(
+    const PushMeta& meta, const char* dense, absl::Span<const int64_t> ids,
+    const char* rows) {
+  if (meta.step < version_) {
+    return absl::AbortedError(absl::StrCat(
+        "variable ", Quote(name()), ": gradient for step ", meta.step,
+        " is stale; the variable is at version ", version_,
+        " (steps below it were applied)"));
+  }
+  if (meta.step >= version_ + kMaxStepsAhead) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "variable ", Quote(name()), ": gradient for step ", meta.step,
+        " is more than ", kMaxStepsAhead, " steps ahead of version ",
+        version_));
+  }
+  Accumulator& acc = pending_[meta.step];
+  if (acc.sum == nullptr) acc.sum = Buffer::Allocate(byte_size_);
+  if (dense != nullptr) {
+    AddInto(dtype_, acc.sum->data(), dense, num_elements_);
+    acc.dense = true;
+  } else {
+    const size_t row_bytes = row_width_ * DTypeSize(dtype_);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      AddInto(dtype_, acc.sum->data() + ids[i] * row_bytes,
+              rows + i * row_bytes, row_width_);
+      acc.rows.insert(ids[i]);
+    }
+  }
+  acc.contributors.insert({meta.job, meta.worker});
+  auto& w = dedup_[{meta.job, meta.worker}];
+  w.steps.insert(meta.step);
+  while (static_cast<int64_t>(w.steps.size()) > kDedupWindow) {
+    w.floor = *w.steps.begin() + 1;
+    w.steps.erase(w.steps.begin());
+  }
+
+  PushOutcome out;
+  // Apply every complete step in order.
+  while (true) {
+    auto it = pending_.find(version_);
+    if (it == pending_.end() ||
+        static_cast<int>(it->second.contributors.size()) < num_replicas_) {
+      break;
+    }
+    Accumulator& done = it->second;
+    DivideBy(dtype_, done.sum->data(), num_elements_, num_replicas_);
+    if (done.dense) {
+      STRATA_RETURN_IF_ERROR(ApplyDenseLocked(done.sum->data()));
+    } else {
+      std::vector<int64_t> touched(done.rows.begin(), done.rows.end());
+      const size_t row_bytes = row_width_ * DTypeSize(dtype_);
+      auto packed = Buffer::Allocate(touched.size() * row_bytes, false);
+      for (size_t i = 0; i < touched.size(); ++i) {
+        std::memcpy(packed->data() + i * row_bytes,
+                    done.sum->data() + touched[i] * row_bytes, row_bytes);
+      }
+      STRATA_RETURN_IF_ERROR(ApplyRowsLocked(touched, packed->data()));
+    }
+    pending_.erase(it);
+    ++version_;
+    out.applied = true;
+  }
+  out.version = version_;
+  return out;
+}
+
+absl::StatusOr<int64_t> Variable::Assign(const char* data, size_t size) {
+  if (size != byte_size_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable ", Quote(name()), ": assigned value has ", size,
+        " bytes, expected ", byte_size_, " (", DTypeName(dtype_), " ",
+        ShapeString(shape_), ")"));
+  }
+  STRATA_RETURN_IF_ERROR(CheckFinite(
+      dtype_, data, num_elements_,
+      absl::StrCat("value assigned to variable ", Quote(name()))));
+  auto fresh = Buffer::Allocate(size, false);
+  std::memcpy(fresh->data(), data, size);
+  std::vector<std::function<void(absl::Status)>> ready;
+  int64_t version;
+  {
+    absl::MutexLock lock(&mu_);
+    value_ = std::move(fresh);
+    // A sync variable's version counts steps; an assignment does not move it.
+    if (mode_ != v1::UpdateMode::SYNC) ++version_;
+    version = version_;
+    CollectReadyLocked(&ready);
+  }
+  for (auto& fn : ready) fn(absl::OkStatus());
+  return version;
+}
+
+VariableSnapshot Variable::Snapshot() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return VariableSnapshot{dtype_, shape_, value_, version_};
+}
+
+absl::StatusOr<VariableSnapshot> Variable::ReadRows(
+    absl::Span<const int64_t> ids) const {
+  if (shape_.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable ", Quote(name()), ": row pull needs a 2-D variable, it is ",
+        ShapeString(shape_)));
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= shape_[0]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable ", Quote(name()), ": row id ", ids[i], " (position ", i,
+          ") is outside [0, ", shape_[0], ")"));
+    }
+  }
+  const size_t row_bytes = row_width_ * DTypeSize(dtype_);
+  auto out = Buffer::Allocate(ids.size() * row_bytes, false);
+  std::shared_ptr<const Buffer> value;
+  int64_t version;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    value = value_;
+    version = version_;
+  }
+  // The snapshot is immutable, so the gather runs outside the lock.
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::memcpy(out->data() + i * row_bytes,
+                value->data() + ids[i] * row_bytes, row_bytes);
+  }
+  return VariableSnapshot{
+      dtype_, Shape{static_cast<int64_t>(ids.size()), row_width_},
+      std::move(out), version};
+}
+
+bool Variable::PullReadyLocked(int64_t min_version, int64_t clock) const {
+  if (version_ < min_version) return false;
+  if (mode_ == v1::UpdateMode::STALENESS && clock > 0) {
+    int64_t slowest = *std::min_element(clocks_.begin(), clocks_.end());
+    if (slowest < clock - staleness_) return false;
+  }
+  return true;
+}
+
+bool Variable::PullReady(int64_t min_version, int64_t clock) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return PullReadyLocked(min_version, clock);
+}
+
+std::string Variable::WaitDescription(int64_t min_version,
+                                      int64_t clock) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::string out = absl::StrCat("variable ", Quote(name()), " is at version ",
+                                 version_, " (pull needs >= ", min_version, ")");
+  if (mode_ == v1::UpdateMode::STALENESS) {
+    int64_t slowest = *std::min_element(clocks_.begin(), clocks_.end());
+    absl::StrAppend(&out, "; staleness bound ", staleness_,
+                    ": pull at clock ", clock,
+                    " needs the slowest worker at >= ", clock - staleness_,
+                    ", it is at ", slowest);
+  }
+  return out;
+}
+
+int64_t Variable::WaitForPull(int64_t min_version, int64_t clock,
+                              std::function<void(absl::Status)> done) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!PullReadyLocked(min_version, clock)) {
+      int64_t id = next_waiter_id_++;
+      waiters_.emplace(id, Waiter{min_version, clock, std::move(done)});
+      return id;
+    }
+  }
+  done(absl::OkStatus());
+  return 0;
+}
+
+void Variable::ExpireWaiter(int64_t id, absl::Status status) {
+  std::function<void(absl::Status)> fn;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) return;
+    fn = std::move(it->second.done);
+    waiters_.erase(it);
+  }
+  fn(std::move(status));
+}
+
+void Variable::CancelWaiters(absl::Status status) {
+  std::map<int64_t, Waiter> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    waiters.swap(waiters_);
+  }
+  for (auto& [id, w] : waiters) w.done(status);
+}
+
+void Variable::CollectReadyLocked(
+    std::vector<std::function<void(absl::Status)>>* ready) {
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (PullReadyLocked(it->second.min_version, it->second.clock)) {
+      ready->push_back(std::move(it->second.done));
+      it = waiters_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+nlohmann::json Variable::MetaLocked() const {
+  std::string spec_json;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(spec_, &spec_json, opts);
+  nlohmann::json m;
+  m["spec"] = spec_json;
+  m["version"] = version_;
+  m["iterations"] = iterations_;
+  // Pushes held in unapplied sync steps are not in the checkpoint's value,
+  // so they are not recorded as taken: after a restore they are re-pushed.
+  std::set<std::tuple<std::string, int64_t, int64_t>> pending;
+  for (const auto& [step, acc] : pending_) {
+    for (const auto& [job, worker] : acc.contributors) {
+      pending.insert({job, worker, step});
+    }
+  }
+  nlohmann::json dedup = nlohmann::json::array();
+  for (const auto& [key, w] : dedup_) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (int64_t s : w.steps) {
+      if (!pending.count({key.first, key.second, s})) steps.push_back(s);
+    }
+    dedup.push_back({{"job", key.first},
+                     {"worker", key.second},
+                     {"floor", w.floor},
+                     {"steps", steps}});
+  }
+  m["dedup"] = dedup;
+  m["clocks"] = clocks_;
+  return m;
+}
+
+CheckpointVariable Variable::ToCheckpoint() const {
+  absl::ReaderMutexLock lock(&mu_);
+  CheckpointVariable c;
+  c.name = name();
+  c.dtype = dtype_;
+  c.shape = shape_;
+  c.value = value_;
+  std::vector<std::string> names = optimizer_->SlotNames();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    c.slots.emplace_back(names[i], slots_[i]);
+  }
+  c.meta = MetaLocked();
+  return c;
+}
+
+int64_t Variable::version() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return version_;
+}
+
+int64_t Variable::iterations() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return iterations_;
+}
+
+}  // namespace strata
