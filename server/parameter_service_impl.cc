@@ -306,9 +306,16 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
     // Wait for the version or the staleness bound, bounded by the caller's
     // deadline and the server's maximum wait.
-    absl::Time deadline = absl::FromChrono(ctx_->deadline());
-    deadline = std::min(deadline,
-                        absl::Now() + service_->options().max_pull_wait);
+    // Give up a little before the caller's deadline, so that the caller
+    // hears why (ABORTED naming the bound) rather than DEADLINE_EXCEEDED.
+    const absl::Time now = absl::Now();
+    absl::Time deadline = now + service_->options().max_pull_wait;
+    const absl::Time caller = absl::FromChrono(ctx_->deadline());
+    if (caller < deadline) {
+      absl::Duration margin =
+          std::min(absl::Milliseconds(100), (caller - now) / 5);
+      deadline = caller - margin;
+    }
     // The waiter may run (and finish this reactor) on another thread before
     // WaitForPull returns: nothing below may touch `this`.
     std::shared_ptr<Variable> v = variable_;

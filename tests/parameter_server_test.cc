@@ -178,33 +178,17 @@ TEST_F(PsTest, BadInputsAreRefusedAndChangeNothing) {
   EXPECT_THAT(client_->CreateVariable(Spec("huge", {int64_t{1} << 40})),
               StatusIs(absl::StatusCode::kResourceExhausted));
   {
-    auto channel = grpc::CreateChannel(server_->address(),
-                                       grpc::InsecureChannelCredentials());
-    grpc::GenericStub stub(channel);
-    v1::PullRequest req;
-    req.set_name("emb");
-    req.set_rows(true);
-    for (int i = 0; i < 600000; ++i) req.add_row_ids(1);
-    std::string bytes = req.SerializeAsString();
-    grpc::Slice slice(bytes);
-    grpc::ByteBuffer request(&slice, 1), response;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    grpc::Status status;
-    stub.UnaryCall(&ctx, "/strata.v1.ParameterService/Pull", grpc::StubOptions(),
-                   &request, &response, [&](grpc::Status s) {
-                     std::lock_guard<std::mutex> l(mu);
-                     status = s;
-                     done = true;
-                     cv.notify_all();
-                   });
-    std::unique_lock<std::mutex> l(mu);
-    ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(30), [&] { return done; }));
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
-        << status.error_message();
+    // A client that sends 6 MiB in one message (above gRPC's 4 MiB limit).
+    STRATA_ASSERT_OK(client_->CreateVariable(Spec("six", {6 << 18})));
+    const std::vector<float> six_before = PullAll("six", 6 << 18);
+    PsClientOptions big_chunks;
+    big_chunks.chunk_bytes = 8 << 20;
+    big_chunks.max_attempts = 1;
+    auto greedy = PsClient::Connect(server_->address(), big_chunks);
+    std::vector<float> six(6 << 18, 1.0f);
+    EXPECT_THAT(greedy->Push("six", DType::kFloat32, {6 << 18}, six.data(), tag),
+                StatusIs(absl::StatusCode::kResourceExhausted));
+    EXPECT_EQ(PullAll("six", 6 << 18), six_before);
   }
   // Bad specs.
   v1::VariableSpec bad = Spec("bad", {2});
@@ -226,7 +210,7 @@ TEST_F(PsTest, BadInputsAreRefusedAndChangeNothing) {
   auto stats = client_->Stats();
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->pushes_applied(), 0);
-  EXPECT_EQ(stats->num_variables(), 2);
+  EXPECT_EQ(stats->num_variables(), 3);
   STRATA_ASSERT_OK(client_->Push("w", DType::kFloat32, {2, 2}, g.data(), tag));
 }
 
