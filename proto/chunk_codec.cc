@@ -190,6 +190,17 @@ absl::Status DecodeChunk(const grpc::ByteBuffer& buffer, DecodedChunk* out) {
   return absl::OkStatus();
 }
 
+std::vector<std::pair<std::string, int>> DataPlaneChannelArgs() {
+  return {{GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 4 << 20},
+          {GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 << 20}};
+}
+
+void ApplyDataPlaneChannelArgs(grpc::ChannelArguments* args) {
+  for (const auto& [name, value] : DataPlaneChannelArgs()) {
+    args->SetInt(name, value);
+  }
+}
+
 grpc::ByteBuffer StringToByteBuffer(std::string bytes) {
   grpc::Slice slice(std::move(bytes));
   return grpc::ByteBuffer(&slice, 1);

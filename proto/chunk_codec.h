@@ -14,11 +14,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/slice.h"
 
 namespace strata {
@@ -53,6 +55,13 @@ struct DecodedChunk {
 // a malformed message (truncated varint or length, bad wire type, negative
 // offset, a repeated header or data field).
 absl::Status DecodeChunk(const grpc::ByteBuffer& buffer, DecodedChunk* out);
+
+// Channel arguments for the tensor data plane, applied on both ends: larger
+// HTTP/2 frames and read-ahead so that 1 MiB chunks are not cut into 16 KiB
+// frames nor stalled by the initial flow-control window.
+void ApplyDataPlaneChannelArgs(grpc::ChannelArguments* args);
+// The same arguments as (name, value) pairs, for grpc::ServerBuilder.
+std::vector<std::pair<std::string, int>> DataPlaneChannelArgs();
 
 // Serializes/parses small protobuf messages to/from a ByteBuffer (for the
 // raw methods' requests and responses).

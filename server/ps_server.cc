@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "proto/chunk_codec.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
@@ -37,6 +38,9 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
                            &s->port_);
   builder.RegisterService(s->service_.get());
+  for (const auto& [name, value] : DataPlaneChannelArgs()) {
+    builder.AddChannelArgument(name, value);
+  }
   if (options.configure_builder) options.configure_builder(builder);
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
