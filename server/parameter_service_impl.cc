@@ -91,7 +91,7 @@ class ChunkedReceiveReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
             " bytes is above the server limit of ",
             service_->store()->options().max_variable_bytes));
       }
-      payload_ = Buffer::Allocate(payload_bytes_, /*zero=*/false);
+      payload_ = service_->buffers()->Acquire(payload_bytes_);
     } else if (chunk.has_header) {
       return absl::InvalidArgumentError(absl::StrCat(
           method_, " of variable '", name_, "': header repeated in a chunk"));
@@ -449,7 +449,8 @@ ParameterServiceImpl::ParameterServiceImpl(VariableStore* store,
     : store_(store),
       logger_(logger),
       metrics_(metrics),
-      options_(std::move(options)) {
+      options_(std::move(options)),
+      buffers_(BufferPool::Create(options_.buffer_pool_bytes)) {
   metrics_->SetGaugeFunction(
       "strata_ps_variables", "Variables held by this server", {},
       [store] { return static_cast<double>(store->Stats().num_variables); });

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "common/buffer_pool.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "server/deadline_timer.h"
@@ -34,6 +35,8 @@ struct ParameterServiceOptions {
   // Longest a pull waits for a version or the staleness bound when the
   // caller set no earlier deadline.
   absl::Duration max_pull_wait = absl::Seconds(60);
+  // Receive buffers kept for reuse (bytes).
+  size_t buffer_pool_bytes = size_t{512} << 20;
 };
 
 // Thread-safe; the store, logger and metrics registry must outlive it.
@@ -77,6 +80,7 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   VariableStore* store() { return store_; }
   Logger* logger() { return logger_; }
   DeadlineTimer* timer() { return &timer_; }
+  BufferPool* buffers() { return buffers_.get(); }
   const ParameterServiceOptions& options() const { return options_; }
 
  private:
@@ -85,6 +89,8 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   MetricsRegistry* const metrics_;
   const ParameterServiceOptions options_;
   DeadlineTimer timer_;
+  // Receive buffers for Push and Assign payloads.
+  std::shared_ptr<BufferPool> buffers_;
 };
 
 }  // namespace strata
