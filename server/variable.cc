@@ -241,8 +241,10 @@ absl::StatusOr<std::shared_ptr<Variable>> Variable::Create(
   Shape full = spec.full_shape_size() == 0
                    ? shape
                    : Shape(spec.full_shape().begin(), spec.full_shape().end());
+  const std::string& init_name =
+      spec.full_name().empty() ? spec.name() : spec.full_name();
   absl::Status filled =
-      FillInitializer(*init, spec.name(), *dtype, full, spec.row_offset(),
+      FillInitializer(*init, init_name, *dtype, full, spec.row_offset(),
                       value->data(), v->num_elements_);
   if (!filled.ok()) {
     return absl::InvalidArgumentError(
@@ -258,7 +260,7 @@ absl::StatusOr<std::shared_ptr<Variable>> Variable::Create(
       InitializerSpec c;
       c.type = InitializerType::kConstant;
       c.value = init_value;
-      STRATA_RETURN_IF_ERROR(FillInitializer(c, spec.name(), *dtype, full,
+      STRATA_RETURN_IF_ERROR(FillInitializer(c, init_name, *dtype, full,
                                              spec.row_offset(), slot->data(),
                                              v->num_elements_));
     }

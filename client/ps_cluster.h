@@ -1,0 +1,79 @@
+// PsCluster: variables split on axis 0 over the PS tasks of a cluster, as
+// tf.distribute's ShardedVariable under ParameterServerStrategy. Shard i of
+// variable "v" is the PS variable "v/part_i" on task i % num_ps, created
+// with the full shape and its row offset so that initializers give exactly
+// the unsplit variable's values.
+#ifndef STRATA_CLIENT_PS_CLUSTER_H_
+#define STRATA_CLIENT_PS_CLUSTER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "client/ps_client.h"
+#include "common/thread_pool.h"
+#include "strategies/partitioner.h"
+
+namespace strata {
+
+struct ShardPlacement {
+  int ps = 0;           // PS task index
+  std::string name;     // variable name on that task
+  int64_t row_offset = 0;
+  int64_t num_rows = 0;
+  size_t byte_offset = 0;  // within the full variable's buffer
+  size_t bytes = 0;
+};
+
+struct VariablePlacement {
+  v1::VariableSpec spec;  // the full (unsplit) variable
+  size_t bytes = 0;
+  std::vector<ShardPlacement> shards;
+};
+
+// Thread-safe. Calls on several shards run in parallel.
+class PsCluster {
+ public:
+  // One PsClient per address, in PS task order.
+  static std::unique_ptr<PsCluster> Connect(
+      const std::vector<std::string>& ps_addresses,
+      const PsClientOptions& options = {});
+  explicit PsCluster(std::vector<std::unique_ptr<PsClient>> clients);
+
+  int num_ps() const { return static_cast<int>(clients_.size()); }
+  PsClient* ps(int i) { return clients_[i].get(); }
+
+  // Splits `spec` (a whole variable) into `slices` (from a partitioner;
+  // empty = one shard), places shard i on task i % num_ps, and creates
+  // every shard (idempotent). Errors from the PS, naming the shard.
+  absl::StatusOr<VariablePlacement> CreateVariable(
+      const v1::VariableSpec& spec, const std::vector<ShardSlice>& slices);
+
+  // The placement of a created variable; NOT_FOUND otherwise.
+  absl::StatusOr<VariablePlacement> Placement(const std::string& name) const;
+
+  // Pulls whole variables into `dsts` (one full-size buffer each).
+  absl::Status PullMany(const std::vector<std::string>& names,
+                        const std::vector<void*>& dsts,
+                        const PullOptions& options = {});
+  // Pushes dense gradients (full-size buffers) with one tag for all shards.
+  // Returns the smallest version among the shards' replies.
+  absl::StatusOr<int64_t> PushMany(const std::vector<std::string>& names,
+                                   const std::vector<const void*>& grads,
+                                   const PushTag& tag);
+
+ private:
+  std::vector<std::unique_ptr<PsClient>> clients_;
+  std::unique_ptr<ThreadPool> pool_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, VariablePlacement> placements_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace strata
+
+#endif  // STRATA_CLIENT_PS_CLUSTER_H_

@@ -1,0 +1,166 @@
+// The job file: one JSON document describing a training job (model, loss,
+// metrics, optimizer, data, strategy, epochs, batch size, checkpoint and
+// evaluation policy). See examples/fashion_mnist/job.json.
+//
+// Parsing is strict: every error is INVALID_ARGUMENT and names the JSON path
+// of the offending value ("job.model.layers[1].units: ..."), and for
+// enumerations lists the allowed values. Unknown keys are errors. Absent
+// optional fields take the defaults documented below.
+#ifndef STRATA_WORKER_JOB_H_
+#define STRATA_WORKER_JOB_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/tensor.h"
+#include "kernels/initializers.h"
+#include "kernels/optimizers.h"
+#include "nlohmann/json.hpp"
+
+namespace strata {
+
+enum class Activation { kLinear, kRelu, kSigmoid, kTanh, kSoftmax };
+
+// "linear", "relu", "sigmoid", "tanh", "softmax".
+absl::StatusOr<Activation> ParseActivation(absl::string_view name);
+std::string ActivationName(Activation activation);
+
+enum class LayerType { kDense, kDropout, kFlatten };
+std::string LayerTypeName(LayerType type);
+
+// One Keras layer. JSON keys by type:
+//   dense:   units (> 0, required), activation ("linear"), use_bias (true),
+//            kernel_initializer ("glorot_uniform"), bias_initializer
+//            ("zeros"), name. An initializer is a name
+//            (kernels/initializers.h) or an object {"type", "seed", "value",
+//            "minval", "maxval", "mean", "stddev"}.
+//   dropout: rate (in [0, 1), required), name.
+//   flatten: name.
+struct LayerSpec {
+  LayerType type = LayerType::kDense;
+  std::string name;  // empty: Keras's automatic name ("dense", "dense_1", ...)
+  // dense
+  int64_t units = 0;
+  Activation activation = Activation::kLinear;
+  bool use_bias = true;
+  InitializerSpec kernel_initializer{InitializerType::kGlorotUniform};
+  InitializerSpec bias_initializer{InitializerType::kZeros};
+  // True when the JSON initializer object gave an explicit seed; otherwise
+  // the model derives one from the job seed and the layer index.
+  bool kernel_seed_set = false;
+  bool bias_seed_set = false;
+  // dropout
+  double rate = 0.0;
+};
+
+// A Keras Sequential model: the shape of one example (without the batch
+// dimension; every dimension > 0) and the layers in order.
+struct ModelSpec {
+  Shape input_shape;
+  std::vector<LayerSpec> layers;
+};
+
+// Files of one split. IDX: `images` and `labels` (gzip or not). CSV: `path`,
+// the 0-based `label_column` (0) and whether the first line is a `header`
+// (true); the other columns are the features.
+struct DataSplitSpec {
+  std::string images;
+  std::string labels;
+  std::string path;
+  int64_t label_column = 0;
+  bool header = true;
+};
+
+// data: {"format": "idx"|"csv", "train": {...} (required), "test": {...}
+// (optional), "scale" (> 0, default 1: features are divided by it),
+// "limit_train", "limit_test" (>= 0; use only the first N examples, 0 = all)}.
+struct DataSpec {
+  std::string format;  // "idx" or "csv"
+  DataSplitSpec train;
+  bool has_test = false;
+  DataSplitSpec test;
+  double scale = 1.0;
+  int64_t limit_train = 0;
+  int64_t limit_test = 0;
+};
+
+// strategy.partitioner: {"type": "fixed"|"min_size"|"max_size",
+// "num_shards" (fixed; >= 1, default 1), "min_shard_bytes" (min_size; >= 1,
+// default 256 KiB), "max_shard_bytes" (max_size; >= 1, required there),
+// "max_shards" (min_size: >= 1, default 1; max_size: >= 0, default 0 =
+// unlimited)}. Semantics as strategies/partitioner.h.
+struct PartitionerSpec {
+  std::string type = "fixed";
+  int num_shards = 1;
+  int64_t min_shard_bytes = 256 << 10;
+  int64_t max_shard_bytes = 0;
+  int max_shards = 0;
+};
+
+// strategy: {"type": "parameter_server" (default) | "central_storage" |
+// "multi_worker_mirrored" | "mirrored" | "one_device", "update": "async" |
+// "sync", "partitioner": {...}}. `update` defaults to "async" for
+// parameter_server and "sync" for the others, which only support "sync"
+// (one_device accepts either: it has one replica). `options` is the strategy
+// object as written ({} when absent).
+struct StrategySpec {
+  std::string type = "parameter_server";
+  std::string update = "async";
+  PartitionerSpec partitioner;
+  nlohmann::json options = nlohmann::json::object();
+};
+
+// checkpoint: {"every_steps" (>= 0, 0 = off), "every_seconds" (>= 0, 0 =
+// off)}.
+struct CheckpointSpec {
+  int64_t every_steps = 0;
+  double every_seconds = 0;
+};
+
+// evaluation: {"every_epochs" (>= 0, 0 = never; default 1)}.
+struct EvaluationSpec {
+  int every_epochs = 1;
+};
+
+struct JobSpec {
+  std::string name = "job";  // [A-Za-z0-9._-]+
+  ModelSpec model;
+  // "sparse_categorical_crossentropy", "categorical_crossentropy",
+  // "binary_crossentropy" or "mse" ("mean_squared_error" is stored as "mse").
+  std::string loss;
+  std::vector<std::string> metrics;  // [] or ["accuracy"]
+  // optimizer: {"type": "sgd"|"adam"|"adagrad"|"rmsprop", "learning_rate",
+  // "momentum", "nesterov", "beta_1", "beta_2", "epsilon", "amsgrad",
+  // "initial_accumulator_value", "rho", "centered"}, or just the type name.
+  // Absent fields keep the Keras defaults of OptimizerConfig; a
+  // learning_rate of 0 also selects the default. Ranges are checked as
+  // Optimizer::Create does.
+  OptimizerConfig optimizer;
+  DataSpec data;
+  StrategySpec strategy;
+  int epochs = 1;           // >= 1
+  int64_t batch_size = 32;  // >= 1
+  uint64_t shuffle_seed = 0;
+  uint64_t seed = 0;
+  CheckpointSpec checkpoint;
+  EvaluationSpec evaluation;
+  // The JSON text the spec was parsed from (ParseJob: the value re-dumped).
+  std::string json;
+};
+
+// Parses and validates a job. Errors: INVALID_ARGUMENT naming the JSON path.
+absl::StatusOr<JobSpec> ParseJob(const nlohmann::json& job);
+// As ParseJob from JSON text; malformed JSON is INVALID_ARGUMENT with the
+// parser's position. `json` keeps `text` as given.
+absl::StatusOr<JobSpec> ParseJobString(absl::string_view text);
+// Reads and parses a job file. Errors: NOT_FOUND when the file does not
+// exist, PERMISSION_DENIED / INTERNAL when it cannot be read, else as
+// ParseJobString (messages prefixed with the path).
+absl::StatusOr<JobSpec> LoadJobFile(const std::string& path);
+
+}  // namespace strata
+
+#endif  // STRATA_WORKER_JOB_H_
