@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "client/coordinator_client.h"
 #include "common/cli.h"
 #include "common/logging.h"
 #include "common/tf_config.h"
@@ -27,6 +29,10 @@ ABSL_FLAG(int, task_index, -1, "Index of this PS task (default: TF_CONFIG "
           "task.index, else 0)");
 ABSL_FLAG(int64_t, max_variable_bytes, int64_t{16} << 30,
           "Largest variable, push or pull in bytes");
+ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port to register "
+          "with (role ps); empty runs standalone");
+ABSL_FLAG(std::string, advertise, "", "Address others reach this task by "
+          "(default HOST:PORT, or the TF_CONFIG address)");
 ABSL_FLAG(double, drain_seconds, 10, "Grace period for in-flight calls on "
           "SIGTERM");
 
@@ -46,6 +52,7 @@ int main(int argc, char** argv) {
   options.host = "127.0.0.1";
   options.port = 0;
   int task_index = 0;
+  std::string tf_config_address;
   if (const char* tf_config = std::getenv("TF_CONFIG");
       tf_config != nullptr && *tf_config != '\0') {
     auto config = strata::ParseTfConfig(tf_config);
@@ -57,6 +64,7 @@ int main(int argc, char** argv) {
     if (config->task_type == "ps") {
       task_index = config->task_index;
       std::string address = strata::TaskAddress(*config);
+      tf_config_address = address;
       if (!address.empty()) {
         auto hp = strata::SplitHostPort(address);
         if (!hp.ok()) {
@@ -94,6 +102,28 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << "listening on " << (*server)->address() << std::endl;
+  std::string advertise = absl::GetFlag(FLAGS_advertise);
+  if (advertise.empty()) advertise = tf_config_address;
+  if (advertise.empty()) advertise = (*server)->address();
+  std::unique_ptr<strata::CoordinatorClient> coordinator;
+  std::unique_ptr<strata::MembershipAgent> agent;
+  if (!absl::GetFlag(FLAGS_coordinator).empty()) {
+    coordinator =
+        strata::CoordinatorClient::Connect(absl::GetFlag(FLAGS_coordinator));
+    strata::v1::TaskId task;
+    task.set_role("ps");
+    task.set_index(task_index);
+    agent = std::make_unique<strata::MembershipAgent>(
+        coordinator.get(), task, advertise, strata::NewIncarnation(), &logger);
+    absl::Status s = agent->Start();
+    if (!s.ok()) {
+      logger.Log(strata::LogLevel::kError, "register_failed",
+                 {{"error", s.ToString()}});
+      std::cerr << "strata-ps: cannot register with the coordinator: "
+                << s.message() << "\n";
+      return 1;
+    }
+  }
   logger.Log(strata::LogLevel::kInfo, "listening",
              {{"address", (*server)->address()},
               {"metrics_port", (*server)->metrics_port()},
@@ -106,6 +136,7 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
   logger.Log(strata::LogLevel::kInfo, "draining", {{"signal", sig}});
+  if (agent) agent->Stop();
   (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
   logger.Log(strata::LogLevel::kInfo, "stopped", {});
   return 0;

@@ -151,6 +151,19 @@ struct JobSpec {
   std::string json;
 };
 
+// Checks a model against a loss: input dimensions >= 1, at least one layer,
+// dense units >= 1, dropout rate in [0, 1), unique valid layer names, and an
+// output layer (the last one other than flatten) that is dense and fits the
+// loss: softmax with >= 2 units for the (sparse) categorical cross-entropies,
+// sigmoid with 1 unit for binary_crossentropy, anything for mse. Errors:
+// INVALID_ARGUMENT naming the path ("job.model.layers[3].activation: ...").
+absl::Status ValidateModelAndLoss(const ModelSpec& model,
+                                  absl::string_view loss);
+
+// The name of every layer: its own, or Keras's automatic one ("dense",
+// "dense_1", "dropout", ...; counted per type over the unnamed layers).
+std::vector<std::string> ResolveLayerNames(const ModelSpec& model);
+
 // Parses and validates a job. Errors: INVALID_ARGUMENT naming the JSON path.
 absl::StatusOr<JobSpec> ParseJob(const nlohmann::json& job);
 // As ParseJob from JSON text; malformed JSON is INVALID_ARGUMENT with the

@@ -1,0 +1,201 @@
+#include "client/coordinator_client.h"
+
+#include <chrono>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/grpc_status.h"
+#include "grpcpp/create_channel.h"
+
+namespace strata {
+namespace {
+
+constexpr absl::Duration kCallDeadline = absl::Seconds(10);
+
+void SetDeadline(grpc::ClientContext* ctx) {
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    absl::ToChronoMilliseconds(kCallDeadline));
+}
+
+}  // namespace
+
+std::string NewIncarnation() {
+  std::random_device rd;
+  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  return absl::StrFormat("%016x", gen());
+}
+
+std::unique_ptr<CoordinatorClient> CoordinatorClient::Connect(
+    const std::string& target, absl::Duration retry_for) {
+  return std::unique_ptr<CoordinatorClient>(
+      new CoordinatorClient(target, retry_for));
+}
+
+CoordinatorClient::CoordinatorClient(std::string target,
+                                     absl::Duration retry_for)
+    : target_(std::move(target)), retry_for_(retry_for) {
+  grpc::ChannelArguments args;
+  // Reconnect quickly after a coordinator restart.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  stub_ = v1::CoordinatorService::NewStub(grpc::CreateCustomChannel(
+      target_, grpc::InsecureChannelCredentials(), args));
+}
+
+template <typename Fn>
+absl::Status CoordinatorClient::Call(Fn fn) {
+  const absl::Time give_up = absl::Now() + retry_for_;
+  absl::Duration backoff = absl::Milliseconds(50);
+  while (true) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    absl::Status s = FromGrpcStatus(fn(&ctx));
+    if (s.code() != absl::StatusCode::kUnavailable || absl::Now() >= give_up) {
+      return s;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+  }
+}
+
+absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(
+    const v1::RegisterRequest& r) {
+  v1::RegisterResponse resp;
+  absl::Status s = Call(
+      [&](grpc::ClientContext* ctx) { return stub_->Register(ctx, r, &resp); });
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(
+    const v1::HeartbeatRequest& r) {
+  // No retry loop: the agent's next beat is the retry.
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::HeartbeatResponse resp;
+  absl::Status s = FromGrpcStatus(stub_->Heartbeat(&ctx, r, &resp));
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::Status CoordinatorClient::Deregister(const v1::DeregisterRequest& r) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::DeregisterResponse resp;
+  return FromGrpcStatus(stub_->Deregister(&ctx, r, &resp));
+}
+
+absl::StatusOr<v1::GetClusterSpecResponse> CoordinatorClient::GetClusterSpec() {
+  v1::GetClusterSpecResponse resp;
+  absl::Status s = Call([&](grpc::ClientContext* ctx) {
+    return stub_->GetClusterSpec(ctx, v1::GetClusterSpecRequest(), &resp);
+  });
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<v1::SubmitJobResponse> CoordinatorClient::SubmitJob(
+    const v1::SubmitJobRequest& r) {
+  v1::SubmitJobResponse resp;
+  absl::Status s = Call(
+      [&](grpc::ClientContext* ctx) { return stub_->SubmitJob(ctx, r, &resp); });
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<v1::JobStatus> CoordinatorClient::GetJob() {
+  v1::JobStatus resp;
+  absl::Status s = Call([&](grpc::ClientContext* ctx) {
+    return stub_->GetJob(ctx, v1::GetJobRequest(), &resp);
+  });
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<v1::WorkItem> CoordinatorClient::GetWork(
+    const v1::GetWorkRequest& r) {
+  v1::WorkItem resp;
+  absl::Status s = Call(
+      [&](grpc::ClientContext* ctx) { return stub_->GetWork(ctx, r, &resp); });
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::Status CoordinatorClient::ReportWork(const v1::ReportWorkRequest& r) {
+  v1::ReportWorkResponse resp;
+  return Call(
+      [&](grpc::ClientContext* ctx) { return stub_->ReportWork(ctx, r, &resp); });
+}
+
+MembershipAgent::MembershipAgent(CoordinatorClient* client, v1::TaskId task,
+                                 std::string address, std::string incarnation,
+                                 Logger* logger)
+    : client_(client),
+      task_(std::move(task)),
+      address_(std::move(address)),
+      incarnation_(std::move(incarnation)),
+      logger_(logger) {}
+
+MembershipAgent::~MembershipAgent() { Stop(); }
+
+absl::Status MembershipAgent::RegisterOnce() {
+  v1::RegisterRequest req;
+  *req.mutable_task() = task_;
+  req.set_address(address_);
+  req.set_incarnation(incarnation_);
+  auto resp = client_->Register(req);
+  if (!resp.ok()) return resp.status();
+  generation_ = resp->generation();
+  if (resp->heartbeat_ms() > 0) heartbeat_ms_ = resp->heartbeat_ms();
+  logger_->Log(LogLevel::kInfo, "registered",
+               {{"coordinator", client_->target()},
+                {"generation", resp->generation()},
+                {"incarnation", incarnation_}});
+  return absl::OkStatus();
+}
+
+absl::Status MembershipAgent::Start() {
+  absl::Status s = RegisterOnce();
+  if (!s.ok()) return s;
+  thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+void MembershipAgent::Loop() {
+  while (!stop_.WaitForNotificationWithTimeout(
+      absl::Milliseconds(heartbeat_ms_.load()))) {
+    v1::HeartbeatRequest req;
+    *req.mutable_task() = task_;
+    req.set_incarnation(incarnation_);
+    auto resp = client_->Heartbeat(req);
+    if (resp.ok()) {
+      generation_ = resp->generation();
+      continue;
+    }
+    if (resp.status().code() == absl::StatusCode::kNotFound) {
+      // The coordinator restarted or declared us failed: join again.
+      logger_->Log(LogLevel::kWarning, "reregistering",
+                   {{"reason", std::string(resp.status().message())}});
+      absl::Status s = RegisterOnce();
+      if (!s.ok()) {
+        logger_->Log(LogLevel::kWarning, "register_failed",
+                     {{"error", s.ToString()}});
+      }
+    }
+    // UNAVAILABLE and others: the next beat retries.
+  }
+}
+
+void MembershipAgent::Stop() {
+  if (!thread_.joinable()) return;
+  stop_.Notify();
+  thread_.join();
+  v1::DeregisterRequest req;
+  *req.mutable_task() = task_;
+  req.set_incarnation(incarnation_);
+  (void)client_->Deregister(req);
+}
+
+}  // namespace strata

@@ -1,0 +1,92 @@
+// Typed client of the coordinator, and the membership agent every task runs
+// (register, heartbeat, re-register after a coordinator restart).
+#ifndef STRATA_CLIENT_COORDINATOR_CLIENT_H_
+#define STRATA_CLIENT_COORDINATOR_CLIENT_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/logging.h"
+#include "strata/v1/coordinator.grpc.pb.h"
+
+namespace strata {
+
+// Thread-safe. Each call has a deadline; UNAVAILABLE is retried with
+// backoff for up to `retry_for` (the coordinator may be restarting).
+class CoordinatorClient {
+ public:
+  static std::unique_ptr<CoordinatorClient> Connect(
+      const std::string& target, absl::Duration retry_for = absl::Seconds(30));
+
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& r);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
+      const v1::HeartbeatRequest& r);
+  absl::Status Deregister(const v1::DeregisterRequest& r);
+  absl::StatusOr<v1::GetClusterSpecResponse> GetClusterSpec();
+  absl::StatusOr<v1::SubmitJobResponse> SubmitJob(
+      const v1::SubmitJobRequest& r);
+  absl::StatusOr<v1::JobStatus> GetJob();
+  absl::StatusOr<v1::WorkItem> GetWork(const v1::GetWorkRequest& r);
+  absl::Status ReportWork(const v1::ReportWorkRequest& r);
+
+  const std::string& target() const { return target_; }
+
+ private:
+  CoordinatorClient(std::string target, absl::Duration retry_for);
+  template <typename Fn>
+  absl::Status Call(Fn fn);
+
+  const std::string target_;
+  const absl::Duration retry_for_;
+  std::unique_ptr<v1::CoordinatorService::Stub> stub_;
+};
+
+// A new random incarnation id for this process start.
+std::string NewIncarnation();
+
+// Keeps one task registered: registers, heartbeats every heartbeat_ms on its
+// own thread, and re-registers when the coordinator answers NOT_FOUND (it
+// restarted, or declared this task failed). Thread-safe.
+class MembershipAgent {
+ public:
+  MembershipAgent(CoordinatorClient* client, v1::TaskId task,
+                  std::string address, std::string incarnation,
+                  Logger* logger);
+  ~MembershipAgent();
+
+  // Registers (retrying while the coordinator is unavailable) and starts
+  // the heartbeat thread.
+  absl::Status Start();
+  // Stops heartbeating and deregisters (best effort).
+  void Stop();
+
+  const v1::TaskId& task() const { return task_; }
+  const std::string& incarnation() const { return incarnation_; }
+  int64_t generation() const { return generation_.load(); }
+
+ private:
+  void Loop();
+  absl::Status RegisterOnce();
+
+  CoordinatorClient* const client_;
+  const v1::TaskId task_;
+  const std::string address_;
+  const std::string incarnation_;
+  Logger* const logger_;
+  std::atomic<int64_t> generation_{0};
+  std::atomic<int64_t> heartbeat_ms_{1000};
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_CLIENT_COORDINATOR_CLIENT_H_

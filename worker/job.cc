@@ -1,0 +1,815 @@
+#include "worker/job.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+namespace strata {
+namespace {
+
+using nlohmann::json;
+
+// A JSON value as it appeared, shortened for error messages.
+std::string Show(const json& value) {
+  std::string s = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 64) s = absl::StrCat(s.substr(0, 61), "...");
+  return s;
+}
+
+absl::Status PathError(absl::string_view path, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+}
+
+std::string Join(std::initializer_list<const char*> names) {
+  return absl::StrJoin(names, ", ");
+}
+
+// Typed access to the members of one JSON object, with errors naming the
+// path. Keys are checked against an allowed list before any member is read.
+class Object {
+ public:
+  Object(const json& value, std::string path)
+      : value_(value), path_(std::move(path)) {}
+
+  static absl::StatusOr<Object> Make(const json& value, std::string path) {
+    if (!value.is_object()) {
+      return PathError(path,
+                       absl::StrCat("expected an object, got ", Show(value)));
+    }
+    return Object(value, std::move(path));
+  }
+
+  const std::string& path() const { return path_; }
+  std::string Path(absl::string_view key) const {
+    return absl::StrCat(path_, ".", key);
+  }
+  bool Has(const char* key) const { return value_.contains(key); }
+  const json& At(const char* key) const { return value_.at(key); }
+
+  absl::Status CheckKeys(std::initializer_list<const char*> allowed,
+                         absl::string_view context = "") const {
+    for (const auto& item : value_.items()) {
+      bool known = false;
+      for (const char* a : allowed) known = known || item.key() == a;
+      if (!known) {
+        return PathError(
+            path_, absl::StrCat("unknown key '", item.key(), "'", context,
+                                "; allowed keys: ", Join(allowed)));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Required(const char* key) const {
+    if (Has(key)) return absl::OkStatus();
+    return PathError(Path(key), "required but missing");
+  }
+
+  // Each getter leaves *out unchanged when the key is absent and not
+  // required.
+  absl::Status String(const char* key, bool required, std::string* out,
+                      bool allow_empty = false) const {
+    if (!Has(key)) return required ? Required(key) : absl::OkStatus();
+    const json& v = At(key);
+    if (!v.is_string()) {
+      return PathError(Path(key),
+                       absl::StrCat("expected a string, got ", Show(v)));
+    }
+    std::string s = v.get<std::string>();
+    if (s.empty() && !allow_empty) {
+      return PathError(Path(key), "must not be empty");
+    }
+    *out = std::move(s);
+    return absl::OkStatus();
+  }
+
+  absl::Status Bool(const char* key, bool* out) const {
+    if (!Has(key)) return absl::OkStatus();
+    const json& v = At(key);
+    if (!v.is_boolean()) {
+      return PathError(Path(key),
+                       absl::StrCat("expected true or false, got ", Show(v)));
+    }
+    *out = v.get<bool>();
+    return absl::OkStatus();
+  }
+
+  // A finite number in [min, max] (or [min, max) when max_open).
+  absl::Status Number(const char* key, bool required, double min, double max,
+                      bool max_open, double* out) const {
+    if (!Has(key)) return required ? Required(key) : absl::OkStatus();
+    const json& v = At(key);
+    if (!v.is_number()) {
+      return PathError(Path(key),
+                       absl::StrCat("expected a number, got ", Show(v)));
+    }
+    const double d = v.get<double>();
+    const bool above = max_open ? !(d < max) : !(d <= max);
+    if (!std::isfinite(d) || d < min || above) {
+      std::string range;
+      if (max == std::numeric_limits<double>::infinity()) {
+        range = absl::StrCat(">= ", min);
+      } else {
+        range = absl::StrCat("in [", min, ", ", max, max_open ? ")" : "]");
+      }
+      return PathError(Path(key),
+                       absl::StrCat("must be ", range, ", got ", Show(v)));
+    }
+    *out = d;
+    return absl::OkStatus();
+  }
+
+  // An integer in [min, max]. Integral floats (10.0) are accepted.
+  absl::Status Int(const char* key, bool required, int64_t min, int64_t max,
+                   int64_t* out) const {
+    if (!Has(key)) return required ? Required(key) : absl::OkStatus();
+    const json& v = At(key);
+    int64_t i = 0;
+    bool ok = false;
+    if (v.is_number_unsigned()) {
+      const uint64_t u = v.get<uint64_t>();
+      ok = u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+      i = static_cast<int64_t>(u);
+    } else if (v.is_number_integer()) {
+      i = v.get<int64_t>();
+      ok = true;
+    } else if (v.is_number_float()) {
+      const double d = v.get<double>();
+      ok = std::isfinite(d) && std::trunc(d) == d && std::fabs(d) < 9.0e18;
+      if (ok) i = static_cast<int64_t>(d);
+    }
+    if (!ok) {
+      return PathError(Path(key),
+                       absl::StrCat("expected an integer, got ", Show(v)));
+    }
+    if (i < min || i > max) {
+      std::string range =
+          max == std::numeric_limits<int64_t>::max()
+              ? absl::StrCat(">= ", min)
+              : absl::StrCat("in [", min, ", ", max, "]");
+      return PathError(Path(key),
+                       absl::StrCat("must be ", range, ", got ", i));
+    }
+    *out = i;
+    return absl::OkStatus();
+  }
+
+  absl::Status Int32(const char* key, bool required, int64_t min, int* out)
+      const {
+    int64_t v = *out;
+    STRATA_RETURN_IF_ERROR(
+        Int(key, required, min, std::numeric_limits<int>::max(), &v));
+    *out = static_cast<int>(v);
+    return absl::OkStatus();
+  }
+
+  absl::Status Uint64(const char* key, uint64_t* out) const {
+    if (!Has(key)) return absl::OkStatus();
+    const json& v = At(key);
+    if (v.is_number_unsigned()) {
+      *out = v.get<uint64_t>();
+      return absl::OkStatus();
+    }
+    if (v.is_number_integer() && v.get<int64_t>() >= 0) {
+      *out = static_cast<uint64_t>(v.get<int64_t>());
+      return absl::OkStatus();
+    }
+    return PathError(Path(key), absl::StrCat("expected an integer in [0, "
+                                             "2^64), got ",
+                                             Show(v)));
+  }
+
+  // A string that must be one of `allowed`.
+  absl::Status Enum(const char* key, bool required,
+                    std::initializer_list<const char*> allowed,
+                    std::string* out) const {
+    if (!Has(key)) return required ? Required(key) : absl::OkStatus();
+    std::string s;
+    STRATA_RETURN_IF_ERROR(String(key, true, &s, /*allow_empty=*/true));
+    for (const char* a : allowed) {
+      if (s == a) {
+        *out = s;
+        return absl::OkStatus();
+      }
+    }
+    return PathError(Path(key), absl::StrCat("'", s, "' is not one of ",
+                                             Join(allowed)));
+  }
+
+ private:
+  const json& value_;
+  std::string path_;
+};
+
+constexpr const char* kActivationNames = "relu, sigmoid, tanh, softmax, linear";
+
+bool ValidLayerName(absl::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+                    c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// An initializer: a name, or {"type", "seed", "value", "minval", "maxval",
+// "mean", "stddev"}.
+absl::Status ParseInitializer(const json& value, const std::string& path,
+                              InitializerSpec* spec, bool* seed_set) {
+  constexpr std::initializer_list<const char*> kNames = {
+      "zeros",           "ones",           "constant",
+      "random_uniform",  "random_normal",  "truncated_normal",
+      "glorot_uniform",  "glorot_normal",  "he_normal",
+      "he_uniform"};
+  std::string type_name;
+  if (value.is_string()) {
+    type_name = value.get<std::string>();
+  } else if (value.is_object()) {
+    Object o(value, path);
+    STRATA_RETURN_IF_ERROR(o.CheckKeys({"type", "seed", "value", "minval",
+                                        "maxval", "mean", "stddev"}));
+    STRATA_RETURN_IF_ERROR(o.Enum("type", true, kNames, &type_name));
+    if (o.Has("seed")) {
+      STRATA_RETURN_IF_ERROR(o.Uint64("seed", &spec->seed));
+      *seed_set = true;
+    }
+    const double inf = std::numeric_limits<double>::infinity();
+    STRATA_RETURN_IF_ERROR(
+        o.Number("value", false, -inf, inf, false, &spec->value));
+    STRATA_RETURN_IF_ERROR(
+        o.Number("minval", false, -inf, inf, false, &spec->minval));
+    STRATA_RETURN_IF_ERROR(
+        o.Number("maxval", false, -inf, inf, false, &spec->maxval));
+    STRATA_RETURN_IF_ERROR(
+        o.Number("mean", false, -inf, inf, false, &spec->mean));
+    STRATA_RETURN_IF_ERROR(
+        o.Number("stddev", false, 0, inf, false, &spec->stddev));
+    if (!(spec->minval < spec->maxval)) {
+      return PathError(path, absl::StrCat("minval (", spec->minval,
+                                          ") must be < maxval (", spec->maxval,
+                                          ")"));
+    }
+  } else {
+    return PathError(path, absl::StrCat("expected an initializer name or "
+                                        "object, got ",
+                                        Show(value)));
+  }
+  absl::StatusOr<InitializerType> type = ParseInitializerType(type_name);
+  if (!type.ok()) {
+    return PathError(path, absl::StrCat("'", type_name, "' is not one of ",
+                                        Join(kNames)));
+  }
+  spec->type = *type;
+  return absl::OkStatus();
+}
+
+absl::Status ParseLayer(const json& value, const std::string& path,
+                        LayerSpec* layer) {
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, path));
+  std::string type;
+  STRATA_RETURN_IF_ERROR(
+      o.Enum("type", true, {"dense", "dropout", "flatten"}, &type));
+  if (type == "dense") {
+    layer->type = LayerType::kDense;
+    STRATA_RETURN_IF_ERROR(o.CheckKeys(
+        {"type", "name", "units", "activation", "use_bias",
+         "kernel_initializer", "bias_initializer"},
+        " for a dense layer"));
+    STRATA_RETURN_IF_ERROR(o.Int("units", true, 1, int64_t{1} << 31,
+                                 &layer->units));
+    std::string activation = "linear";
+    STRATA_RETURN_IF_ERROR(o.Enum(
+        "activation", false, {"relu", "sigmoid", "tanh", "softmax", "linear"},
+        &activation));
+    STRATA_ASSIGN_OR_RETURN(layer->activation, ParseActivation(activation));
+    STRATA_RETURN_IF_ERROR(o.Bool("use_bias", &layer->use_bias));
+    if (o.Has("kernel_initializer")) {
+      STRATA_RETURN_IF_ERROR(ParseInitializer(
+          o.At("kernel_initializer"), o.Path("kernel_initializer"),
+          &layer->kernel_initializer, &layer->kernel_seed_set));
+    }
+    if (o.Has("bias_initializer")) {
+      STRATA_RETURN_IF_ERROR(ParseInitializer(
+          o.At("bias_initializer"), o.Path("bias_initializer"),
+          &layer->bias_initializer, &layer->bias_seed_set));
+    }
+  } else if (type == "dropout") {
+    layer->type = LayerType::kDropout;
+    STRATA_RETURN_IF_ERROR(
+        o.CheckKeys({"type", "name", "rate"}, " for a dropout layer"));
+    STRATA_RETURN_IF_ERROR(o.Number("rate", true, 0, 1, true, &layer->rate));
+  } else {
+    layer->type = LayerType::kFlatten;
+    STRATA_RETURN_IF_ERROR(
+        o.CheckKeys({"type", "name"}, " for a flatten layer"));
+  }
+  STRATA_RETURN_IF_ERROR(o.String("name", false, &layer->name));
+  if (o.Has("name") && !ValidLayerName(layer->name)) {
+    return PathError(o.Path("name"),
+                     absl::StrCat("'", layer->name,
+                                  "' may only hold letters, digits, '_', '-' "
+                                  "and '.'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseModel(const json& value, ModelSpec* model) {
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, "job.model"));
+  STRATA_RETURN_IF_ERROR(o.CheckKeys({"input_shape", "layers"}));
+  STRATA_RETURN_IF_ERROR(o.Required("input_shape"));
+  const json& shape = o.At("input_shape");
+  if (!shape.is_array() || shape.empty()) {
+    return PathError(o.Path("input_shape"),
+                     absl::StrCat("expected a non-empty array of positive "
+                                  "integers, got ",
+                                  Show(shape)));
+  }
+  model->input_shape.clear();
+  int64_t features = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const json& d = shape[i];
+    const std::string path = absl::StrCat(o.Path("input_shape"), "[", i, "]");
+    if (!d.is_number_integer() || d.get<int64_t>() < 1 ||
+        d.get<int64_t>() > (int64_t{1} << 31)) {
+      return PathError(path, absl::StrCat("expected a positive integer, got ",
+                                          Show(d)));
+    }
+    features *= d.get<int64_t>();
+    if (features > (int64_t{1} << 31)) {
+      return PathError(o.Path("input_shape"),
+                       absl::StrCat("more than 2^31 features per example"));
+    }
+    model->input_shape.push_back(d.get<int64_t>());
+  }
+  STRATA_RETURN_IF_ERROR(o.Required("layers"));
+  const json& layers = o.At("layers");
+  if (!layers.is_array() || layers.empty()) {
+    return PathError(o.Path("layers"),
+                     absl::StrCat("expected a non-empty array of layers, got ",
+                                  Show(layers)));
+  }
+  model->layers.clear();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    LayerSpec layer;
+    STRATA_RETURN_IF_ERROR(
+        ParseLayer(layers[i], absl::StrCat(o.Path("layers"), "[", i, "]"),
+                   &layer));
+    model->layers.push_back(std::move(layer));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseOptimizer(const json& value, OptimizerConfig* config) {
+  constexpr std::initializer_list<const char*> kTypes = {"sgd", "adam",
+                                                         "adagrad", "rmsprop"};
+  const std::string path = "job.optimizer";
+  json object = value;
+  if (value.is_string()) object = json{{"type", value}};
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(object, path));
+  std::string type;
+  STRATA_RETURN_IF_ERROR(o.Enum("type", true, kTypes, &type));
+  STRATA_ASSIGN_OR_RETURN(config->type, ParseOptimizerType(type));
+  // The fields each optimizer uses; any other is an error.
+  switch (config->type) {
+    case OptimizerType::kSgd:
+      STRATA_RETURN_IF_ERROR(o.CheckKeys(
+          {"type", "learning_rate", "momentum", "nesterov"}, " for sgd"));
+      break;
+    case OptimizerType::kAdam:
+      STRATA_RETURN_IF_ERROR(
+          o.CheckKeys({"type", "learning_rate", "beta_1", "beta_2", "epsilon",
+                       "amsgrad"},
+                      " for adam"));
+      break;
+    case OptimizerType::kAdagrad:
+      STRATA_RETURN_IF_ERROR(
+          o.CheckKeys({"type", "learning_rate", "initial_accumulator_value",
+                       "epsilon"},
+                      " for adagrad"));
+      break;
+    case OptimizerType::kRmsprop:
+      STRATA_RETURN_IF_ERROR(
+          o.CheckKeys({"type", "learning_rate", "rho", "momentum", "epsilon",
+                       "centered"},
+                      " for rmsprop"));
+      break;
+    case OptimizerType::kAssignAdd:
+      return PathError(o.Path("type"),
+                       absl::StrCat("'", type, "' is not one of ",
+                                    Join(kTypes)));
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  STRATA_RETURN_IF_ERROR(o.Number("learning_rate", false, 0, inf, false,
+                                  &config->learning_rate));
+  STRATA_RETURN_IF_ERROR(
+      o.Number("momentum", false, 0, 1, false, &config->momentum));
+  STRATA_RETURN_IF_ERROR(o.Bool("nesterov", &config->nesterov));
+  STRATA_RETURN_IF_ERROR(o.Number("beta_1", false, 0, 1, true,
+                                  &config->beta_1));
+  STRATA_RETURN_IF_ERROR(o.Number("beta_2", false, 0, 1, true,
+                                  &config->beta_2));
+  STRATA_RETURN_IF_ERROR(
+      o.Number("epsilon", false, 0, inf, false, &config->epsilon));
+  STRATA_RETURN_IF_ERROR(o.Bool("amsgrad", &config->amsgrad));
+  STRATA_RETURN_IF_ERROR(o.Number("initial_accumulator_value", false, 0, inf,
+                                  false, &config->initial_accumulator_value));
+  STRATA_RETURN_IF_ERROR(o.Number("rho", false, 0, 1, true, &config->rho));
+  STRATA_RETURN_IF_ERROR(o.Bool("centered", &config->centered));
+  // Belt and braces: the optimizer's own validation.
+  absl::StatusOr<std::unique_ptr<Optimizer>> created =
+      Optimizer::Create(*config);
+  if (!created.ok()) return PathError(path, created.status().message());
+  return absl::OkStatus();
+}
+
+absl::Status ParseSplit(const json& value, const std::string& path,
+                        const std::string& format, DataSplitSpec* split) {
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, path));
+  if (format == "idx") {
+    STRATA_RETURN_IF_ERROR(
+        o.CheckKeys({"images", "labels"}, " for format idx"));
+    STRATA_RETURN_IF_ERROR(o.String("images", true, &split->images));
+    STRATA_RETURN_IF_ERROR(o.String("labels", true, &split->labels));
+  } else {
+    STRATA_RETURN_IF_ERROR(
+        o.CheckKeys({"path", "label_column", "header"}, " for format csv"));
+    STRATA_RETURN_IF_ERROR(o.String("path", true, &split->path));
+    STRATA_RETURN_IF_ERROR(o.Int("label_column", false, 0, int64_t{1} << 31,
+                                 &split->label_column));
+    STRATA_RETURN_IF_ERROR(o.Bool("header", &split->header));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseData(const json& value, DataSpec* data) {
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, "job.data"));
+  STRATA_RETURN_IF_ERROR(o.CheckKeys(
+      {"format", "train", "test", "scale", "limit_train", "limit_test"}));
+  STRATA_RETURN_IF_ERROR(o.Enum("format", true, {"idx", "csv"}, &data->format));
+  STRATA_RETURN_IF_ERROR(o.Required("train"));
+  STRATA_RETURN_IF_ERROR(
+      ParseSplit(o.At("train"), o.Path("train"), data->format, &data->train));
+  data->has_test = o.Has("test");
+  if (data->has_test) {
+    STRATA_RETURN_IF_ERROR(
+        ParseSplit(o.At("test"), o.Path("test"), data->format, &data->test));
+  }
+  STRATA_RETURN_IF_ERROR(o.Number("scale", false, 0, 1e300, false,
+                                  &data->scale));
+  if (!(data->scale > 0)) {
+    return PathError(o.Path("scale"), "must be > 0");
+  }
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  STRATA_RETURN_IF_ERROR(
+      o.Int("limit_train", false, 0, kMax, &data->limit_train));
+  STRATA_RETURN_IF_ERROR(o.Int("limit_test", false, 0, kMax, &data->limit_test));
+  return absl::OkStatus();
+}
+
+absl::Status ParsePartitioner(const json& value, const std::string& path,
+                              PartitionerSpec* p) {
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, path));
+  STRATA_RETURN_IF_ERROR(o.CheckKeys({"type", "num_shards", "min_shard_bytes",
+                                      "max_shard_bytes", "max_shards"}));
+  STRATA_RETURN_IF_ERROR(
+      o.Enum("type", true, {"fixed", "min_size", "max_size"}, &p->type));
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (p->type == "fixed") {
+    STRATA_RETURN_IF_ERROR(o.CheckKeys({"type", "num_shards"},
+                                       " for a fixed partitioner"));
+    STRATA_RETURN_IF_ERROR(o.Int32("num_shards", false, 1, &p->num_shards));
+  } else if (p->type == "min_size") {
+    STRATA_RETURN_IF_ERROR(o.CheckKeys(
+        {"type", "min_shard_bytes", "max_shards"}, " for a min_size "
+                                                   "partitioner"));
+    p->max_shards = 1;
+    STRATA_RETURN_IF_ERROR(
+        o.Int("min_shard_bytes", false, 1, kMax, &p->min_shard_bytes));
+    STRATA_RETURN_IF_ERROR(o.Int32("max_shards", false, 1, &p->max_shards));
+  } else {
+    STRATA_RETURN_IF_ERROR(o.CheckKeys(
+        {"type", "max_shard_bytes", "max_shards"}, " for a max_size "
+                                                   "partitioner"));
+    p->max_shards = 0;
+    STRATA_RETURN_IF_ERROR(
+        o.Int("max_shard_bytes", true, 1, kMax, &p->max_shard_bytes));
+    STRATA_RETURN_IF_ERROR(o.Int32("max_shards", false, 0, &p->max_shards));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseStrategy(const json& value, StrategySpec* s) {
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, "job.strategy"));
+  STRATA_RETURN_IF_ERROR(o.CheckKeys({"type", "update", "partitioner"}));
+  STRATA_RETURN_IF_ERROR(o.Enum("type", true,
+                                {"parameter_server", "central_storage",
+                                 "multi_worker_mirrored", "mirrored",
+                                 "one_device"},
+                                &s->type));
+  s->update = s->type == "parameter_server" ? "async" : "sync";
+  STRATA_RETURN_IF_ERROR(o.Enum("update", false, {"async", "sync"},
+                                &s->update));
+  if (s->update == "async" && s->type != "parameter_server" &&
+      s->type != "one_device") {
+    return PathError(o.Path("update"),
+                     absl::StrCat("'async' is not supported by ", s->type,
+                                  " (it is synchronous); use 'sync'"));
+  }
+  if (o.Has("partitioner")) {
+    STRATA_RETURN_IF_ERROR(ParsePartitioner(
+        o.At("partitioner"), o.Path("partitioner"), &s->partitioner));
+  }
+  s->options = value;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Activation> ParseActivation(absl::string_view name) {
+  for (Activation a : {Activation::kLinear, Activation::kRelu,
+                       Activation::kSigmoid, Activation::kTanh,
+                       Activation::kSoftmax}) {
+    if (name == ActivationName(a)) return a;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", name, "' is not one of ", kActivationNames));
+}
+
+std::string ActivationName(Activation activation) {
+  switch (activation) {
+    case Activation::kLinear:
+      return "linear";
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kSigmoid:
+      return "sigmoid";
+    case Activation::kTanh:
+      return "tanh";
+    case Activation::kSoftmax:
+      return "softmax";
+  }
+  return absl::StrCat("unknown(", static_cast<int>(activation), ")");
+}
+
+std::string LayerTypeName(LayerType type) {
+  switch (type) {
+    case LayerType::kDense:
+      return "dense";
+    case LayerType::kDropout:
+      return "dropout";
+    case LayerType::kFlatten:
+      return "flatten";
+  }
+  return absl::StrCat("unknown(", static_cast<int>(type), ")");
+}
+
+absl::StatusOr<JobSpec> ParseJob(const json& job) {
+  JobSpec spec;
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(job, "job"));
+  STRATA_RETURN_IF_ERROR(o.CheckKeys(
+      {"name", "model", "loss", "metrics", "optimizer", "data", "strategy",
+       "epochs", "batch_size", "shuffle_seed", "seed", "checkpoint",
+       "evaluation"}));
+  STRATA_RETURN_IF_ERROR(o.String("name", false, &spec.name));
+  if (!ValidLayerName(spec.name)) {
+    return PathError(o.Path("name"),
+                     absl::StrCat("'", spec.name,
+                                  "' may only hold letters, digits, '_', '-' "
+                                  "and '.'"));
+  }
+
+  STRATA_RETURN_IF_ERROR(o.Required("model"));
+  STRATA_RETURN_IF_ERROR(ParseModel(o.At("model"), &spec.model));
+
+  STRATA_RETURN_IF_ERROR(o.Enum(
+      "loss", true,
+      {"sparse_categorical_crossentropy", "categorical_crossentropy",
+       "binary_crossentropy", "mse", "mean_squared_error"},
+      &spec.loss));
+  if (spec.loss == "mean_squared_error") spec.loss = "mse";
+
+  if (o.Has("metrics")) {
+    const json& metrics = o.At("metrics");
+    if (!metrics.is_array()) {
+      return PathError(o.Path("metrics"),
+                       absl::StrCat("expected an array, got ", Show(metrics)));
+    }
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      const json& m = metrics[i];
+      if (!m.is_string() || m.get<std::string>() != "accuracy") {
+        return PathError(absl::StrCat(o.Path("metrics"), "[", i, "]"),
+                         absl::StrCat(Show(m), " is not one of accuracy"));
+      }
+      if (spec.metrics.empty()) spec.metrics.push_back("accuracy");
+    }
+  }
+
+  STRATA_RETURN_IF_ERROR(o.Required("optimizer"));
+  STRATA_RETURN_IF_ERROR(ParseOptimizer(o.At("optimizer"), &spec.optimizer));
+
+  STRATA_RETURN_IF_ERROR(o.Required("data"));
+  STRATA_RETURN_IF_ERROR(ParseData(o.At("data"), &spec.data));
+
+  if (o.Has("strategy")) {
+    STRATA_RETURN_IF_ERROR(ParseStrategy(o.At("strategy"), &spec.strategy));
+  }
+
+  STRATA_RETURN_IF_ERROR(o.Int32("epochs", false, 1, &spec.epochs));
+  STRATA_RETURN_IF_ERROR(o.Int("batch_size", false, 1, int64_t{1} << 31,
+                               &spec.batch_size));
+  STRATA_RETURN_IF_ERROR(o.Uint64("shuffle_seed", &spec.shuffle_seed));
+  STRATA_RETURN_IF_ERROR(o.Uint64("seed", &spec.seed));
+
+  if (o.Has("checkpoint")) {
+    STRATA_ASSIGN_OR_RETURN(
+        Object c, Object::Make(o.At("checkpoint"), o.Path("checkpoint")));
+    STRATA_RETURN_IF_ERROR(c.CheckKeys({"every_steps", "every_seconds"}));
+    STRATA_RETURN_IF_ERROR(c.Int("every_steps", false, 0,
+                                 std::numeric_limits<int64_t>::max(),
+                                 &spec.checkpoint.every_steps));
+    STRATA_RETURN_IF_ERROR(
+        c.Number("every_seconds", false, 0,
+                 std::numeric_limits<double>::infinity(), false,
+                 &spec.checkpoint.every_seconds));
+  }
+  if (o.Has("evaluation")) {
+    STRATA_ASSIGN_OR_RETURN(
+        Object e, Object::Make(o.At("evaluation"), o.Path("evaluation")));
+    STRATA_RETURN_IF_ERROR(e.CheckKeys({"every_epochs"}));
+    STRATA_RETURN_IF_ERROR(
+        e.Int32("every_epochs", false, 0, &spec.evaluation.every_epochs));
+  }
+
+  STRATA_RETURN_IF_ERROR(ValidateModelAndLoss(spec.model, spec.loss));
+  spec.json = job.dump();
+  return spec;
+}
+
+absl::Status ValidateModelAndLoss(const ModelSpec& model,
+                                  absl::string_view loss) {
+  if (model.input_shape.empty()) {
+    return PathError("job.model.input_shape", "must not be empty");
+  }
+  for (size_t i = 0; i < model.input_shape.size(); ++i) {
+    if (model.input_shape[i] < 1) {
+      return PathError(absl::StrCat("job.model.input_shape[", i, "]"),
+                       absl::StrCat("must be >= 1, got ",
+                                    model.input_shape[i]));
+    }
+  }
+  if (model.layers.empty()) {
+    return PathError("job.model.layers", "must hold at least one layer");
+  }
+  // Layer names: explicit ones kept, the others Keras's automatic names.
+  std::vector<std::string> names = ResolveLayerNames(model);
+  std::set<std::string> seen;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string path = absl::StrCat("job.model.layers[", i, "]");
+    const LayerSpec& layer = model.layers[i];
+    if (!seen.insert(names[i]).second) {
+      return PathError(path, absl::StrCat("duplicate layer name '", names[i],
+                                          "'"));
+    }
+    if (!ValidLayerName(names[i])) {
+      return PathError(path + ".name",
+                       absl::StrCat("'", names[i],
+                                    "' may only hold letters, digits, '_', "
+                                    "'-' and '.'"));
+    }
+    if (layer.type == LayerType::kDense && layer.units < 1) {
+      return PathError(path + ".units",
+                       absl::StrCat("must be >= 1, got ", layer.units));
+    }
+    if (layer.type == LayerType::kDropout &&
+        !(layer.rate >= 0 && layer.rate < 1)) {
+      return PathError(path + ".rate",
+                       absl::StrCat("must be in [0, 1), got ", layer.rate));
+    }
+  }
+  // The output layer: the last layer other than flatten must be dense.
+  int last = static_cast<int>(model.layers.size()) - 1;
+  while (last >= 0 && model.layers[last].type == LayerType::kFlatten) --last;
+  if (last < 0 || model.layers[last].type != LayerType::kDense) {
+    const int at = last < 0 ? 0 : last;
+    return PathError(
+        absl::StrCat("job.model.layers[", at, "]"),
+        absl::StrCat("the output layer must be dense, got ",
+                     LayerTypeName(model.layers[at].type)));
+  }
+  const LayerSpec& out = model.layers[last];
+  const std::string out_path = absl::StrCat("job.model.layers[", last, "]");
+  if (loss == "sparse_categorical_crossentropy" ||
+      loss == "categorical_crossentropy") {
+    if (out.activation != Activation::kSoftmax) {
+      return PathError(out_path + ".activation",
+                       absl::StrCat("job.loss ", loss,
+                                    " needs a softmax output layer, got ",
+                                    ActivationName(out.activation)));
+    }
+    if (out.units < 2) {
+      return PathError(out_path + ".units",
+                       absl::StrCat("job.loss ", loss,
+                                    " needs an output layer of >= 2 units "
+                                    "(one per class), got ",
+                                    out.units));
+    }
+  } else if (loss == "binary_crossentropy") {
+    if (out.activation != Activation::kSigmoid) {
+      return PathError(out_path + ".activation",
+                       absl::StrCat("job.loss ", loss,
+                                    " needs a sigmoid output layer, got ",
+                                    ActivationName(out.activation)));
+    }
+    if (out.units != 1) {
+      return PathError(out_path + ".units",
+                       absl::StrCat("job.loss ", loss,
+                                    " needs an output layer of 1 unit "
+                                    "(labels 0/1), got ",
+                                    out.units));
+    }
+  } else if (loss != "mse" && loss != "mean_squared_error") {
+    return PathError("job.loss",
+                     absl::StrCat("'", loss, "' is not one of "
+                                  "sparse_categorical_crossentropy, "
+                                  "categorical_crossentropy, "
+                                  "binary_crossentropy, mse"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> ResolveLayerNames(const ModelSpec& model) {
+  std::vector<std::string> names;
+  int counts[3] = {0, 0, 0};
+  for (const LayerSpec& layer : model.layers) {
+    if (!layer.name.empty()) {
+      names.push_back(layer.name);
+      continue;
+    }
+    int& n = counts[static_cast<int>(layer.type)];
+    const std::string base = LayerTypeName(layer.type);
+    names.push_back(n == 0 ? base : absl::StrCat(base, "_", n));
+    ++n;
+  }
+  return names;
+}
+
+absl::StatusOr<JobSpec> ParseJobString(absl::string_view text) {
+  json parsed = json::parse(text.begin(), text.end(), nullptr,
+                            /*allow_exceptions=*/false,
+                            /*ignore_comments=*/false);
+  if (parsed.is_discarded()) {
+    // Re-parse with exceptions to get the position of the error.
+    std::string detail = "malformed JSON";
+    try {
+      (void)json::parse(text.begin(), text.end());
+    } catch (const json::parse_error& e) {
+      detail = e.what();
+    }
+    return absl::InvalidArgumentError(absl::StrCat("job: ", detail));
+  }
+  STRATA_ASSIGN_OR_RETURN(JobSpec spec, ParseJob(parsed));
+  spec.json = std::string(text);
+  return spec;
+}
+
+absl::StatusOr<JobSpec> LoadJobFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    const std::string what =
+        absl::StrCat("job file ", path, ": ", std::strerror(err));
+    if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(what);
+    if (err == EACCES) return absl::PermissionDeniedError(what);
+    return absl::InternalError(what);
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) {
+    return absl::InternalError(
+        absl::StrCat("job file ", path, ": read failed"));
+  }
+  absl::StatusOr<JobSpec> spec = ParseJobString(buffer.str());
+  if (!spec.ok()) {
+    return absl::Status(spec.status().code(),
+                        absl::StrCat(path, ": ", spec.status().message()));
+  }
+  return spec;
+}
+
+}  // namespace strata
