@@ -66,7 +66,7 @@ test: deps build build-tsa
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2 --timeout 300
 
 bench: build
-	$(BUILD_DIR)/bench/ps_bench --markdown bench/RESULTS.latest.md
+	$(BUILD_DIR)/bin/ps_bench --markdown bench/RESULTS.latest.md
 	@echo "bench: results written to bench/RESULTS.latest.md"
 
 run: build

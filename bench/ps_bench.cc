@@ -4,7 +4,7 @@
 //
 //   ps_bench [--target HOST:PORT] [--quick] [--markdown FILE]
 //
-// Without --target it starts build/server/strata-ps as a child process
+// Without --target it starts build/bin/strata-ps as a child process
 // (a separate process, like the socket baseline's peer).
 #include <fcntl.h>
 #include <signal.h>
@@ -33,7 +33,7 @@
 
 ABSL_FLAG(std::string, target, "", "PS address; empty starts strata-ps");
 ABSL_FLAG(std::string, ps_binary, "", "strata-ps path (default: beside this "
-          "binary, ../server/strata-ps)");
+          "binary, strata-ps)");
 ABSL_FLAG(bool, quick, false, "Fewer iterations (smoke run)");
 ABSL_FLAG(std::string, markdown, "", "Write the results table to this file");
 
@@ -230,7 +230,7 @@ int Run(int argc, char** argv) {
     std::string binary = absl::GetFlag(FLAGS_ps_binary);
     if (binary.empty()) {
       std::string self = argv[0];
-      binary = self.substr(0, self.find_last_of('/') + 1) + "../server/strata-ps";
+      binary = self.substr(0, self.find_last_of('/') + 1) + "strata-ps";
     }
     auto started = StartPs(binary);
     if (!started.ok()) {
@@ -322,7 +322,7 @@ int Run(int argc, char** argv) {
   const std::string path = absl::GetFlag(FLAGS_markdown);
   if (!path.empty()) {
     std::ofstream f(path);
-    f << "Command: `build/bench/ps_bench" << (quick ? " --quick" : "")
+    f << "Command: `build/bin/ps_bench" << (quick ? " --quick" : "")
       << "`\n\n"
       << md.str();
   }

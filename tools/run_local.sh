@@ -10,8 +10,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build_dir="${STRATA_BUILD_DIR:-build}"
 start_timeout="${STRATA_START_TIMEOUT:-30}"
-ps_bin="$build_dir/server/strata-ps"
-bench_bin="$build_dir/bench/ps_bench"
+ps_bin="$build_dir/bin/strata-ps"
+bench_bin="$build_dir/bin/ps_bench"
 
 for bin in "$ps_bin" "$bench_bin"; do
   if [[ ! -x "$bin" ]]; then

@@ -156,13 +156,13 @@ class Object {
       return PathError(Path(key),
                        absl::StrCat("expected an integer, got ", Show(v)));
     }
-    if (i < min || i > max) {
-      std::string range =
-          max == std::numeric_limits<int64_t>::max()
-              ? absl::StrCat(">= ", min)
-              : absl::StrCat("in [", min, ", ", max, "]");
+    if (i < min) {
       return PathError(Path(key),
-                       absl::StrCat("must be ", range, ", got ", i));
+                       absl::StrCat("must be >= ", min, ", got ", i));
+    }
+    if (i > max) {
+      return PathError(Path(key),
+                       absl::StrCat("must be <= ", max, ", got ", i));
     }
     *out = i;
     return absl::OkStatus();
@@ -232,7 +232,7 @@ bool ValidLayerName(absl::string_view name) {
 // "mean", "stddev"}.
 absl::Status ParseInitializer(const json& value, const std::string& path,
                               InitializerSpec* spec, bool* seed_set) {
-  constexpr std::initializer_list<const char*> kNames = {
+  const std::initializer_list<const char*> kNames = {
       "zeros",           "ones",           "constant",
       "random_uniform",  "random_normal",  "truncated_normal",
       "glorot_uniform",  "glorot_normal",  "he_normal",
@@ -376,7 +376,7 @@ absl::Status ParseModel(const json& value, ModelSpec* model) {
 }
 
 absl::Status ParseOptimizer(const json& value, OptimizerConfig* config) {
-  constexpr std::initializer_list<const char*> kTypes = {"sgd", "adam",
+  const std::initializer_list<const char*> kTypes = {"sgd", "adam",
                                                          "adagrad", "rmsprop"};
   const std::string path = "job.optimizer";
   json object = value;
@@ -777,7 +777,8 @@ absl::StatusOr<JobSpec> ParseJobString(absl::string_view text) {
     // Re-parse with exceptions to get the position of the error.
     std::string detail = "malformed JSON";
     try {
-      (void)json::parse(text.begin(), text.end());
+      json reparsed = json::parse(text.begin(), text.end());
+      (void)reparsed;
     } catch (const json::parse_error& e) {
       detail = e.what();
     }

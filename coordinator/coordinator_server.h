@@ -1,0 +1,80 @@
+// A running coordinator: state + gRPC service + health + reflection, and
+// optionally the Prometheus /metrics endpoint.
+#ifndef STRATA_COORDINATOR_COORDINATOR_SERVER_H_
+#define STRATA_COORDINATOR_COORDINATOR_SERVER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/logging.h"
+#include "common/metrics.h"
+#include "coordinator/coordinator_service_impl.h"
+#include "coordinator/coordinator_state.h"
+#include "coordinator/ps_checkpointer.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+
+namespace strata {
+
+struct CoordinatorServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;           // 0 picks a free port
+  int metrics_port = -1;  // -1: no metrics endpoint; 0 picks a port
+  // Membership and job options: state_dir, lease, heartbeat_interval,
+  // topology_timeout, static_cluster (TF_CONFIG's cluster), clock.
+  CoordinatorOptions coordinator;
+  CoordinatorServiceOptions service;
+  // Saves/restores the PS tasks; null: a PsClientCheckpointer over
+  // CoordinatorState::PsTargets().
+  std::shared_ptr<PsCheckpointer> checkpointer;
+  // Extra builder configuration (interceptors in tests, credentials).
+  std::function<void(grpc::ServerBuilder&)> configure_builder;
+};
+
+// Owns everything a coordinator process runs. Thread-safe.
+class CoordinatorServer {
+ public:
+  // Loads the state (if any), builds and starts the server. Errors: those
+  // of CoordinatorState::Create (DATA_LOSS for a corrupt state file,
+  // INVALID_ARGUMENT for bad options); UNAVAILABLE when the address cannot
+  // be bound (naming it); INVALID_ARGUMENT for a bad port.
+  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
+      const CoordinatorServerOptions& options, Logger* logger);
+  ~CoordinatorServer();
+
+  CoordinatorServer(const CoordinatorServer&) = delete;
+  CoordinatorServer& operator=(const CoordinatorServer&) = delete;
+
+  int port() const { return port_; }
+  int metrics_port() const;
+  // "host:port" (IPv6 hosts in brackets).
+  std::string address() const;
+  CoordinatorState* state() { return state_.get(); }
+  MetricsRegistry* metrics() { return metrics_.get(); }
+
+  // Health goes NOT_SERVING, watch streams and barrier waits end, the
+  // background threads stop, the state is written, then in-flight calls
+  // finish (cancelled after `grace`). Idempotent.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  CoordinatorServer() = default;
+
+  CoordinatorServerOptions options_;
+  Logger* logger_ = nullptr;
+  int port_ = 0;
+  std::unique_ptr<MetricsRegistry> metrics_;
+  std::unique_ptr<CoordinatorState> state_;
+  std::shared_ptr<PsCheckpointer> checkpointer_;
+  std::unique_ptr<CoordinatorServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsHttpServer> http_;
+  bool shut_down_ = false;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_COORDINATOR_COORDINATOR_SERVER_H_

@@ -1,0 +1,510 @@
+#include "coordinator/coordinator_service_impl.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+
+namespace strata {
+namespace {
+
+const char* const kGauges[] = {
+    "strata_coordinator_generation", "strata_coordinator_members_alive",
+    "strata_coordinator_steps_completed", "strata_coordinator_lost_steps"};
+
+}  // namespace
+
+// Streams the cluster state: the current one, then the latest after each
+// generation change (changes that arrive while a write is in flight are
+// coalesced into one message). Ends on cancel, a broken stream, or
+// PrepareShutdown. Never calls gRPC while holding mu_, since gRPC may run
+// reactions inline.
+class CoordinatorServiceImpl::WatchReactor final
+    : public grpc::ServerWriteReactor<v1::ClusterState> {
+ public:
+  explicit WatchReactor(CoordinatorServiceImpl* service)
+      : service_(service), start_(absl::Now()) {}
+
+  // A new state may be there: write it unless a write is in flight.
+  void Notify() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finish_requested_) return;
+      if (writing_) {
+        dirty_ = true;
+        return;
+      }
+      if (!PrepareLocked()) return;
+      writing_ = true;
+    }
+    StartWrite(&message_);
+  }
+
+  // Ends the stream with `status` (after the write in flight, if any).
+  void End(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finish_requested_) return;
+      finish_requested_ = true;
+      final_status_ = status;
+      if (writing_) return;  // OnWriteDone finishes
+    }
+    Finish(status);
+  }
+
+  void OnWriteDone(bool ok) override {
+    bool write = false;
+    bool finish = false;
+    grpc::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok && !finish_requested_) {
+        finish_requested_ = true;
+        final_status_ =
+            grpc::Status(grpc::StatusCode::CANCELLED, "watch stream broken");
+      }
+      if (finish_requested_) {
+        finish = true;
+        status = final_status_;
+      } else if (dirty_) {
+        dirty_ = false;
+        if (PrepareLocked()) {
+          writing_ = true;
+          write = true;
+        }
+      }
+    }
+    if (finish) {
+      Finish(status);
+    } else if (write) {
+      StartWrite(&message_);
+    }
+  }
+
+  void OnCancel() override {
+    End(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
+  }
+
+  void OnDone() override {
+    service_->Record("WatchCluster", absl::OkStatus(), absl::Now() - start_);
+    service_->WatchDone(this);  // may delete this
+  }
+
+ private:
+  // Loads the state into message_; false when nothing new to send.
+  bool PrepareLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    v1::ClusterState state = service_->state_->GetClusterState();
+    if (sent_any_ && state.generation() <= last_sent_) return false;
+    message_ = std::move(state);
+    last_sent_ = message_.generation();
+    sent_any_ = true;
+    return true;
+  }
+
+  CoordinatorServiceImpl* const service_;
+  const absl::Time start_;
+  absl::Mutex mu_;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool dirty_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+  bool sent_any_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t last_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  // Written only while no write is in flight.
+  v1::ClusterState message_;
+};
+
+// Waits in a barrier until it is released, cancelled or aborted.
+class CoordinatorServiceImpl::BarrierReactor final
+    : public grpc::ServerUnaryReactor {
+ public:
+  BarrierReactor(CoordinatorServiceImpl* service, int64_t ticket)
+      : service_(service), ticket_(ticket), start_(absl::Now()) {}
+
+  void Complete(const absl::Status& status) {
+    service_->Record("Barrier", status, absl::Now() - start_);
+    Finish(ToGrpcStatus(status));
+  }
+
+  void OnCancel() override {
+    // When the wait is no longer there, its callback finishes the call.
+    if (service_->state_->CancelBarrierWait(ticket_)) {
+      Complete(absl::CancelledError("barrier wait cancelled"));
+    }
+  }
+
+  void OnDone() override { delete this; }
+
+  int64_t ticket() const { return ticket_; }
+
+ private:
+  CoordinatorServiceImpl* const service_;
+  const int64_t ticket_;
+  const absl::Time start_;
+};
+
+CoordinatorServiceImpl::CoordinatorServiceImpl(CoordinatorState* state,
+                                               PsCheckpointer* checkpointer,
+                                               Logger* logger,
+                                               MetricsRegistry* metrics,
+                                               CoordinatorServiceOptions options)
+    : state_(state),
+      checkpointer_(checkpointer),
+      logger_(logger),
+      metrics_(metrics),
+      options_(options) {
+  watcher_id_ = state_->AddWatcher([this](int64_t) {
+    ForEachWatch([](WatchReactor* r) { r->Notify(); });
+  });
+  metrics_->SetGaugeFunction(
+      "strata_coordinator_generation", "Cluster generation", {},
+      [state] { return static_cast<double>(state->generation()); });
+  metrics_->SetGaugeFunction(
+      "strata_coordinator_members_alive", "Members whose lease is valid", {},
+      [state] {
+        int alive = 0;
+        const v1::ClusterState cluster = state->GetClusterState();
+        for (const v1::Member& m : cluster.members()) {
+          alive += m.state() == v1::Member::ALIVE;
+        }
+        return static_cast<double>(alive);
+      });
+  metrics_->SetGaugeFunction(
+      "strata_coordinator_steps_completed", "Steps of the job reported done",
+      {}, [state] {
+        return static_cast<double>(state->GetJob().steps_completed());
+      });
+  metrics_->SetGaugeFunction(
+      "strata_coordinator_lost_steps",
+      "Steps applied then lost to a PS restore", {},
+      [state] { return static_cast<double>(state->GetJob().lost_steps()); });
+  lease_thread_ = std::thread([this] { LeaseLoop(); });
+  ps_thread_ = std::thread([this] { PsActionLoop(); });
+  persist_thread_ = std::thread([this] { PersistLoop(); });
+}
+
+CoordinatorServiceImpl::~CoordinatorServiceImpl() {
+  PrepareShutdown();
+  state_->RemoveWatcher(watcher_id_);
+  for (const char* name : kGauges) metrics_->RemoveGaugeFunction(name, {});
+}
+
+void CoordinatorServiceImpl::PrepareShutdown() {
+  {
+    absl::MutexLock lock(&watch_mu_);
+    shutting_down_ = true;
+  }
+  const grpc::Status unavailable(grpc::StatusCode::UNAVAILABLE,
+                                 "coordinator is shutting down");
+  ForEachWatch([&unavailable](WatchReactor* r) { r->End(unavailable); });
+  state_->CancelAllBarriers(
+      absl::UnavailableError("coordinator is shutting down"));
+  if (threads_stopped_.exchange(true)) return;
+  {
+    absl::MutexLock lock(&thread_mu_);
+    stop_ = true;
+  }
+  lease_thread_.join();
+  ps_thread_.join();
+  {
+    absl::MutexLock lock(&persist_mu_);
+    persist_stop_ = true;
+  }
+  persist_thread_.join();
+  absl::Status s = state_->Flush();
+  if (!s.ok()) logger_->Error("state_write_failed", {{"error", s.ToString()}});
+}
+
+// ---------------------------------------------------------------------------
+// Background threads.
+
+bool CoordinatorServiceImpl::WaitForStop(absl::Duration timeout) {
+  absl::MutexLock lock(&thread_mu_);
+  thread_mu_.AwaitWithTimeout(absl::Condition(&stop_), timeout);
+  return stop_;
+}
+
+void CoordinatorServiceImpl::LeaseLoop() {
+  do {
+    state_->CheckLeases();
+  } while (!WaitForStop(options_.tick));
+}
+
+void CoordinatorServiceImpl::PsActionLoop() {
+  do {
+    while (std::optional<PsAction> action = state_->NextPsAction()) {
+      const bool save = action->kind == PsAction::Kind::kSave;
+      const absl::Time start = absl::Now();
+      absl::Status status =
+          checkpointer_ == nullptr
+              ? absl::FailedPreconditionError("no PS checkpointer configured")
+          : save ? checkpointer_->SaveAll(action->checkpoint)
+                 : checkpointer_->RestoreAll(action->checkpoint);
+      logger_->Info(save ? "ps_save_done" : "ps_restore_done",
+                    {{"checkpoint", action->checkpoint},
+                     {"ok", status.ok()},
+                     {"error", status.ok() ? "" : status.ToString()},
+                     {"seconds", absl::ToDoubleSeconds(absl::Now() - start)}});
+      state_->FinishPsAction(*action, status);
+    }
+  } while (!WaitForStop(options_.tick));
+}
+
+void CoordinatorServiceImpl::PersistLoop() {
+  for (;;) {
+    std::vector<DurableDone> batch;
+    {
+      absl::MutexLock lock(&persist_mu_);
+      auto ready = [this] {
+        persist_mu_.AssertHeld();
+        return persist_stop_ || !persist_queue_.empty();
+      };
+      persist_mu_.Await(absl::Condition(&ready));
+      if (persist_queue_.empty()) return;  // stopping, nothing left
+      batch.swap(persist_queue_);
+    }
+    // One write covers every change applied before it started.
+    const absl::Status status = state_->Flush();
+    for (DurableDone& done : batch) done(status);
+  }
+}
+
+void CoordinatorServiceImpl::EnqueueDurable(DurableDone done) {
+  {
+    absl::MutexLock lock(&persist_mu_);
+    if (!persist_stop_) {
+      persist_queue_.push_back(std::move(done));
+      return;
+    }
+  }
+  done(state_->Flush());
+}
+
+// ---------------------------------------------------------------------------
+// Watch bookkeeping.
+
+void CoordinatorServiceImpl::ForEachWatch(
+    const std::function<void(WatchReactor*)>& fn) {
+  std::vector<WatchReactor*> pinned;
+  {
+    absl::MutexLock lock(&watch_mu_);
+    for (auto& [reactor, entry] : watches_) {
+      if (entry.done) continue;
+      ++entry.pins;
+      pinned.push_back(reactor);
+    }
+  }
+  for (WatchReactor* r : pinned) fn(r);
+  UnpinWatches(pinned);
+}
+
+void CoordinatorServiceImpl::UnpinWatches(
+    const std::vector<WatchReactor*>& reactors) {
+  std::vector<WatchReactor*> dead;
+  {
+    absl::MutexLock lock(&watch_mu_);
+    for (WatchReactor* r : reactors) {
+      auto it = watches_.find(r);
+      if (--it->second.pins == 0 && it->second.done) {
+        watches_.erase(it);
+        dead.push_back(r);
+      }
+    }
+  }
+  for (WatchReactor* r : dead) delete r;
+}
+
+void CoordinatorServiceImpl::WatchDone(WatchReactor* reactor) {
+  bool dead = true;
+  {
+    absl::MutexLock lock(&watch_mu_);
+    auto it = watches_.find(reactor);
+    if (it != watches_.end()) {
+      it->second.done = true;
+      dead = it->second.pins == 0;
+      if (dead) watches_.erase(it);
+    }
+  }
+  if (dead) delete reactor;
+}
+
+// ---------------------------------------------------------------------------
+// Accounting.
+
+void CoordinatorServiceImpl::Record(const char* method,
+                                    const absl::Status& status,
+                                    absl::Duration elapsed) {
+  metrics_
+      ->GetCounter("strata_coordinator_rpcs_total", "RPCs handled",
+                   {{"method", method},
+                    {"code", absl::StatusCodeToString(status.code())}})
+      ->Increment();
+  metrics_
+      ->GetHistogram("strata_coordinator_rpc_latency_seconds", "RPC latency",
+                     {{"method", method}},
+                     {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                      0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})
+      ->Observe(absl::ToDoubleSeconds(elapsed));
+}
+
+void CoordinatorServiceImpl::FinishReactor(grpc::ServerUnaryReactor* reactor,
+                                           const char* method,
+                                           absl::Time start,
+                                           const absl::Status& status) {
+  Record(method, status, absl::Now() - start);
+  if (!status.ok()) {
+    // NOT_FOUND is the routine "re-register" answer.
+    logger_->Log(status.code() == absl::StatusCode::kNotFound
+                     ? LogLevel::kInfo
+                     : LogLevel::kWarning,
+                 "rpc_error",
+                 {{"method", method},
+                  {"code", absl::StatusCodeToString(status.code())},
+                  {"message", std::string(status.message())}});
+  }
+  reactor->Finish(ToGrpcStatus(status));
+}
+
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::FinishUnary(
+    grpc::CallbackServerContext* ctx, const char* method, absl::Time start,
+    const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  FinishReactor(reactor, method, start, status);
+  return reactor;
+}
+
+// ---------------------------------------------------------------------------
+// Methods.
+
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::Register(
+    grpc::CallbackServerContext* ctx, const v1::RegisterRequest* req,
+    v1::RegisterResponse* resp) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<int64_t> generation =
+      state_->Register(req->task(), req->address(), req->incarnation());
+  if (generation.ok()) {
+    resp->set_generation(*generation);
+    resp->set_lease_ms(absl::ToInt64Milliseconds(state_->options().lease));
+    resp->set_heartbeat_ms(
+        absl::ToInt64Milliseconds(state_->options().heartbeat_interval));
+  }
+  return FinishUnary(ctx, "Register", start, generation.status());
+}
+
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::Heartbeat(
+    grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest* req,
+    v1::HeartbeatResponse* resp) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<int64_t> generation =
+      state_->Heartbeat(req->task(), req->incarnation());
+  if (generation.ok()) resp->set_generation(*generation);
+  return FinishUnary(ctx, "Heartbeat", start, generation.status());
+}
+
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::Deregister(
+    grpc::CallbackServerContext* ctx, const v1::DeregisterRequest* req,
+    v1::DeregisterResponse* resp) {
+  const absl::Time start = absl::Now();
+  return FinishUnary(ctx, "Deregister", start,
+                     state_->Deregister(req->task(), req->incarnation()));
+}
+
+grpc::ServerWriteReactor<v1::ClusterState>*
+CoordinatorServiceImpl::WatchCluster(grpc::CallbackServerContext* ctx,
+                                     const v1::WatchClusterRequest* req) {
+  auto* reactor = new WatchReactor(this);
+  bool shutting_down = false;
+  {
+    absl::MutexLock lock(&watch_mu_);
+    shutting_down = shutting_down_;
+    // Pinned until the first Notify below has run.
+    if (!shutting_down) watches_[reactor] = WatchEntry{1, false};
+  }
+  if (shutting_down) {
+    reactor->End(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                              "coordinator is shutting down"));
+    return reactor;
+  }
+  reactor->Notify();
+  UnpinWatches({reactor});
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::GetClusterSpec(
+    grpc::CallbackServerContext* ctx, const v1::GetClusterSpecRequest* req,
+    v1::GetClusterSpecResponse* resp) {
+  const absl::Time start = absl::Now();
+  resp->set_tf_config(state_->GetClusterSpec());
+  return FinishUnary(ctx, "GetClusterSpec", start, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::SubmitJob(
+    grpc::CallbackServerContext* ctx, const v1::SubmitJobRequest* req,
+    v1::SubmitJobResponse* resp) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::string> id =
+      state_->SubmitJob(req->job_json(), req->train_examples());
+  if (id.ok()) resp->set_job_id(*id);
+  return FinishUnary(ctx, "SubmitJob", start, id.status());
+}
+
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::GetJob(
+    grpc::CallbackServerContext* ctx, const v1::GetJobRequest* req,
+    v1::JobStatus* resp) {
+  const absl::Time start = absl::Now();
+  *resp = state_->GetJob();
+  return FinishUnary(ctx, "GetJob", start, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::GetWork(
+    grpc::CallbackServerContext* ctx, const v1::GetWorkRequest* req,
+    v1::WorkItem* resp) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<v1::WorkItem> item =
+      state_->GetWork(req->task(), req->incarnation());
+  if (item.ok()) *resp = *std::move(item);
+  return FinishUnary(ctx, "GetWork", start, item.status());
+}
+
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportWork(
+    grpc::CallbackServerContext* ctx, const v1::ReportWorkRequest* req,
+    v1::ReportWorkResponse* resp) {
+  const absl::Time start = absl::Now();
+  const absl::Status status = state_->ApplyReport(*req);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!status.ok() || !state_->persistent()) {
+    FinishReactor(reactor, "ReportWork", start, status);
+    return reactor;
+  }
+  // Answer once the report is on disk; one write serves every report
+  // queued meanwhile.
+  EnqueueDurable([this, reactor, start](absl::Status written) {
+    FinishReactor(reactor, "ReportWork", start, written);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::Barrier(
+    grpc::CallbackServerContext* ctx, const v1::BarrierRequest* req,
+    v1::BarrierResponse* resp) {
+  auto* reactor = new BarrierReactor(this, next_ticket_.fetch_add(1));
+  bool shutting_down = false;
+  {
+    absl::MutexLock lock(&watch_mu_);
+    shutting_down = shutting_down_;
+  }
+  if (shutting_down) {
+    reactor->Complete(absl::UnavailableError("coordinator is shutting down"));
+    return reactor;
+  }
+  // The callback may run (and finish the call) before this returns.
+  absl::Status status = state_->ArriveAtBarrier(
+      req->name(), req->task(), req->count(), reactor->ticket(),
+      [reactor](absl::Status s) { reactor->Complete(s); });
+  if (!status.ok()) reactor->Complete(status);
+  return reactor;
+}
+
+}  // namespace strata

@@ -1,0 +1,59 @@
+#include "coordinator/ps_checkpointer.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/ps_client.h"
+
+namespace strata {
+
+PsClientCheckpointer::PsClientCheckpointer(TargetsFn targets,
+                                           PsClientCheckpointerOptions options)
+    : targets_(std::move(targets)), options_(options) {}
+
+PsClientCheckpointer::~PsClientCheckpointer() = default;
+
+PsClient* PsClientCheckpointer::ClientFor(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  std::unique_ptr<PsClient>& client = clients_[address];
+  if (client == nullptr) {
+    PsClientOptions options;
+    options.deadline = options_.deadline;
+    options.max_attempts = options_.max_attempts;
+    client = PsClient::Connect(address, options);
+  }
+  return client.get();
+}
+
+absl::Status PsClientCheckpointer::ForEach(
+    const char* what, const std::function<absl::Status(PsClient*)>& call) {
+  std::vector<PsTarget> targets = targets_();
+  if (targets.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": no ps task is known"));
+  }
+  for (const PsTarget& target : targets) {
+    absl::Status status = call(ClientFor(target.address));
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat(what, " on ", target.task, " (",
+                                       target.address,
+                                       "): ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsClientCheckpointer::SaveAll(const std::string& name) {
+  return ForEach("Save", [&name](PsClient* client) {
+    return client->Save(name).status();
+  });
+}
+
+absl::Status PsClientCheckpointer::RestoreAll(const std::string& name) {
+  return ForEach("Restore", [&name](PsClient* client) {
+    return client->Restore(name).status();
+  });
+}
+
+}  // namespace strata

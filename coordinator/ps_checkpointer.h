@@ -1,0 +1,86 @@
+// How the coordinator asks the parameter servers to save and restore their
+// shards. The coordinator core decides *when*; a PsCheckpointer does it.
+#ifndef STRATA_COORDINATOR_PS_CHECKPOINTER_H_
+#define STRATA_COORDINATOR_PS_CHECKPOINTER_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace strata {
+
+class PsClient;
+
+// One PS task the checkpointer talks to.
+struct PsTarget {
+  std::string task;     // "ps:0"
+  std::string address;  // "host:port"
+
+  bool operator==(const PsTarget& o) const {
+    return task == o.task && address == o.address;
+  }
+};
+
+// Saves or restores every PS task under one checkpoint name. Implementations
+// are called from the coordinator's background thread, never while the
+// coordinator state is locked, and may block.
+class PsCheckpointer {
+ public:
+  virtual ~PsCheckpointer() = default;
+
+  // Saves every PS task's shards as checkpoint `name` (a path relative to
+  // each PS's --checkpoint-dir). Fails if any task fails; some tasks may
+  // then have saved.
+  virtual absl::Status SaveAll(const std::string& name) = 0;
+
+  // Restores every PS task's shards from checkpoint `name`. Fails if any
+  // task fails.
+  virtual absl::Status RestoreAll(const std::string& name) = 0;
+};
+
+struct PsClientCheckpointerOptions {
+  // Deadline of each Save/Restore attempt (PsClient retries UNAVAILABLE).
+  absl::Duration deadline = absl::Seconds(120);
+  int max_attempts = 5;
+};
+
+// PsCheckpointer over PsClient: calls Save/Restore on every target that
+// `targets` returns at the time of the call (in order), one after another.
+// Clients are cached per address. Thread-safe.
+class PsClientCheckpointer final : public PsCheckpointer {
+ public:
+  using TargetsFn = std::function<std::vector<PsTarget>()>;
+
+  explicit PsClientCheckpointer(TargetsFn targets,
+                                PsClientCheckpointerOptions options = {});
+  ~PsClientCheckpointer() override;
+
+  // Errors: FAILED_PRECONDITION when there is no PS task; otherwise the
+  // first failing task's status, its message prefixed with the task and
+  // address.
+  absl::Status SaveAll(const std::string& name) override;
+  absl::Status RestoreAll(const std::string& name) override;
+
+ private:
+  absl::Status ForEach(
+      const char* what,
+      const std::function<absl::Status(PsClient*)>& call);
+  PsClient* ClientFor(const std::string& address);
+
+  const TargetsFn targets_;
+  const PsClientCheckpointerOptions options_;
+  absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<PsClient>> clients_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace strata
+
+#endif  // STRATA_COORDINATOR_PS_CHECKPOINTER_H_

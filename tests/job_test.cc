@@ -1,0 +1,457 @@
+#include "worker/job.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/test_util.h"
+
+namespace strata {
+namespace {
+
+using nlohmann::json;
+
+// The reference job, as in examples/fashion_mnist/job.json.
+json ReferenceJob() {
+  return json::parse(R"({
+    "name": "fashion-mnist-mlp",
+    "model": {"input_shape": [784],
+              "layers": [{"type": "dense", "units": 128, "activation": "relu"},
+                         {"type": "dense", "units": 10,
+                          "activation": "softmax"}]},
+    "loss": "sparse_categorical_crossentropy",
+    "metrics": ["accuracy"],
+    "optimizer": {"type": "adam", "learning_rate": 0.001},
+    "data": {"format": "idx",
+             "train": {"images": "/d/train-images-idx3-ubyte.gz",
+                       "labels": "/d/train-labels-idx1-ubyte.gz"},
+             "test": {"images": "/d/t10k-images-idx3-ubyte.gz",
+                      "labels": "/d/t10k-labels-idx1-ubyte.gz"},
+             "scale": 255.0},
+    "strategy": {"type": "parameter_server", "update": "async",
+                 "partitioner": {"type": "fixed", "num_shards": 2}},
+    "epochs": 10, "batch_size": 128, "shuffle_seed": 42, "seed": 1,
+    "checkpoint": {"every_steps": 200, "every_seconds": 0},
+    "evaluation": {"every_epochs": 1}
+  })");
+}
+
+// The smallest valid job.
+json MinimalJob() {
+  return json::parse(R"({
+    "model": {"input_shape": [4],
+              "layers": [{"type": "dense", "units": 3,
+                          "activation": "softmax"}]},
+    "loss": "sparse_categorical_crossentropy",
+    "optimizer": "sgd",
+    "data": {"format": "csv", "train": {"path": "train.csv"}}
+  })");
+}
+
+std::string SourceDir() {
+  std::string file = __FILE__;
+  const size_t slash = file.rfind("/tests/");
+  return slash == std::string::npos ? "." : file.substr(0, slash);
+}
+
+TEST(JobTest, ReferenceJobParses) {
+  absl::StatusOr<JobSpec> job = ParseJob(ReferenceJob());
+  STRATA_ASSERT_OK(job);
+  EXPECT_EQ(job->name, "fashion-mnist-mlp");
+  EXPECT_EQ(job->model.input_shape, Shape({784}));
+  ASSERT_EQ(job->model.layers.size(), 2u);
+  EXPECT_EQ(job->model.layers[0].type, LayerType::kDense);
+  EXPECT_EQ(job->model.layers[0].units, 128);
+  EXPECT_EQ(job->model.layers[0].activation, Activation::kRelu);
+  EXPECT_TRUE(job->model.layers[0].use_bias);
+  EXPECT_EQ(job->model.layers[0].kernel_initializer.type,
+            InitializerType::kGlorotUniform);
+  EXPECT_EQ(job->model.layers[0].bias_initializer.type,
+            InitializerType::kZeros);
+  EXPECT_EQ(job->model.layers[1].activation, Activation::kSoftmax);
+  EXPECT_EQ(job->loss, "sparse_categorical_crossentropy");
+  EXPECT_EQ(job->metrics, std::vector<std::string>({"accuracy"}));
+  EXPECT_EQ(job->optimizer.type, OptimizerType::kAdam);
+  EXPECT_DOUBLE_EQ(job->optimizer.learning_rate, 0.001);
+  EXPECT_DOUBLE_EQ(job->optimizer.beta_1, 0.9);
+  EXPECT_DOUBLE_EQ(job->optimizer.epsilon, 1e-7);
+  EXPECT_EQ(job->data.format, "idx");
+  EXPECT_EQ(job->data.train.images, "/d/train-images-idx3-ubyte.gz");
+  EXPECT_TRUE(job->data.has_test);
+  EXPECT_EQ(job->data.test.labels, "/d/t10k-labels-idx1-ubyte.gz");
+  EXPECT_DOUBLE_EQ(job->data.scale, 255.0);
+  EXPECT_EQ(job->strategy.type, "parameter_server");
+  EXPECT_EQ(job->strategy.update, "async");
+  EXPECT_EQ(job->strategy.partitioner.type, "fixed");
+  EXPECT_EQ(job->strategy.partitioner.num_shards, 2);
+  EXPECT_EQ(job->strategy.options["partitioner"]["num_shards"], 2);
+  EXPECT_EQ(job->epochs, 10);
+  EXPECT_EQ(job->batch_size, 128);
+  EXPECT_EQ(job->shuffle_seed, 42u);
+  EXPECT_EQ(job->seed, 1u);
+  EXPECT_EQ(job->checkpoint.every_steps, 200);
+  EXPECT_EQ(job->evaluation.every_epochs, 1);
+  EXPECT_EQ(json::parse(job->json), ReferenceJob());
+}
+
+TEST(JobTest, ExampleJobFileLoads) {
+  const std::string path = SourceDir() + "/examples/fashion_mnist/job.json";
+  absl::StatusOr<JobSpec> job = LoadJobFile(path);
+  STRATA_ASSERT_OK(job);
+  EXPECT_EQ(job->name, "fashion-mnist-mlp");
+  ASSERT_EQ(job->model.layers.size(), 2u);
+  EXPECT_EQ(job->model.layers[0].units, 128);
+  EXPECT_EQ(job->model.layers[1].units, 10);
+  EXPECT_EQ(job->optimizer.type, OptimizerType::kAdam);
+  EXPECT_EQ(job->epochs, 10);
+  EXPECT_EQ(job->batch_size, 128);
+  EXPECT_EQ(job->strategy.partitioner.num_shards, 2);
+  EXPECT_EQ(job->checkpoint.every_steps, 200);
+  EXPECT_EQ(job->data.train.images,
+            "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+  // The original text is kept as is.
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  EXPECT_EQ(job->json, text);
+}
+
+TEST(JobTest, DefaultsApply) {
+  absl::StatusOr<JobSpec> job = ParseJob(MinimalJob());
+  STRATA_ASSERT_OK(job);
+  EXPECT_EQ(job->name, "job");
+  EXPECT_EQ(job->epochs, 1);
+  EXPECT_EQ(job->batch_size, 32);
+  EXPECT_EQ(job->shuffle_seed, 0u);
+  EXPECT_EQ(job->seed, 0u);
+  EXPECT_EQ(job->checkpoint.every_steps, 0);
+  EXPECT_EQ(job->evaluation.every_epochs, 1);
+  EXPECT_TRUE(job->metrics.empty());
+  EXPECT_EQ(job->optimizer.type, OptimizerType::kSgd);
+  EXPECT_LE(job->optimizer.learning_rate, 0);  // Optimizer::Create's default
+  EXPECT_EQ(job->data.train.label_column, 0);
+  EXPECT_TRUE(job->data.train.header);
+  EXPECT_FALSE(job->data.has_test);
+  EXPECT_DOUBLE_EQ(job->data.scale, 1.0);
+  EXPECT_EQ(job->strategy.type, "parameter_server");
+  EXPECT_EQ(job->strategy.update, "async");
+  EXPECT_EQ(job->strategy.partitioner.num_shards, 1);
+}
+
+TEST(JobTest, LayerOptionsParse) {
+  json j = MinimalJob();
+  j["model"]["input_shape"] = {2, 2};
+  j["model"]["layers"] = json::parse(R"([
+    {"type": "flatten"},
+    {"type": "dense", "units": 5, "activation": "tanh", "use_bias": false,
+     "kernel_initializer": {"type": "random_normal", "stddev": 0.1,
+                            "seed": 7},
+     "bias_initializer": "ones", "name": "hidden"},
+    {"type": "dropout", "rate": 0.25},
+    {"type": "dense", "units": 3, "activation": "softmax"}])");
+  absl::StatusOr<JobSpec> job = ParseJob(j);
+  STRATA_ASSERT_OK(job);
+  const LayerSpec& hidden = job->model.layers[1];
+  EXPECT_EQ(hidden.name, "hidden");
+  EXPECT_FALSE(hidden.use_bias);
+  EXPECT_EQ(hidden.kernel_initializer.type, InitializerType::kRandomNormal);
+  EXPECT_DOUBLE_EQ(hidden.kernel_initializer.stddev, 0.1);
+  EXPECT_EQ(hidden.kernel_initializer.seed, 7u);
+  EXPECT_TRUE(hidden.kernel_seed_set);
+  EXPECT_EQ(hidden.bias_initializer.type, InitializerType::kOnes);
+  EXPECT_DOUBLE_EQ(job->model.layers[2].rate, 0.25);
+  EXPECT_EQ(ResolveLayerNames(job->model),
+            std::vector<std::string>({"flatten", "hidden", "dropout",
+                                      "dense"}));
+}
+
+TEST(JobTest, OptimizerFieldsCarriedIntoConfig) {
+  json j = MinimalJob();
+  j["optimizer"] = {{"type", "rmsprop"}, {"learning_rate", 0.01},
+                    {"rho", 0.8},        {"momentum", 0.5},
+                    {"epsilon", 1e-6},   {"centered", true}};
+  absl::StatusOr<JobSpec> job = ParseJob(j);
+  STRATA_ASSERT_OK(job);
+  EXPECT_EQ(job->optimizer.type, OptimizerType::kRmsprop);
+  EXPECT_DOUBLE_EQ(job->optimizer.learning_rate, 0.01);
+  EXPECT_DOUBLE_EQ(job->optimizer.rho, 0.8);
+  EXPECT_DOUBLE_EQ(job->optimizer.momentum, 0.5);
+  EXPECT_DOUBLE_EQ(job->optimizer.epsilon, 1e-6);
+  EXPECT_TRUE(job->optimizer.centered);
+
+  j["optimizer"] = {{"type", "sgd"}, {"momentum", 0.9}, {"nesterov", true}};
+  job = ParseJob(j);
+  STRATA_ASSERT_OK(job);
+  EXPECT_TRUE(job->optimizer.nesterov);
+  EXPECT_DOUBLE_EQ(job->optimizer.momentum, 0.9);
+
+  j["optimizer"] = {{"type", "adagrad"},
+                    {"initial_accumulator_value", 0.5}};
+  job = ParseJob(j);
+  STRATA_ASSERT_OK(job);
+  EXPECT_DOUBLE_EQ(job->optimizer.initial_accumulator_value, 0.5);
+}
+
+TEST(JobTest, LossAliasAndCsvData) {
+  json j = MinimalJob();
+  j["loss"] = "mean_squared_error";
+  j["model"]["layers"][0]["activation"] = "linear";
+  j["data"] = json::parse(R"({"format": "csv",
+      "train": {"path": "a.csv", "label_column": 4, "header": false},
+      "test": {"path": "b.csv"}, "limit_train": 100, "limit_test": 10})");
+  absl::StatusOr<JobSpec> job = ParseJob(j);
+  STRATA_ASSERT_OK(job);
+  EXPECT_EQ(job->loss, "mse");
+  EXPECT_EQ(job->data.train.path, "a.csv");
+  EXPECT_EQ(job->data.train.label_column, 4);
+  EXPECT_FALSE(job->data.train.header);
+  EXPECT_EQ(job->data.test.path, "b.csv");
+  EXPECT_EQ(job->data.limit_train, 100);
+  EXPECT_EQ(job->data.limit_test, 10);
+}
+
+TEST(JobTest, StrategiesAndPartitioners) {
+  json j = MinimalJob();
+  j["strategy"] = {{"type", "central_storage"}};
+  absl::StatusOr<JobSpec> job = ParseJob(j);
+  STRATA_ASSERT_OK(job);
+  EXPECT_EQ(job->strategy.update, "sync");
+
+  j["strategy"] = json::parse(R"({"type": "parameter_server", "update": "sync",
+      "partitioner": {"type": "min_size", "min_shard_bytes": 1024}})");
+  job = ParseJob(j);
+  STRATA_ASSERT_OK(job);
+  EXPECT_EQ(job->strategy.update, "sync");
+  EXPECT_EQ(job->strategy.partitioner.type, "min_size");
+  EXPECT_EQ(job->strategy.partitioner.min_shard_bytes, 1024);
+  EXPECT_EQ(job->strategy.partitioner.max_shards, 1);
+
+  j["strategy"] = json::parse(R"({"type": "parameter_server",
+      "partitioner": {"type": "max_size", "max_shard_bytes": 4096}})");
+  job = ParseJob(j);
+  STRATA_ASSERT_OK(job);
+  EXPECT_EQ(job->strategy.partitioner.max_shard_bytes, 4096);
+  EXPECT_EQ(job->strategy.partitioner.max_shards, 0);
+}
+
+// Parses `j` and expects INVALID_ARGUMENT with `substr` in the message.
+void ExpectError(const json& j, const std::string& substr) {
+  absl::StatusOr<JobSpec> job = ParseJob(j);
+  EXPECT_THAT(job, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                       substr))
+      << j.dump();
+}
+
+TEST(JobTest, UnknownLayerTypeNamesPath) {
+  json j = ReferenceJob();
+  j["model"]["layers"][1]["type"] = "conv2d";
+  ExpectError(j,
+              "job.model.layers[1].type: 'conv2d' is not one of dense, "
+              "dropout, flatten");
+}
+
+TEST(JobTest, BadActivationNamesPath) {
+  json j = ReferenceJob();
+  j["model"]["layers"][0]["activation"] = "gelu";
+  ExpectError(j,
+              "job.model.layers[0].activation: 'gelu' is not one of relu, "
+              "sigmoid, tanh, softmax, linear");
+}
+
+TEST(JobTest, BadLossNamesPath) {
+  json j = ReferenceJob();
+  j["loss"] = "hinge";
+  ExpectError(j, "job.loss: 'hinge' is not one of "
+                 "sparse_categorical_crossentropy, categorical_crossentropy, "
+                 "binary_crossentropy, mse, mean_squared_error");
+}
+
+TEST(JobTest, UnknownKeysNamed) {
+  json j = ReferenceJob();
+  j["epoch"] = 3;
+  ExpectError(j, "job: unknown key 'epoch'");
+  ExpectError(j, "allowed keys: name, model, loss");
+
+  j = ReferenceJob();
+  j["model"]["layers"][0]["unit"] = 3;
+  ExpectError(j, "job.model.layers[0]: unknown key 'unit' for a dense layer");
+
+  j = ReferenceJob();
+  j["model"]["layers"][0]["rate"] = 0.5;
+  ExpectError(j, "job.model.layers[0]: unknown key 'rate'");
+
+  j = ReferenceJob();
+  j["data"]["train"]["path"] = "x.csv";
+  ExpectError(j, "job.data.train: unknown key 'path' for format idx");
+
+  j = ReferenceJob();
+  j["checkpoint"]["dir"] = "/tmp";
+  ExpectError(j, "job.checkpoint: unknown key 'dir'");
+
+  j = ReferenceJob();
+  j["strategy"]["partitioner"]["max_shard_bytes"] = 10;
+  ExpectError(j,
+              "job.strategy.partitioner: unknown key 'max_shard_bytes' for a "
+              "fixed partitioner");
+}
+
+TEST(JobTest, NonPositiveUnitsNamePath) {
+  json j = ReferenceJob();
+  j["model"]["layers"][0]["units"] = -5;
+  ExpectError(j, "job.model.layers[0].units: must be >= 1, got -5");
+  j["model"]["layers"][0]["units"] = 0;
+  ExpectError(j, "job.model.layers[0].units: must be >= 1, got 0");
+  j["model"]["layers"][0]["units"] = "many";
+  ExpectError(j, "job.model.layers[0].units: expected an integer, got "
+                 "\"many\"");
+  j["model"]["layers"][0]["units"] = 1.5;
+  ExpectError(j, "job.model.layers[0].units: expected an integer, got 1.5");
+  j["model"]["layers"][0].erase("units");
+  ExpectError(j, "job.model.layers[0].units: required but missing");
+}
+
+TEST(JobTest, BadOptimizerNamesPath) {
+  json j = ReferenceJob();
+  j["optimizer"]["type"] = "adamw";
+  ExpectError(j,
+              "job.optimizer.type: 'adamw' is not one of sgd, adam, adagrad, "
+              "rmsprop");
+  j["optimizer"] = "assign_add";
+  ExpectError(j, "job.optimizer.type: 'assign_add' is not one of sgd, adam, "
+                 "adagrad, rmsprop");
+  j["optimizer"] = {{"type", "adam"}, {"beta_1", 1.0}};
+  ExpectError(j, "job.optimizer.beta_1: must be in [0, 1), got 1.0");
+  j["optimizer"] = {{"type", "adam"}, {"momentum", 0.9}};
+  ExpectError(j, "job.optimizer: unknown key 'momentum' for adam");
+  j["optimizer"] = {{"type", "sgd"}, {"learning_rate", -1}};
+  ExpectError(j, "job.optimizer.learning_rate: must be >= 0, got -1");
+  j.erase("optimizer");
+  ExpectError(j, "job.optimizer: required but missing");
+}
+
+TEST(JobTest, MissingDataNamesPath) {
+  json j = ReferenceJob();
+  j.erase("data");
+  ExpectError(j, "job.data: required but missing");
+  j = ReferenceJob();
+  j["data"].erase("train");
+  ExpectError(j, "job.data.train: required but missing");
+  j = ReferenceJob();
+  j["data"]["train"].erase("labels");
+  ExpectError(j, "job.data.train.labels: required but missing");
+  j = ReferenceJob();
+  j["data"]["format"] = "parquet";
+  ExpectError(j, "job.data.format: 'parquet' is not one of idx, csv");
+  j = ReferenceJob();
+  j["data"]["scale"] = 0;
+  ExpectError(j, "job.data.scale: must be > 0");
+  j = ReferenceJob();
+  j["data"]["limit_train"] = -1;
+  ExpectError(j, "job.data.limit_train: must be >= 0, got -1");
+}
+
+TEST(JobTest, OtherFieldErrorsNamePath) {
+  json j = ReferenceJob();
+  j["epochs"] = 0;
+  ExpectError(j, "job.epochs: must be >= 1, got 0");
+  j = ReferenceJob();
+  j["batch_size"] = "big";
+  ExpectError(j, "job.batch_size: expected an integer, got \"big\"");
+  j = ReferenceJob();
+  j["seed"] = -1;
+  ExpectError(j, "job.seed: expected an integer in [0, 2^64), got -1");
+  j = ReferenceJob();
+  j["metrics"] = {"auc"};
+  ExpectError(j, "job.metrics[0]: \"auc\" is not one of accuracy");
+  j = ReferenceJob();
+  j["model"]["input_shape"] = {28, 0};
+  ExpectError(j, "job.model.input_shape[1]: expected a positive integer");
+  j = ReferenceJob();
+  j["model"]["layers"] = json::array();
+  ExpectError(j, "job.model.layers: expected a non-empty array of layers");
+  j = ReferenceJob();
+  j["model"]["layers"][0] = {{"type", "dropout"}, {"rate", 1.0}};
+  ExpectError(j, "job.model.layers[0].rate: must be in [0, 1), got 1.0");
+  j = ReferenceJob();
+  j["strategy"]["type"] = "tpu";
+  ExpectError(j, "job.strategy.type: 'tpu' is not one of parameter_server, "
+                 "central_storage, multi_worker_mirrored, mirrored, "
+                 "one_device");
+  j = ReferenceJob();
+  j["strategy"]["update"] = "eventually";
+  ExpectError(j, "job.strategy.update: 'eventually' is not one of async, "
+                 "sync");
+  j = ReferenceJob();
+  j["strategy"] = {{"type", "multi_worker_mirrored"}, {"update", "async"}};
+  ExpectError(j, "job.strategy.update: 'async' is not supported by "
+                 "multi_worker_mirrored");
+  j = ReferenceJob();
+  j["strategy"]["partitioner"] = {{"type", "max_size"}};
+  ExpectError(j, "job.strategy.partitioner.max_shard_bytes: required but "
+                 "missing");
+  j = ReferenceJob();
+  j["model"]["layers"][0]["kernel_initializer"] = "xavier";
+  ExpectError(j, "job.model.layers[0].kernel_initializer: 'xavier' is not "
+                 "one of zeros");
+  j = ReferenceJob();
+  j["name"] = "a/b";
+  ExpectError(j, "job.name: 'a/b' may only hold");
+  j = ReferenceJob();
+  j["model"]["layers"][1]["name"] = "dense";  // layer 0's automatic name
+  ExpectError(j, "job.model.layers[1]: duplicate layer name 'dense'");
+}
+
+TEST(JobTest, ModelAndLossMustAgree) {
+  json j = ReferenceJob();
+  j["model"]["layers"][1]["activation"] = "sigmoid";
+  ExpectError(j, "job.model.layers[1].activation: job.loss "
+                 "sparse_categorical_crossentropy needs a softmax output "
+                 "layer, got sigmoid");
+  j = ReferenceJob();
+  j["loss"] = "binary_crossentropy";
+  ExpectError(j, "job.model.layers[1].activation: job.loss "
+                 "binary_crossentropy needs a sigmoid output layer");
+  j["model"]["layers"][1]["activation"] = "sigmoid";
+  ExpectError(j, "job.model.layers[1].units: job.loss binary_crossentropy "
+                 "needs an output layer of 1 unit");
+  j = ReferenceJob();
+  j["model"]["layers"].push_back({{"type", "dropout"}, {"rate", 0.1}});
+  ExpectError(j, "job.model.layers[2]: the output layer must be dense, got "
+                 "dropout");
+}
+
+TEST(JobTest, MalformedJsonIsInvalidArgument) {
+  EXPECT_THAT(ParseJobString("{\"name\": "),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "parse error"));
+  EXPECT_THAT(ParseJobString("[1, 2]"),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job: expected an object"));
+}
+
+TEST(JobTest, ParseJobStringKeepsText) {
+  const std::string text = MinimalJob().dump(2);
+  absl::StatusOr<JobSpec> job = ParseJobString(text);
+  STRATA_ASSERT_OK(job);
+  EXPECT_EQ(job->json, text);
+}
+
+TEST(JobTest, LoadJobFileErrors) {
+  EXPECT_THAT(LoadJobFile("/nonexistent/strata/job.json"),
+              StatusIs(absl::StatusCode::kNotFound));
+  const std::string path = ::testing::TempDir() + "/strata_job_test_bad.json";
+  {
+    std::ofstream out(path);
+    out << R"({"model": 1})";
+  }
+  EXPECT_THAT(LoadJobFile(path),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  path + ": job.model: expected an object"));
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace strata

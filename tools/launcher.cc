@@ -1,0 +1,321 @@
+#include "tools/launcher.h"
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/coordinator_client.h"
+#include "client/ps_client.h"
+#include "common/status_macros.h"
+#include "tools/process.h"
+#include "worker/dataset.h"
+#include "worker/job.h"
+
+namespace strata {
+namespace {
+
+constexpr absl::Duration kStartTimeout = absl::Seconds(60);
+constexpr absl::Duration kPoll = absl::Milliseconds(100);
+
+std::string MakeRunDir(const std::string& requested) {
+  if (!requested.empty()) {
+    std::filesystem::create_directories(requested);
+    return requested;
+  }
+  std::string tmpl = (std::filesystem::temp_directory_path() /
+                      "strata-run-XXXXXX").string();
+  char* made = mkdtemp(tmpl.data());
+  return made != nullptr ? std::string(made) : std::string("/tmp");
+}
+
+std::string Port(const std::string& address) {
+  return address.substr(address.rfind(':') + 1);
+}
+
+void WriteClusterFile(const std::string& path,
+                      const std::vector<ChildProcess*>& children) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const ChildProcess* c : children) {
+    j.push_back({{"name", c->name},
+                 {"pid", c->pid},
+                 {"address", c->address},
+                 {"log", c->log_path},
+                 {"restarts", c->restarts},
+                 {"exited", c->exited}});
+  }
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << j.dump(2) << "\n";
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+// Applied steps as the PS tasks count them: the smallest version over all
+// variables (each step pushes every shard once).
+absl::StatusOr<int64_t> PsAppliedSteps(const std::vector<ChildProcess>& ps) {
+  int64_t applied = -1;
+  for (const ChildProcess& p : ps) {
+    auto client = PsClient::Connect(p.address);
+    auto list = client->ListVariables();
+    if (!list.ok()) return list.status();
+    for (const auto& v : list->variables()) {
+      if (applied < 0 || v.version() < applied) applied = v.version();
+    }
+  }
+  return applied < 0 ? 0 : applied;
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
+                                      std::ostream& out,
+                                      const std::atomic<bool>* stop) {
+  // Resolve the job with the command-line overrides, and validate it here,
+  // before any process starts.
+  STRATA_ASSIGN_OR_RETURN(JobSpec base, LoadJobFile(options.job_path));
+  nlohmann::json job_json = nlohmann::json::parse(base.json);
+  if (!options.strategy.empty()) job_json["strategy"]["type"] = options.strategy;
+  if (options.epochs > 0) job_json["epochs"] = options.epochs;
+  STRATA_ASSIGN_OR_RETURN(JobSpec job, ParseJob(job_json));
+  if (options.num_ps < 0 || options.num_workers < 1) {
+    return absl::InvalidArgumentError(
+        "--ps must be >= 0 and --workers must be >= 1");
+  }
+  STRATA_ASSIGN_OR_RETURN(int64_t train_examples, CountTrainExamples(job));
+
+  const std::string run_dir = MakeRunDir(options.run_dir);
+  const std::string bin = options.bin_dir;
+  out << "strata launch: job '" << job.name << "', strategy "
+      << job.strategy.type << ", " << options.num_ps << " ps, "
+      << options.num_workers << " workers, run dir " << run_dir << std::endl;
+
+  ChildProcess coordinator;
+  std::vector<ChildProcess> ps(options.num_ps);
+  std::vector<ChildProcess> workers(options.num_workers);
+  auto all = [&]() {
+    std::vector<ChildProcess*> v = {&coordinator};
+    for (auto& p : ps) v.push_back(&p);
+    for (auto& w : workers) v.push_back(&w);
+    return v;
+  };
+  auto stop_all = [&]() {
+    // Workers first, then the servers.
+    for (auto& w : workers) Stop(&w, absl::Seconds(5));
+    for (auto& p : ps) Stop(&p, absl::Seconds(10));
+    Stop(&coordinator, absl::Seconds(10));
+  };
+  const std::string cluster_file = run_dir + "/cluster.json";
+
+  coordinator.name = "coordinator";
+  coordinator.argv = {bin + "/strata-coordinator", "--host=127.0.0.1",
+                      "--port=0", "--state-dir=" + run_dir + "/coordinator"};
+  coordinator.log_path = run_dir + "/coordinator.log";
+  STRATA_RETURN_IF_ERROR(Spawn(&coordinator, true, kStartTimeout));
+  for (int i = 0; i < options.num_ps; ++i) {
+    ps[i].name = absl::StrCat("ps:", i);
+    ps[i].argv = {bin + "/strata-ps", "--host=127.0.0.1", "--port=0",
+                  absl::StrCat("--task-index=", i),
+                  "--checkpoint-dir=" + run_dir + absl::StrCat("/ps-", i),
+                  "--coordinator=" + coordinator.address};
+    ps[i].log_path = run_dir + absl::StrCat("/ps-", i, ".log");
+    absl::Status s = Spawn(&ps[i], true, kStartTimeout);
+    if (!s.ok()) {
+      stop_all();
+      return s;
+    }
+  }
+  auto coord = CoordinatorClient::Connect(coordinator.address);
+  // Submit once every PS task is registered, so that every worker sees the
+  // same PS set.
+  {
+    const absl::Time deadline = absl::Now() + kStartTimeout;
+    while (true) {
+      auto spec = coord->GetClusterSpec();
+      if (spec.ok()) {
+        auto j = nlohmann::json::parse(spec->tf_config(), nullptr, false);
+        size_t n = 0;
+        if (j.is_object() && j.contains("cluster") &&
+            j["cluster"].contains("ps")) {
+          n = j["cluster"]["ps"].size();
+        }
+        if (static_cast<int>(n) >= options.num_ps) break;
+      }
+      if (absl::Now() > deadline) {
+        stop_all();
+        return absl::DeadlineExceededError(
+            "the PS tasks did not register with the coordinator in time");
+      }
+      absl::SleepFor(kPoll);
+    }
+  }
+  v1::SubmitJobRequest submit;
+  submit.set_job_json(job_json.dump());
+  submit.set_train_examples(train_examples);
+  auto submitted = coord->SubmitJob(submit);
+  if (!submitted.ok()) {
+    stop_all();
+    return submitted.status();
+  }
+  for (int i = 0; i < options.num_workers; ++i) {
+    workers[i].name = absl::StrCat("worker:", i);
+    workers[i].argv = {bin + "/strata-worker",
+                       "--coordinator=" + coordinator.address,
+                       absl::StrCat("--task-index=", i)};
+    workers[i].log_path = run_dir + absl::StrCat("/worker-", i, ".log");
+    absl::Status s = Spawn(&workers[i], false, kStartTimeout);
+    if (!s.ok()) {
+      stop_all();
+      return s;
+    }
+  }
+  WriteClusterFile(cluster_file, all());
+
+  // Supervise until the job ends.
+  size_t printed = 0;
+  v1::JobStatus status;
+  absl::Status result = absl::OkStatus();
+  while (true) {
+    if (stop != nullptr && stop->load()) {
+      result = absl::CancelledError("interrupted; stopped every process");
+      break;
+    }
+    bool changed = false;
+    auto restart = [&](ChildProcess* c, std::vector<std::string> argv) {
+      out << c->name << " exited (" << DescribeExit(c->wait_status)
+          << "); restarting it on " << c->address << std::endl;
+      c->argv = std::move(argv);
+      c->restarts++;
+      return Spawn(c, true, kStartTimeout);
+    };
+    if (Reap(&coordinator)) {
+      if (!options.restart_servers) {
+        result = absl::UnavailableError(absl::StrCat(
+            "the coordinator exited (", DescribeExit(coordinator.wait_status),
+            ")"));
+        break;
+      }
+      std::vector<std::string> argv = coordinator.argv;
+      argv[2] = "--port=" + Port(coordinator.address);
+      result = restart(&coordinator, argv);
+      if (!result.ok()) break;
+      changed = true;
+    }
+    for (auto& p : ps) {
+      if (!Reap(&p)) continue;
+      if (!options.restart_servers) {
+        result = absl::UnavailableError(absl::StrCat(
+            p.name, " exited (", DescribeExit(p.wait_status), ")"));
+        break;
+      }
+      std::vector<std::string> argv = p.argv;
+      argv[2] = "--port=" + Port(p.address);
+      result = restart(&p, argv);
+      if (!result.ok()) break;
+      changed = true;
+    }
+    if (!result.ok()) break;
+    int alive = 0;
+    for (auto& w : workers) {
+      bool was = w.exited;
+      if (!Reap(&w)) {
+        ++alive;
+      } else if (!was) {
+        changed = true;
+        if (!(WIFEXITED(w.wait_status) && WEXITSTATUS(w.wait_status) == 0)) {
+          out << w.name << " exited (" << DescribeExit(w.wait_status)
+              << "); training continues on the other workers" << std::endl;
+        }
+      }
+    }
+    if (changed) WriteClusterFile(cluster_file, all());
+
+    auto s = coord->GetJob();
+    if (s.ok()) {
+      status = *s;
+      for (; printed < static_cast<size_t>(status.epochs_size()); ++printed) {
+        const v1::EpochResult& e = status.epochs(printed);
+        std::string line = absl::StrFormat(
+            "Epoch %d/%d - %d steps - loss: %.4f - accuracy: %.4f", e.epoch() + 1,
+            job.epochs, e.steps(), e.loss(), e.accuracy());
+        if (e.evaluated()) {
+          absl::StrAppendFormat(&line, " - test_loss: %.4f - test_accuracy: %.4f",
+                                e.test_loss(), e.test_accuracy());
+        }
+        absl::StrAppendFormat(&line, " - %.0f examples/s - %.1fs elapsed",
+                              e.examples_per_second(), e.elapsed_seconds());
+        out << line << std::endl;
+      }
+      if (status.state() == v1::JobStatus::SUCCEEDED) break;
+      if (status.state() == v1::JobStatus::FAILED) {
+        result = absl::AbortedError(absl::StrCat("job failed: ", status.error()));
+        break;
+      }
+    }
+    if (alive == 0) {
+      result = absl::UnavailableError(absl::StrCat(
+          "every worker exited before the job ended; see ", run_dir));
+      break;
+    }
+    absl::SleepFor(kPoll);
+  }
+
+  nlohmann::json summary;
+  if (result.ok()) {
+    double test_accuracy = 0, test_loss = 0;
+    for (const auto& e : status.epochs()) {
+      if (e.evaluated()) {
+        test_accuracy = e.test_accuracy();
+        test_loss = e.test_loss();
+      }
+    }
+    auto ps_applied = PsAppliedSteps(ps);
+    summary = {
+        {"job", job.name},
+        {"strategy", job.strategy.type},
+        {"ps", options.num_ps},
+        {"workers", options.num_workers},
+        {"epochs", job.epochs},
+        {"batch_size", job.batch_size},
+        {"test_accuracy", test_accuracy},
+        {"test_loss", test_loss},
+        {"steps_scheduled", status.steps_scheduled()},
+        {"steps_applied", status.steps_completed()},
+        {"steps_applied_ps", ps_applied.ok() ? *ps_applied : -1},
+        {"lost_steps", status.lost_steps()},
+        {"wall_seconds", status.wall_seconds()},
+        {"examples_per_second",
+         status.wall_seconds() > 0
+             ? static_cast<double>(status.examples()) / status.wall_seconds()
+             : 0.0},
+        {"restarts", nlohmann::json::object()},
+        {"run_dir", run_dir}};
+    for (ChildProcess* c : all()) {
+      if (c->restarts > 0) summary["restarts"][c->name] = c->restarts;
+    }
+    out << absl::StrFormat("Test accuracy: %.4f (test loss %.4f)", test_accuracy,
+                           test_loss)
+        << std::endl;
+  }
+  stop_all();
+  WriteClusterFile(cluster_file, all());
+  if (!result.ok()) return result;
+  if (!options.summary_path.empty()) {
+    std::ofstream f(options.summary_path);
+    f << summary.dump(2) << "\n";
+    if (!f) {
+      return absl::InternalError(
+          absl::StrCat("cannot write the summary to ", options.summary_path));
+    }
+  }
+  return summary;
+}
+
+}  // namespace strata

@@ -1,0 +1,37 @@
+// `strata launch`: a whole local cluster (coordinator, PS tasks, workers) as
+// processes on 127.0.0.1, supervised until the job ends.
+#ifndef STRATA_TOOLS_LAUNCHER_H_
+#define STRATA_TOOLS_LAUNCHER_H_
+
+#include <atomic>
+#include <iosfwd>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace strata {
+
+struct LaunchOptions {
+  std::string job_path;
+  std::string strategy;   // overrides the job's strategy.type when set
+  int num_ps = 2;
+  int num_workers = 2;
+  int epochs = 0;         // overrides the job's epochs when > 0
+  std::string summary_path;
+  std::string run_dir;    // logs, state, checkpoints; a temp dir when empty
+  std::string bin_dir;    // where strata-ps, strata-worker, ... live
+  // Restart a PS or the coordinator that dies (as Kubernetes would).
+  bool restart_servers = true;
+};
+
+// Runs the job to the end, printing one line per epoch to `out`. Returns the
+// summary (also written to summary_path). `stop` set by a signal handler
+// ends the run (children stopped) with CANCELLED.
+absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
+                                      std::ostream& out,
+                                      const std::atomic<bool>* stop);
+
+}  // namespace strata
+
+#endif  // STRATA_TOOLS_LAUNCHER_H_

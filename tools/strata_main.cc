@@ -1,0 +1,124 @@
+// strata: the command-line tool.
+//   strata launch --job FILE [--strategy S] [--ps N] [--workers N]
+//                 [--epochs N] [--summary FILE] [--run-dir DIR]
+//   strata tfconfig [--task-type T] [--task-index I] [--cluster JSON]
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "common/cli.h"
+#include "common/tf_config.h"
+#include "nlohmann/json.hpp"
+#include "tools/launcher.h"
+
+ABSL_FLAG(std::string, job, "", "launch: the job file (JSON)");
+ABSL_FLAG(std::string, strategy, "", "launch: overrides the job's strategy");
+ABSL_FLAG(int, ps, 2, "launch: parameter-server tasks");
+ABSL_FLAG(int, workers, 2, "launch: worker tasks");
+ABSL_FLAG(int, epochs, 0, "launch: overrides the job's epochs");
+ABSL_FLAG(std::string, summary, "", "launch: write the run summary (JSON)");
+ABSL_FLAG(std::string, run_dir, "", "launch: logs, state and checkpoints "
+          "(default: a new temporary directory)");
+ABSL_FLAG(std::string, bin_dir, "", "launch: directory of strata-ps, "
+          "strata-worker, strata-coordinator (default: found beside strata)");
+ABSL_FLAG(std::string, task_type, "", "tfconfig: overrides task.type");
+ABSL_FLAG(int, task_index, -1, "tfconfig: overrides task.index");
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void OnSignal(int) { g_stop = true; }
+
+// The binaries live in build/{server,worker,coordinator}/ or all in one
+// directory (installed).
+std::string DefaultBinDir(const char* argv0) {
+  std::string self = argv0;
+  std::string dir = self.substr(0, self.find_last_of('/') + 1);
+  if (dir.empty()) dir = "./";
+  return dir;
+}
+
+int Launch(const char* argv0) {
+  strata::LaunchOptions options;
+  options.job_path = absl::GetFlag(FLAGS_job);
+  if (options.job_path.empty()) {
+    std::cerr << "strata launch: --job FILE is required\n";
+    return 2;
+  }
+  options.strategy = absl::GetFlag(FLAGS_strategy);
+  options.num_ps = absl::GetFlag(FLAGS_ps);
+  options.num_workers = absl::GetFlag(FLAGS_workers);
+  options.epochs = absl::GetFlag(FLAGS_epochs);
+  options.summary_path = absl::GetFlag(FLAGS_summary);
+  options.run_dir = absl::GetFlag(FLAGS_run_dir);
+  options.bin_dir = absl::GetFlag(FLAGS_bin_dir);
+  if (options.bin_dir.empty()) options.bin_dir = DefaultBinDir(argv0);
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  auto summary = strata::Launch(options, std::cout, &g_stop);
+  if (!summary.ok()) {
+    std::cerr << "strata launch: " << summary.status().message() << "\n";
+    return summary.status().code() == absl::StatusCode::kCancelled ? 130 : 1;
+  }
+  return 0;
+}
+
+int TfConfig() {
+  strata::TfConfig config;
+  if (const char* env = std::getenv("TF_CONFIG"); env != nullptr && *env) {
+    auto parsed = strata::ParseTfConfig(env);
+    if (!parsed.ok()) {
+      std::cerr << "strata tfconfig: TF_CONFIG: " << parsed.status().message()
+                << "\n";
+      return 2;
+    }
+    config = *parsed;
+  }
+  if (!absl::GetFlag(FLAGS_task_type).empty()) {
+    config.task_type = absl::GetFlag(FLAGS_task_type);
+  }
+  if (absl::GetFlag(FLAGS_task_index) >= 0) {
+    config.task_index = absl::GetFlag(FLAGS_task_index);
+  }
+  // Re-validate the result of the overrides.
+  auto checked = strata::ParseTfConfig(strata::TfConfigToJson(config));
+  if (!checked.ok()) {
+    std::cerr << "strata tfconfig: " << checked.status().message() << "\n";
+    return 2;
+  }
+  nlohmann::json out = nlohmann::json::parse(strata::TfConfigToJson(config));
+  out["address"] = strata::TaskAddress(config);
+  std::cout << out.dump(2) << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "strata launch --job FILE [--strategy S] [--ps N] [--workers N] "
+      "[--epochs N] [--summary FILE]\n  strata tfconfig [--task-type T] "
+      "[--task-index I]");
+  if (argc < 2) {
+    std::cerr << "usage: strata launch|tfconfig [flags]\n";
+    return 2;
+  }
+  const std::string command = argv[1];
+  std::vector<std::string> storage;
+  std::vector<char*> args = strata::NormalizeFlagDashes(argc, argv, &storage);
+  args.erase(args.begin() + 1);  // the subcommand
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  if (command == "launch") return Launch(argv[0]);
+  if (command == "tfconfig") return TfConfig();
+  std::cerr << "strata: unknown command '" << command
+            << "'; commands: launch, tfconfig\n";
+  return 2;
+}

@@ -1,0 +1,484 @@
+#include "worker/dataset.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+
+namespace strata {
+namespace {
+
+constexpr uint32_t kIdxImagesMagic = 0x00000803;
+constexpr uint32_t kIdxLabelsMagic = 0x00000801;
+// Payloads are read in chunks of this size so that a corrupt header cannot
+// make us allocate more than the file really holds.
+constexpr size_t kReadChunk = size_t{4} << 20;
+
+absl::Status OpenError(const std::string& path, int err) {
+  const std::string what = absl::StrCat(path, ": ", std::strerror(err));
+  if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(what);
+  if (err == EACCES) return absl::PermissionDeniedError(what);
+  return absl::InternalError(what);
+}
+
+// A file read sequentially, transparently gunzipped when it starts with the
+// gzip magic (1f 8b). Thread-compatible.
+class InputFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<InputFile>> Open(
+      const std::string& path) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) return OpenError(path, errno);
+    unsigned char magic[2] = {0, 0};
+    const size_t got = std::fread(magic, 1, 2, f);
+    const bool gzip = got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+    if (!gzip) {
+      std::rewind(f);
+      return std::unique_ptr<InputFile>(new InputFile(path, f, nullptr));
+    }
+    std::fclose(f);
+    gzFile gz = gzopen(path.c_str(), "rb");
+    if (gz == nullptr) return OpenError(path, errno == 0 ? EIO : errno);
+    gzbuffer(gz, 1 << 17);
+    return std::unique_ptr<InputFile>(new InputFile(path, nullptr, gz));
+  }
+
+  ~InputFile() {
+    if (file_ != nullptr) std::fclose(file_);
+    if (gz_ != nullptr) gzclose(gz_);
+  }
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  bool gzip() const { return gz_ != nullptr; }
+
+  // Reads up to `n` bytes; fewer only at the end of the data. DATA_LOSS on a
+  // read error or a corrupt or truncated gzip stream.
+  absl::StatusOr<size_t> Read(void* buf, size_t n) {
+    char* out = static_cast<char*>(buf);
+    size_t total = 0;
+    while (total < n) {
+      if (file_ != nullptr) {
+        const size_t got = std::fread(out + total, 1, n - total, file_);
+        total += got;
+        if (got == 0) {
+          if (std::ferror(file_)) {
+            return absl::DataLossError(
+                absl::StrCat(path_, ": read error: ", std::strerror(errno)));
+          }
+          break;
+        }
+      } else {
+        const unsigned want = static_cast<unsigned>(
+            std::min<size_t>(n - total, size_t{1} << 30));
+        const int got = gzread(gz_, out + total, want);
+        if (got > 0) total += static_cast<size_t>(got);
+        if (got < static_cast<int>(want)) {
+          int errnum = Z_OK;
+          const char* msg = gzerror(gz_, &errnum);
+          if (got < 0 || (errnum != Z_OK && errnum != Z_STREAM_END)) {
+            return absl::DataLossError(absl::StrCat(
+                path_, ": corrupt or truncated gzip data: ",
+                msg == nullptr ? "unknown error" : msg));
+          }
+          break;
+        }
+      }
+    }
+    return total;
+  }
+
+  // Reads everything that is left.
+  absl::StatusOr<std::string> ReadAll() {
+    std::string data;
+    size_t used = 0;
+    while (true) {
+      data.resize(used + kReadChunk);
+      STRATA_ASSIGN_OR_RETURN(size_t got, Read(&data[used], kReadChunk));
+      used += got;
+      if (got < kReadChunk) break;
+    }
+    data.resize(used);
+    return data;
+  }
+
+ private:
+  InputFile(std::string path, FILE* file, gzFile gz)
+      : path_(std::move(path)), file_(file), gz_(gz) {}
+
+  std::string path_;
+  FILE* file_;
+  gzFile gz_;
+};
+
+uint32_t BigEndian32(const unsigned char* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) |
+         (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+// An opened IDX file positioned after its header.
+struct IdxFile {
+  std::unique_ptr<InputFile> file;
+  uint32_t magic = 0;
+  std::vector<int64_t> dims;
+};
+
+std::string Kind(uint32_t magic) {
+  return magic == kIdxImagesMagic ? "IDX images of unsigned bytes, "
+                                    "magic 0x00000803"
+                                  : "IDX labels of unsigned bytes, "
+                                    "magic 0x00000801";
+}
+
+// Opens `path` and reads its header. `expected_magic` 0 accepts images or
+// labels.
+absl::StatusOr<IdxFile> OpenIdx(const std::string& path,
+                                uint32_t expected_magic) {
+  IdxFile idx;
+  STRATA_ASSIGN_OR_RETURN(idx.file, InputFile::Open(path));
+  unsigned char header[16];
+  STRATA_ASSIGN_OR_RETURN(size_t got, idx.file->Read(header, 4));
+  if (got < 4) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": truncated IDX header: ", got, " of 4 magic bytes"));
+  }
+  idx.magic = BigEndian32(header);
+  const bool accepted =
+      expected_magic == 0
+          ? (idx.magic == kIdxImagesMagic || idx.magic == kIdxLabelsMagic)
+          : idx.magic == expected_magic;
+  if (!accepted) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: bad magic 0x%08x; expected %s", path, idx.magic,
+        expected_magic == 0
+            ? std::string("0x00000803 (IDX images) or 0x00000801 (IDX "
+                          "labels)")
+            : Kind(expected_magic)));
+  }
+  const size_t ndims = idx.magic & 0xff;
+  STRATA_ASSIGN_OR_RETURN(got, idx.file->Read(header + 4, 4 * ndims));
+  if (got < 4 * ndims) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": truncated IDX header: ", 4 + got, " of ",
+                     4 + 4 * ndims, " bytes"));
+  }
+  for (size_t i = 0; i < ndims; ++i) {
+    idx.dims.push_back(BigEndian32(header + 4 + 4 * i));
+  }
+  return idx;
+}
+
+// Reads exactly `n` bytes of payload into *out (grown chunk by chunk).
+absl::Status ReadPayload(InputFile* file, const std::string& path, size_t n,
+                         absl::string_view what, std::vector<uint8_t>* out) {
+  out->clear();
+  size_t used = 0;
+  while (used < n) {
+    const size_t want = std::min(kReadChunk, n - used);
+    out->resize(used + want);
+    STRATA_ASSIGN_OR_RETURN(size_t got, file->Read(out->data() + used, want));
+    used += got;
+    if (got < want) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": truncated: the header promises ", n,
+                       " bytes of ", what, " but only ", used, " follow"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNoTrailingData(InputFile* file, const std::string& path,
+                                 int64_t examples) {
+  char probe;
+  STRATA_ASSIGN_OR_RETURN(size_t got, file->Read(&probe, 1));
+  if (got != 0) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": unexpected data after the ", examples,
+        " examples the header announces"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckScaleAndLimit(double scale, int64_t limit) {
+  if (!(scale > 0) || !std::isfinite(scale)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scale must be finite and > 0, got ", scale));
+  }
+  if (limit < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit must be >= 0 (0 = all), got ", limit));
+  }
+  return absl::OkStatus();
+}
+
+int NumClasses(const std::vector<int32_t>& labels) {
+  int32_t max = -1;
+  for (int32_t l : labels) max = std::max(max, l);
+  return static_cast<int>(max) + 1;
+}
+
+// SplitMix64's finalizer.
+uint64_t Mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+absl::Status CheckFeatures(const JobSpec& job, const Dataset& data,
+                           absl::string_view split) {
+  const int64_t expected = NumElements(job.model.input_shape);
+  if (data.features != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job.data.", split, ": examples have ", data.features,
+        " features but job.model.input_shape ",
+        ShapeString(job.model.input_shape), " needs ", expected));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Dataset> LoadSplit(const JobSpec& job,
+                                  const DataSplitSpec& split, int64_t limit,
+                                  absl::string_view name) {
+  absl::StatusOr<Dataset> data;
+  if (job.data.format == "csv") {
+    data = LoadCsv(split.path, split.label_column, split.header, limit,
+                   job.data.scale);
+  } else if (job.data.format == "idx") {
+    data = LoadIdx(split.images, split.labels, job.data.scale, limit);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job.data.format: '", job.data.format,
+                     "' is not one of idx, csv"));
+  }
+  if (!data.ok()) return data.status();
+  STRATA_RETURN_IF_ERROR(CheckFeatures(job, *data, name));
+  return data;
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> LoadIdx(const std::string& images_path,
+                                const std::string& labels_path, double scale,
+                                int64_t limit) {
+  STRATA_RETURN_IF_ERROR(CheckScaleAndLimit(scale, limit));
+  STRATA_ASSIGN_OR_RETURN(IdxFile images,
+                          OpenIdx(images_path, kIdxImagesMagic));
+  STRATA_ASSIGN_OR_RETURN(IdxFile labels,
+                          OpenIdx(labels_path, kIdxLabelsMagic));
+  const int64_t n = images.dims[0];
+  const int64_t rows = images.dims[1];
+  const int64_t cols = images.dims[2];
+  if (rows == 0 || cols == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        images_path, ": images of ", rows, "x", cols, " hold no pixels"));
+  }
+  if (labels.dims[0] != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IDX count mismatch: ", images_path, " holds ", n, " images but ",
+        labels_path, " holds ", labels.dims[0], " labels"));
+  }
+  const int64_t take = limit > 0 ? std::min(limit, n) : n;
+  const int64_t features = rows * cols;  // < 2^64: both < 2^32
+
+  Dataset data;
+  data.size = take;
+  data.features = features;
+  std::vector<uint8_t> bytes;
+  STRATA_RETURN_IF_ERROR(ReadPayload(images.file.get(), images_path,
+                                     static_cast<size_t>(take * features),
+                                     "pixels", &bytes));
+  if (take == n) {
+    STRATA_RETURN_IF_ERROR(
+        CheckNoTrailingData(images.file.get(), images_path, n));
+  }
+  std::array<float, 256> lut;
+  for (int v = 0; v < 256; ++v) lut[v] = static_cast<float>(v / scale);
+  data.x.resize(bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i) data.x[i] = lut[bytes[i]];
+
+  STRATA_RETURN_IF_ERROR(ReadPayload(labels.file.get(), labels_path,
+                                     static_cast<size_t>(take), "labels",
+                                     &bytes));
+  if (take == n) {
+    STRATA_RETURN_IF_ERROR(
+        CheckNoTrailingData(labels.file.get(), labels_path, n));
+  }
+  data.labels.assign(bytes.begin(), bytes.end());
+  data.num_classes = NumClasses(data.labels);
+  return data;
+}
+
+absl::StatusOr<int64_t> CountIdxExamples(const std::string& images_path) {
+  STRATA_ASSIGN_OR_RETURN(IdxFile idx, OpenIdx(images_path, 0));
+  return idx.dims[0];
+}
+
+absl::StatusOr<Dataset> LoadCsv(const std::string& path, int64_t label_column,
+                                bool header, int64_t limit, double scale) {
+  STRATA_RETURN_IF_ERROR(CheckScaleAndLimit(scale, limit));
+  if (label_column < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": label_column must be >= 0, got ", label_column));
+  }
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<InputFile> file,
+                          InputFile::Open(path));
+  STRATA_ASSIGN_OR_RETURN(std::string text, file->ReadAll());
+
+  Dataset data;
+  int64_t columns = -1;
+  int64_t line_number = 0;
+  size_t pos = 0;
+  const float inv_scale = static_cast<float>(1.0 / scale);
+  while (pos < text.size() && (limit == 0 || data.size < limit)) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    absl::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (header && line_number == 1) continue;
+    if (absl::StripAsciiWhitespace(line).empty()) continue;
+
+    const std::string where = absl::StrCat(path, ":", line_number);
+    int64_t column = 0;
+    size_t start = 0;
+    while (true) {
+      size_t comma = line.find(',', start);
+      const bool last = comma == absl::string_view::npos;
+      if (last) comma = line.size();
+      absl::string_view field =
+          absl::StripAsciiWhitespace(line.substr(start, comma - start));
+      if (column == label_column) {
+        double label = 0;
+        if (!absl::SimpleAtod(field, &label) || label < 0 ||
+            label != std::trunc(label) ||
+            label > std::numeric_limits<int32_t>::max()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              where, ": column ", column, ": label '", field,
+              "' is not a non-negative integer"));
+        }
+        data.labels.push_back(static_cast<int32_t>(label));
+      } else {
+        float value = 0;
+        if (!absl::SimpleAtof(field, &value) || !std::isfinite(value)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ": column ", column, ": '", field,
+                           "' is not a finite number"));
+        }
+        data.x.push_back(value * inv_scale);
+      }
+      ++column;
+      if (last) break;
+      start = comma + 1;
+    }
+    if (columns < 0) {
+      columns = column;
+      if (label_column >= columns) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": label_column ", label_column,
+                         " is out of range: the row has ", columns,
+                         " columns"));
+      }
+    } else if (column != columns) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": ", column, " columns, but the first row has ",
+                       columns));
+    }
+    ++data.size;
+  }
+  data.features = columns < 0 ? 0 : columns - 1;
+  data.num_classes = NumClasses(data.labels);
+  return data;
+}
+
+absl::StatusOr<Dataset> LoadTrain(const JobSpec& job) {
+  return LoadSplit(job, job.data.train, job.data.limit_train, "train");
+}
+
+absl::StatusOr<Dataset> LoadTest(const JobSpec& job) {
+  if (!job.data.has_test) {
+    return absl::FailedPreconditionError("the job has no data.test");
+  }
+  return LoadSplit(job, job.data.test, job.data.limit_test, "test");
+}
+
+absl::StatusOr<int64_t> CountTrainExamples(const JobSpec& job) {
+  if (job.data.format == "idx") {
+    STRATA_ASSIGN_OR_RETURN(int64_t n,
+                            CountIdxExamples(job.data.train.images));
+    return job.data.limit_train > 0 ? std::min(n, job.data.limit_train) : n;
+  }
+  STRATA_ASSIGN_OR_RETURN(Dataset data, LoadTrain(job));
+  return data.size;
+}
+
+std::vector<int64_t> EpochPermutation(int64_t n, uint64_t shuffle_seed,
+                                      int epoch) {
+  std::vector<int64_t> perm(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  for (int64_t i = 0; i < n; ++i) perm[i] = i;
+  std::mt19937_64 rng(
+      Mix64(shuffle_seed ^ Mix64(static_cast<uint64_t>(epoch) + 1)));
+  for (int64_t i = n - 1; i > 0; --i) {
+    // Multiply-shift maps 64 random bits onto [0, i]; the engine's output
+    // sequence is fixed by the standard, so this is platform independent.
+    const uint64_t j = static_cast<uint64_t>(
+        (static_cast<unsigned __int128>(rng()) * static_cast<uint64_t>(i + 1))
+        >> 64);
+    std::swap(perm[i], perm[j]);
+  }
+  return perm;
+}
+
+int64_t StepsPerEpoch(int64_t n, int64_t batch) {
+  if (n <= 0 || batch <= 0) return 0;
+  return (n + batch - 1) / batch;
+}
+
+void GatherBatch(const Dataset& data, const std::vector<int64_t>& perm,
+                 int64_t batch_index, int64_t batch_size,
+                 std::vector<float>* x, std::vector<int32_t>* y) {
+  const int64_t n = static_cast<int64_t>(perm.size());
+  if (batch_index < 0 || batch_size <= 0 || batch_index * batch_size >= n) {
+    x->clear();
+    y->clear();
+    return;
+  }
+  const int64_t begin = batch_index * batch_size;
+  const int64_t end = std::min(n, begin + batch_size);
+  const int64_t f = data.features;
+  x->resize(static_cast<size_t>((end - begin) * f));
+  y->resize(static_cast<size_t>(end - begin));
+  int64_t row = 0;
+  for (int64_t k = begin; k < end; ++k) {
+    const int64_t i = perm[k];
+    if (i < 0 || i >= data.size) continue;
+    std::memcpy(x->data() + row * f, data.x.data() + i * f,
+                static_cast<size_t>(f) * sizeof(float));
+    (*y)[row] = data.labels[i];
+    ++row;
+  }
+  x->resize(static_cast<size_t>(row * f));
+  y->resize(static_cast<size_t>(row));
+}
+
+}  // namespace strata

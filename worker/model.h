@@ -1,0 +1,236 @@
+// A Keras-like Sequential MLP on the CPU (Eigen): forward, loss, metrics and
+// backward for dense / dropout / flatten layers, plus LocalTrainer, the
+// single-process training loop used as the baseline and by the SDK.
+//
+// Parameters live outside the model, one contiguous float buffer per
+// variable, in the order of variables(): for each dense layer its kernel
+// ([in, units], row-major) and then its bias ([units], when use_bias).
+#ifndef STRATA_WORKER_MODEL_H_
+#define STRATA_WORKER_MODEL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/tensor.h"
+#include "kernels/initializers.h"
+#include "kernels/optimizers.h"
+#include "worker/dataset.h"
+#include "worker/job.h"
+
+namespace strata {
+
+// One trainable variable, named as Keras names it ("dense/kernel",
+// "dense/bias", "dense_1/kernel", ...). `init` is complete (type, seed,
+// parameters): FillInitializer(init, name, kFloat32, shape, ...) anywhere
+// (here or on a parameter server) yields the same values.
+struct VariableDef {
+  std::string name;
+  Shape shape;
+  InitializerSpec init;
+};
+
+// Results of a step or an evaluation. `loss` is the mean over the examples
+// (Keras's reported loss), `accuracy` the fraction classified correctly
+// (argmax against the label; a threshold of 0.5 for one output unit).
+struct StepStats {
+  double loss = 0.0;
+  double accuracy = 0.0;
+  int64_t examples = 0;
+};
+
+class Model;
+
+// Scratch buffers for Model's forward and backward passes. Reusing one
+// across calls avoids allocating in the training loop. Thread-compatible:
+// one workspace per thread; it may be shared by models (it grows as needed).
+class ModelWorkspace {
+ public:
+  ModelWorkspace();
+  ~ModelWorkspace();
+  ModelWorkspace(ModelWorkspace&&) noexcept;
+  ModelWorkspace& operator=(ModelWorkspace&&) noexcept;
+
+ private:
+  friend class Model;
+  // A 64-byte aligned float array that only grows; contents are scratch.
+  // Every buffer an Eigen reduction or transcendental function writes into
+  // is one of these, so the SIMD split of each loop (scalar head and tail,
+  // packets in between) and with it the rounding depend only on the shapes,
+  // never on where malloc put things.
+  class Floats {
+   public:
+    Floats() = default;
+    Floats(Floats&& other) noexcept;
+    Floats& operator=(Floats&& other) noexcept;
+    ~Floats();
+    float* Resize(size_t n);  // returns data(); n floats are usable
+    float* data() const { return data_; }
+
+   private:
+    float* data_ = nullptr;
+    size_t capacity_ = 0;
+  };
+  std::vector<Floats> outputs_;            // per stage, batch x width
+  std::vector<const float*> output_ptrs_;  // per stage (may alias input)
+  std::vector<Floats> masks_;              // per dropout stage
+  std::vector<Floats> gradients_;          // per stage, batch x width
+};
+
+// An immutable, validated Sequential model. Thread-safe: every method is
+// const and keeps its scratch in a caller-owned ModelWorkspace (or a
+// per-call one when none is given).
+class Model {
+ public:
+  // Builds the model for `loss` (as JobSpec::loss; "mean_squared_error" is
+  // accepted as "mse"). `seed` (the job's) derives each kernel
+  // initializer's seed (seed + layer index) unless the spec set one.
+  // Errors: INVALID_ARGUMENT as ValidateModelAndLoss.
+  static absl::StatusOr<Model> Build(const ModelSpec& spec,
+                                     const std::string& loss, uint64_t seed);
+
+  const std::vector<VariableDef>& variables() const { return variables_; }
+  // Values per example (the product of input_shape) and output units.
+  int64_t num_features() const { return num_features_; }
+  int64_t num_outputs() const { return num_outputs_; }
+  int64_t num_parameters() const;
+  const std::string& loss() const { return loss_; }
+
+  // Resizes *params to the variables' layout and fills each with its
+  // initializer. Errors: INVALID_ARGUMENT from FillInitializer.
+  absl::Status InitializeParams(std::vector<std::vector<float>>* params) const;
+
+  // One training step on `batch` examples: x is batch x num_features()
+  // row-major, y the sparse labels. Dropout is on, its masks a pure function
+  // of (dropout_seed, layer, element). Writes into *grads (resized to the
+  // params' layout) the gradients of the mean loss over the batch. The
+  // results are a pure function of the values passed (bitwise, wherever
+  // the buffers lie).
+  // Errors: INVALID_ARGUMENT for params of the wrong count or sizes, batch
+  // < 1, null x or y, or a label out of range (>= num_outputs() for several
+  // outputs; not 0 or 1 for binary_crossentropy).
+  absl::StatusOr<StepStats> TrainStep(
+      const std::vector<absl::Span<const float>>& params, const float* x,
+      const int32_t* y, int64_t batch, uint64_t dropout_seed,
+      std::vector<std::vector<float>>* grads,
+      ModelWorkspace* workspace = nullptr) const;
+
+  // Loss and accuracy over all of `data`, in batches of `batch`, without
+  // dropout. An empty dataset gives zeros. Errors: as TrainStep, plus
+  // INVALID_ARGUMENT when data.features != num_features().
+  absl::StatusOr<StepStats> Evaluate(
+      const std::vector<absl::Span<const float>>& params, const Dataset& data,
+      int64_t batch = 1024, ModelWorkspace* workspace = nullptr) const;
+
+  // The model's outputs (batch x num_outputs(), row-major) for x, without
+  // dropout. Errors: as TrainStep.
+  absl::Status Predict(const std::vector<absl::Span<const float>>& params,
+                       const float* x, int64_t batch, std::vector<float>* out,
+                       ModelWorkspace* workspace = nullptr) const;
+
+  // Views of `params` for the methods above.
+  static std::vector<absl::Span<const float>> Views(
+      const std::vector<std::vector<float>>& params);
+
+ private:
+  enum class LossKind { kCrossEntropy, kBinaryCrossEntropy, kMse };
+
+  // One computing layer (flatten layers are dropped at Build).
+  struct Stage {
+    LayerType type = LayerType::kDense;
+    int64_t in = 0;
+    int64_t out = 0;
+    Activation activation = Activation::kLinear;
+    int kernel = -1;  // index into variables_
+    int bias = -1;    // index into variables_, -1 without bias
+    double rate = 0;  // dropout
+    uint64_t layer_index = 0;
+  };
+
+  Model() = default;
+
+  absl::Status CheckParams(
+      const std::vector<absl::Span<const float>>& params) const;
+  absl::Status CheckLabels(const int32_t* y, int64_t batch) const;
+  // Runs the layers; the output is ws->output_ptrs_.back().
+  void Forward(const std::vector<absl::Span<const float>>& params,
+               const float* x, int64_t batch, bool training,
+               uint64_t dropout_seed, ModelWorkspace* ws) const;
+  // Adds the batch's loss sum and correct count; when `grad` is not null,
+  // writes d(mean loss)/d(pre-activation output) there.
+  void Loss(const float* out, const int32_t* y, int64_t batch,
+            int64_t mean_over, double* loss_sum, int64_t* correct,
+            float* grad) const;
+
+  std::vector<Stage> stages_;
+  std::vector<VariableDef> variables_;
+  std::string loss_;
+  LossKind loss_kind_ = LossKind::kCrossEntropy;
+  int64_t num_features_ = 0;
+  int64_t num_outputs_ = 0;
+  int first_trainable_stage_ = 0;
+};
+
+// Single-process training: a Model, its parameters, and an Optimizer with
+// its slots per variable, updated locally. Thread-compatible.
+class LocalTrainer {
+ public:
+  // Builds the model (Model::Build), initializes its parameters and creates
+  // the optimizer. Errors: INVALID_ARGUMENT from either.
+  static absl::StatusOr<std::unique_ptr<LocalTrainer>> Create(
+      const ModelSpec& model, const std::string& loss,
+      const OptimizerConfig& optimizer, uint64_t seed);
+  // As above with the job's model, loss, optimizer and seed.
+  static absl::StatusOr<std::unique_ptr<LocalTrainer>> Create(
+      const JobSpec& job);
+
+  // One step on a batch (as Model::TrainStep) followed by the optimizer's
+  // update with iterations = `step` (the number of updates before this
+  // one). Dropout's seed derives from the model seed and `step`.
+  // Errors: as Model::TrainStep and Optimizer::ApplyDense.
+  absl::StatusOr<StepStats> Step(const float* x, const int32_t* y,
+                                 int64_t batch, int64_t step);
+
+  // One epoch over `train`: EpochPermutation(train.size, shuffle_seed,
+  // epoch), batches of `batch_size` (the last one partial), one Step each
+  // with consecutive step numbers continuing from iterations(). Returns the
+  // example-weighted mean loss and accuracy over the epoch, as Keras reports
+  // them. Errors: as Step.
+  absl::StatusOr<StepStats> TrainEpoch(const Dataset& train,
+                                       int64_t batch_size,
+                                       uint64_t shuffle_seed, int epoch);
+
+  // Model::Evaluate with the current parameters.
+  absl::StatusOr<StepStats> Evaluate(const Dataset& data,
+                                     int64_t batch = 1024);
+
+  const Model& model() const { return model_; }
+  const std::vector<std::vector<float>>& params() const { return params_; }
+  // Updates applied so far (the last step + 1).
+  int64_t iterations() const { return iterations_; }
+
+ private:
+  LocalTrainer(Model model, std::unique_ptr<Optimizer> optimizer,
+               uint64_t seed);
+
+  Model model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  uint64_t seed_;
+  std::vector<std::vector<float>> params_;
+  std::vector<std::vector<std::vector<float>>> slots_;  // [variable][slot]
+  std::vector<std::vector<void*>> slot_ptrs_;           // into slots_
+  std::vector<std::vector<float>> grads_;
+  ModelWorkspace workspace_;
+  int64_t iterations_ = 0;
+  std::vector<float> batch_x_;
+  std::vector<int32_t> batch_y_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_WORKER_MODEL_H_

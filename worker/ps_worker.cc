@@ -1,0 +1,277 @@
+#include "worker/ps_worker.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace strata {
+namespace {
+
+v1::Initializer InitializerToProto(const InitializerSpec& s) {
+  v1::Initializer p;
+  p.set_type(InitializerTypeName(s.type));
+  p.set_seed(s.seed);
+  p.set_value(s.value);
+  p.set_minval(s.minval);
+  p.set_maxval(s.maxval);
+  p.set_mean(s.mean);
+  p.set_stddev(s.stddev);
+  return p;
+}
+
+v1::OptimizerSpec OptimizerToProto(const OptimizerConfig& c) {
+  v1::OptimizerSpec p;
+  p.set_type(OptimizerTypeName(c.type));
+  if (c.learning_rate > 0) p.set_learning_rate(c.learning_rate);
+  p.set_momentum(c.momentum);
+  p.set_nesterov(c.nesterov);
+  p.set_beta_1(c.beta_1);
+  p.set_beta_2(c.beta_2);
+  p.set_epsilon(c.epsilon);
+  p.set_amsgrad(c.amsgrad);
+  p.set_initial_accumulator_value(c.initial_accumulator_value);
+  p.set_rho(c.rho);
+  p.set_centered(c.centered);
+  return p;
+}
+
+}  // namespace
+
+std::vector<v1::VariableSpec> PsVariableSpecs(const JobSpec& job,
+                                              const Model& model) {
+  std::vector<v1::VariableSpec> specs;
+  for (const VariableDef& def : model.variables()) {
+    v1::VariableSpec spec;
+    spec.set_name(def.name);
+    spec.set_dtype(v1::DT_FLOAT32);
+    for (int64_t d : def.shape) spec.add_shape(d);
+    *spec.mutable_initializer() = InitializerToProto(def.init);
+    *spec.mutable_optimizer() = OptimizerToProto(job.optimizer);
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+absl::StatusOr<std::vector<ShardSlice>> PartitionFor(const JobSpec& job,
+                                                     const Shape& shape) {
+  const PartitionerSpec& p = job.strategy.partitioner;
+  if (p.type == "fixed") return FixedShardsPartition(shape, p.num_shards);
+  if (p.type == "min_size") {
+    return MinSizePartition(shape, DType::kFloat32, p.min_shard_bytes,
+                            p.max_shards > 0 ? p.max_shards : 1);
+  }
+  if (p.type == "max_size") {
+    return MaxSizePartition(shape, DType::kFloat32, p.max_shard_bytes,
+                            p.max_shards);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "job.strategy.partitioner.type: '", p.type,
+      "' is not one of fixed, min_size, max_size"));
+}
+
+PsWorker::PsWorker(CoordinatorClient* coordinator, Logger* logger,
+                   PsWorkerOptions options)
+    : coordinator_(coordinator), logger_(logger), options_(std::move(options)) {}
+
+bool PsWorker::Stopping() const {
+  return options_.stop != nullptr && options_.stop->load();
+}
+
+absl::Status PsWorker::Run() {
+  v1::TaskId task;
+  task.set_role(options_.role);
+  task.set_index(options_.task_index);
+  agent_ = std::make_unique<MembershipAgent>(coordinator_, task, "",
+                                             NewIncarnation(), logger_);
+  STRATA_RETURN_IF_ERROR(agent_->Start());
+
+  // Wait for a running job.
+  v1::JobStatus job;
+  while (true) {
+    if (Stopping()) return absl::CancelledError("stopped");
+    STRATA_ASSIGN_OR_RETURN(job, coordinator_->GetJob());
+    if (job.state() == v1::JobStatus::RUNNING) break;
+    if (job.state() == v1::JobStatus::SUCCEEDED ||
+        job.state() == v1::JobStatus::FAILED) {
+      // A finished job and no new one: nothing to do.
+      agent_->Stop();
+      return absl::OkStatus();
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  STRATA_RETURN_IF_ERROR(Setup(job));
+
+  v1::GetWorkRequest get;
+  *get.mutable_task() = task;
+  get.set_incarnation(agent_->incarnation());
+  while (!Stopping()) {
+    auto item = coordinator_->GetWork(get);
+    if (!item.ok()) {
+      if (item.status().code() == absl::StatusCode::kNotFound) {
+        // Declared failed or unknown after a coordinator restart: the agent
+        // re-registers; ask again shortly.
+        absl::SleepFor(absl::Milliseconds(200));
+        continue;
+      }
+      return item.status();
+    }
+    v1::ReportWorkRequest report;
+    *report.mutable_task() = task;
+    report.set_incarnation(agent_->incarnation());
+    *report.mutable_item() = *item;
+    switch (item->kind()) {
+      case v1::WorkItem::WAIT:
+        absl::SleepFor(absl::Milliseconds(
+            std::max<int64_t>(5, item->retry_after_ms())));
+        continue;
+      case v1::WorkItem::DONE:
+        logger_->Log(LogLevel::kInfo, "job_done", {});
+        agent_->Stop();
+        return absl::OkStatus();
+      case v1::WorkItem::TRAIN: {
+        absl::Status s = Train(*item);
+        if (!s.ok()) {
+          logger_->Log(LogLevel::kWarning, "step_failed",
+                       {{"step", item->step()}, {"error", s.ToString()}});
+          report.set_error(s.ToString());
+          if (s.code() == absl::StatusCode::kNotFound) {
+            // A PS restarted without a checkpoint: create the variables again.
+            (void)CreateVariables();
+          } else {
+            absl::SleepFor(absl::Milliseconds(100));
+          }
+        } else {
+          report.set_loss(last_loss_);
+          report.set_accuracy(last_accuracy_);
+          report.set_examples(last_examples_);
+        }
+        break;
+      }
+      case v1::WorkItem::EVALUATE: {
+        double loss = 0, accuracy = 0;
+        absl::Status s = EvaluateEpoch(*item, &loss, &accuracy);
+        if (!s.ok()) {
+          report.set_error(s.ToString());
+          absl::SleepFor(absl::Milliseconds(100));
+        } else {
+          report.set_test_loss(loss);
+          report.set_test_accuracy(accuracy);
+        }
+        break;
+      }
+      default:
+        continue;
+    }
+    absl::Status reported = coordinator_->ReportWork(report);
+    if (!reported.ok() && reported.code() != absl::StatusCode::kNotFound) {
+      logger_->Log(LogLevel::kWarning, "report_failed",
+                   {{"error", reported.ToString()}});
+    }
+  }
+  return absl::CancelledError("stopped");
+}
+
+absl::Status PsWorker::Setup(const v1::JobStatus& status) {
+  STRATA_ASSIGN_OR_RETURN(job_, ParseJobString(status.job_json()));
+  STRATA_ASSIGN_OR_RETURN(Model model,
+                          Model::Build(job_.model, job_.loss, job_.seed));
+  model_ = std::make_unique<Model>(std::move(model));
+  STRATA_ASSIGN_OR_RETURN(train_, LoadTrain(job_));
+  if (job_.data.has_test) {
+    STRATA_ASSIGN_OR_RETURN(test_, LoadTest(job_));
+    has_test_ = true;
+  }
+  STRATA_ASSIGN_OR_RETURN(v1::GetClusterSpecResponse spec,
+                          coordinator_->GetClusterSpec());
+  nlohmann::json cluster = nlohmann::json::parse(spec.tf_config(), nullptr,
+                                                 false);
+  std::vector<std::string> ps;
+  if (cluster.is_object() && cluster.contains("cluster") &&
+      cluster["cluster"].contains("ps")) {
+    for (const auto& a : cluster["cluster"]["ps"]) ps.push_back(a);
+  }
+  if (ps.empty()) {
+    return absl::FailedPreconditionError(
+        "the cluster has no ps task; ParameterServerStrategy needs one");
+  }
+  cluster_ = PsCluster::Connect(ps);
+  STRATA_RETURN_IF_ERROR(CreateVariables());
+  logger_->Log(LogLevel::kInfo, "job_setup",
+               {{"job", status.job_id()},
+                {"ps", ps},
+                {"train_examples", train_.size},
+                {"parameters", model_->num_parameters()}});
+  return absl::OkStatus();
+}
+
+absl::Status PsWorker::CreateVariables() {
+  names_.clear();
+  params_.clear();
+  grads_.clear();
+  for (const v1::VariableSpec& spec : PsVariableSpecs(job_, *model_)) {
+    Shape shape(spec.shape().begin(), spec.shape().end());
+    STRATA_ASSIGN_OR_RETURN(std::vector<ShardSlice> slices,
+                            PartitionFor(job_, shape));
+    STRATA_RETURN_IF_ERROR(cluster_->CreateVariable(spec, slices).status());
+    names_.push_back(spec.name());
+    params_.emplace_back(NumElements(shape));
+    grads_.emplace_back(NumElements(shape));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsWorker::Train(const v1::WorkItem& item) {
+  if (item.epoch() != cached_epoch_) {
+    permutation_ = EpochPermutation(train_.size, job_.shuffle_seed,
+                                    item.epoch());
+    cached_epoch_ = item.epoch();
+  }
+  GatherBatch(train_, permutation_, item.batch(), job_.batch_size, &batch_x_,
+              &batch_y_);
+  const int64_t batch = static_cast<int64_t>(batch_y_.size());
+  std::vector<void*> dsts;
+  for (auto& p : params_) dsts.push_back(p.data());
+  STRATA_RETURN_IF_ERROR(cluster_->PullMany(names_, dsts));
+  STRATA_ASSIGN_OR_RETURN(
+      StepStats stats,
+      model_->TrainStep(Model::Views(params_), batch_x_.data(),
+                        batch_y_.data(), batch,
+                        job_.seed * 1000003 + static_cast<uint64_t>(item.step()),
+                        &grads_, &workspace_));
+  std::vector<const void*> grads;
+  for (auto& g : grads_) grads.push_back(g.data());
+  // Tagged by step, not by worker: whoever runs a step, it is applied once.
+  STRATA_RETURN_IF_ERROR(
+      cluster_->PushMany(names_, grads, PushTag{item.job_id(), 0, item.step()})
+          .status());
+  last_loss_ = stats.loss;
+  last_accuracy_ = stats.accuracy;
+  last_examples_ = stats.examples;
+  return absl::OkStatus();
+}
+
+absl::Status PsWorker::EvaluateEpoch(const v1::WorkItem& item, double* loss,
+                                     double* accuracy) {
+  if (!has_test_) {
+    *loss = 0;
+    *accuracy = 0;
+    return absl::OkStatus();
+  }
+  std::vector<void*> dsts;
+  for (auto& p : params_) dsts.push_back(p.data());
+  STRATA_RETURN_IF_ERROR(cluster_->PullMany(names_, dsts));
+  STRATA_ASSIGN_OR_RETURN(
+      StepStats stats,
+      model_->Evaluate(Model::Views(params_), test_, 1024, &workspace_));
+  *loss = stats.loss;
+  *accuracy = stats.accuracy;
+  logger_->Log(LogLevel::kInfo, "evaluated",
+               {{"epoch", item.epoch()},
+                {"test_loss", stats.loss},
+                {"test_accuracy", stats.accuracy}});
+  return absl::OkStatus();
+}
+
+}  // namespace strata
