@@ -18,20 +18,27 @@
 #include "common/tf_config.h"
 #include "coordinator/coordinator_server.h"
 
-ABSL_FLAG(std::string, host, "", "Address to listen on (default 127.0.0.1, "
+ABSL_FLAG(std::string, host, "",
+          "Address to listen on (default 127.0.0.1, "
           "or 0.0.0.0 when TF_CONFIG names this task as the chief)");
-ABSL_FLAG(int, port, -1, "Port; 0 picks a free one (default 0, or the port "
+ABSL_FLAG(int, port, -1,
+          "Port; 0 picks a free one (default 0, or the port "
           "of the chief task in TF_CONFIG)");
-ABSL_FLAG(std::string, state_dir, "", "Directory for state.json (membership, "
+ABSL_FLAG(std::string, state_dir, "",
+          "Directory for state.json (membership, "
           "job, completed steps); empty: nothing survives a restart");
-ABSL_FLAG(int64_t, lease_ms, 5000, "A member that has not heartbeat for this "
+ABSL_FLAG(int64_t, lease_ms, 5000,
+          "A member that has not heartbeat for this "
           "long is declared failed");
 ABSL_FLAG(int64_t, heartbeat_ms, 1000, "Heartbeat interval told to members");
-ABSL_FLAG(int64_t, topology_timeout_ms, 10000, "How long a submitted job "
+ABSL_FLAG(int64_t, topology_timeout_ms, 10000,
+          "How long a submitted job "
           "waits for the ps/worker tasks its strategy needs");
-ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; 0 picks one, "
+ABSL_FLAG(int, metrics_port, -1,
+          "Prometheus /metrics port; 0 picks one, "
           "-1 disables");
-ABSL_FLAG(double, drain_seconds, 10, "Grace period for in-flight calls on "
+ABSL_FLAG(double, drain_seconds, 10,
+          "Grace period for in-flight calls on "
           "SIGTERM");
 
 int main(int argc, char** argv) {
@@ -109,15 +116,15 @@ int main(int argc, char** argv) {
     return server.status().code() == absl::StatusCode::kUnavailable ? 1 : 2;
   }
   std::cout << "listening on " << (*server)->address() << std::endl;
-  logger.Log(strata::LogLevel::kInfo, "listening",
-             {{"address", (*server)->address()},
-              {"metrics_port", (*server)->metrics_port()},
-              {"state_dir", options.coordinator.state_dir},
-              {"static_cluster",
-               options.coordinator.static_cluster.has_value()},
-              {"lease_ms", lease_ms},
-              {"heartbeat_ms", heartbeat_ms},
-              {"topology_timeout_ms", topology_ms}});
+  logger.Log(
+      strata::LogLevel::kInfo, "listening",
+      {{"address", (*server)->address()},
+       {"metrics_port", (*server)->metrics_port()},
+       {"state_dir", options.coordinator.state_dir},
+       {"static_cluster", options.coordinator.static_cluster.has_value()},
+       {"lease_ms", lease_ms},
+       {"heartbeat_ms", heartbeat_ms},
+       {"topology_timeout_ms", topology_ms}});
   if ((*server)->metrics_port() > 0) {
     std::cout << "metrics on " << options.host << ":"
               << (*server)->metrics_port() << std::endl;

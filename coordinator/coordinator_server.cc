@@ -51,6 +51,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
                            &s->port_);
   builder.RegisterService(s->service_.get());
+  // Two coordinators on one port would split the cluster's brain: a port
+  // in use is an error, not shared (gRPC sets SO_REUSEPORT by default).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   if (options.configure_builder) options.configure_builder(builder);
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {

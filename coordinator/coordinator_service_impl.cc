@@ -145,32 +145,29 @@ class CoordinatorServiceImpl::BarrierReactor final
   const absl::Time start_;
 };
 
-CoordinatorServiceImpl::CoordinatorServiceImpl(CoordinatorState* state,
-                                               PsCheckpointer* checkpointer,
-                                               Logger* logger,
-                                               MetricsRegistry* metrics,
-                                               CoordinatorServiceOptions options)
+CoordinatorServiceImpl::CoordinatorServiceImpl(
+    CoordinatorState* state, PsCheckpointer* checkpointer, Logger* logger,
+    MetricsRegistry* metrics, CoordinatorServiceOptions options)
     : state_(state),
       checkpointer_(checkpointer),
       logger_(logger),
       metrics_(metrics),
       options_(options) {
-  watcher_id_ = state_->AddWatcher([this](int64_t) {
-    ForEachWatch([](WatchReactor* r) { r->Notify(); });
-  });
+  watcher_id_ = state_->AddWatcher(
+      [this](int64_t) { ForEachWatch([](WatchReactor* r) { r->Notify(); }); });
   metrics_->SetGaugeFunction(
       "strata_coordinator_generation", "Cluster generation", {},
       [state] { return static_cast<double>(state->generation()); });
-  metrics_->SetGaugeFunction(
-      "strata_coordinator_members_alive", "Members whose lease is valid", {},
-      [state] {
-        int alive = 0;
-        const v1::ClusterState cluster = state->GetClusterState();
-        for (const v1::Member& m : cluster.members()) {
-          alive += m.state() == v1::Member::ALIVE;
-        }
-        return static_cast<double>(alive);
-      });
+  metrics_->SetGaugeFunction("strata_coordinator_members_alive",
+                             "Members whose lease is valid", {}, [state] {
+                               int alive = 0;
+                               const v1::ClusterState cluster =
+                                   state->GetClusterState();
+                               for (const v1::Member& m : cluster.members()) {
+                                 alive += m.state() == v1::Member::ALIVE;
+                               }
+                               return static_cast<double>(alive);
+                             });
   metrics_->SetGaugeFunction(
       "strata_coordinator_steps_completed", "Steps of the job reported done",
       {}, [state] {
@@ -350,8 +347,7 @@ void CoordinatorServiceImpl::Record(const char* method,
 }
 
 void CoordinatorServiceImpl::FinishReactor(grpc::ServerUnaryReactor* reactor,
-                                           const char* method,
-                                           absl::Time start,
+                                           const char* method, absl::Time start,
                                            const absl::Status& status) {
   Record(method, status, absl::Now() - start);
   if (!status.ok()) {

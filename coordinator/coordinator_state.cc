@@ -125,9 +125,9 @@ absl::Status RangesFromJson(const json& value, int64_t total,
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", s.message()));
   }
   if (!ranges.empty() && set->Ranges().back().second > total) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": step ", set->Ranges().back().second - 1,
-        " is beyond the job's ", total, " steps"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": step ", set->Ranges().back().second - 1,
+                     " is beyond the job's ", total, " steps"));
   }
   return absl::OkStatus();
 }
@@ -209,23 +209,23 @@ absl::StatusOr<CoordinatorJobSpec> ParseCoordinatorJobSpec(
       auto t = it->find("type");
       if (t != it->end() && !t->is_null()) type = &*t;
     } else {
-      return JobFieldError("strategy",
-                           absl::StrCat("expected an object or a string, got ",
-                                        Show(*it)));
+      return JobFieldError(
+          "strategy",
+          absl::StrCat("expected an object or a string, got ", Show(*it)));
     }
     if (type != nullptr) {
       const char* field = it->is_string() ? "strategy" : "strategy.type";
       if (!type->is_string()) {
-        return JobFieldError(field,
-                             absl::StrCat("expected a string, got ", Show(*type)));
+        return JobFieldError(
+            field, absl::StrCat("expected a string, got ", Show(*type)));
       }
       spec.strategy = type->get<std::string>();
       bool known = false;
       for (const char* s : kStrategies) known = known || spec.strategy == s;
       if (!known) {
-        return JobFieldError(field, absl::StrCat("unknown strategy ",
-                                                 Show(*type), "; allowed: ",
-                                                 kStrategiesText));
+        return JobFieldError(field,
+                             absl::StrCat("unknown strategy ", Show(*type),
+                                          "; allowed: ", kStrategiesText));
       }
     }
   }
@@ -316,9 +316,10 @@ absl::Status StepSet::SetRanges(
           absl::StrCat("bad range [", begin, ", ", end, ")"));
     }
     if (begin < last_end) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "range [", begin, ", ", end, ") is unsorted or overlaps the one "
-          "before"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("range [", begin, ", ", end,
+                       ") is unsorted or overlaps the one "
+                       "before"));
     }
     if (begin == last_end) {
       std::prev(out.end())->second = end;
@@ -358,10 +359,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorState>> CoordinatorState::Create(
   }
   if (options.heartbeat_interval <= absl::ZeroDuration() ||
       options.heartbeat_interval >= options.lease) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "heartbeat interval (", absl::FormatDuration(options.heartbeat_interval),
-        ") must be positive and shorter than the lease (",
-        absl::FormatDuration(options.lease), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("heartbeat interval (",
+                     absl::FormatDuration(options.heartbeat_interval),
+                     ") must be positive and shorter than the lease (",
+                     absl::FormatDuration(options.lease), ")"));
   }
   if (options.topology_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("topology timeout must be >= 0");
@@ -381,8 +383,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorState>> CoordinatorState::Create(
   std::filesystem::create_directories(dir, ec);
   if (ec) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "cannot create coordinator state directory ", dir, ": ",
-        ec.message()));
+        "cannot create coordinator state directory ", dir, ": ", ec.message()));
   }
   const std::string path = state->StatePath();
   if (!std::filesystem::exists(path, ec)) return state;
@@ -397,9 +398,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorState>> CoordinatorState::Create(
     absl::MutexLock lock(&state->mu_);
     absl::Status s = state->LoadLocked(text.str());
     if (!s.ok()) {
-      return absl::DataLossError(absl::StrCat(
-          "coordinator state ", path, " is corrupt: ", s.message(),
-          " (move it away to start afresh)"));
+      return absl::DataLossError(
+          absl::StrCat("coordinator state ", path, " is corrupt: ", s.message(),
+                       " (move it away to start afresh)"));
     }
     const Job* job = state->job_ ? &*state->job_ : nullptr;
     state->logger_->Info(
@@ -438,8 +439,8 @@ json CoordinatorState::EpochsToJson(const std::vector<EpochStats>& epochs) {
 absl::Status CoordinatorState::EpochsFromJson(const json& value, size_t count,
                                               std::vector<EpochStats>* epochs) {
   if (!value.is_array() || value.size() != count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expected ", count, " epoch records, got ", Show(value)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected ", count, " epoch records, got ", Show(value)));
   }
   epochs->clear();
   for (const json& j : value) {
@@ -486,13 +487,12 @@ std::string CoordinatorState::SerializeLocked() const {
     j["completed"] = RangesToJson(job.completed);
     j["lost_steps"] = job.lost_steps;
     j["epochs"] = EpochsToJson(job.epochs);
-    j["checkpoint"] = {
-        {"name", job.last_checkpoint},
-        {"step", job.last_checkpoint_step},
-        {"completed", RangesToJson(job.checkpoint_completed)},
-        {"epochs", EpochsToJson(job.checkpoint_epochs)},
-        {"attempted", job.checkpoint_attempted},
-        {"attempt_us", TimeToJson(job.checkpoint_attempt_time)}};
+    j["checkpoint"] = {{"name", job.last_checkpoint},
+                       {"step", job.last_checkpoint_step},
+                       {"completed", RangesToJson(job.checkpoint_completed)},
+                       {"epochs", EpochsToJson(job.checkpoint_epochs)},
+                       {"attempted", job.checkpoint_attempted},
+                       {"attempt_us", TimeToJson(job.checkpoint_attempt_time)}};
     j["restore_pending"] = job.restore_pending;
     j["restore_floor_generation"] = job.restore_floor_generation;
     root["job"] = std::move(j);
@@ -505,8 +505,7 @@ absl::Status CoordinatorState::LoadLocked(const std::string& text) {
   try {
     root = json::parse(text);
   } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid JSON: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat("invalid JSON: ", e.what()));
   }
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
@@ -554,8 +553,7 @@ absl::Status CoordinatorState::LoadLocked(const std::string& text) {
     job.id = j.at("id").get<std::string>();
     job.json = j.at("json").get<std::string>();
     job.train_examples = j.at("train_examples").get<int64_t>();
-    absl::StatusOr<CoordinatorJobSpec> spec =
-        ParseCoordinatorJobSpec(job.json);
+    absl::StatusOr<CoordinatorJobSpec> spec = ParseCoordinatorJobSpec(job.json);
     if (!spec.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("job.json: ", spec.status().message()));
@@ -688,9 +686,9 @@ absl::StatusOr<CoordinatorState::TaskKey> CoordinatorState::ValidateTask(
   bool known = false;
   for (const char* role : kRoles) known = known || task.role() == role;
   if (!known) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("task.role: unknown role ", json(task.role()).dump(),
-                     "; allowed: ", kRolesText));
+    return absl::InvalidArgumentError(absl::StrCat("task.role: unknown role ",
+                                                   json(task.role()).dump(),
+                                                   "; allowed: ", kRolesText));
   }
   if (task.index() < 0) {
     return absl::InvalidArgumentError(
@@ -720,8 +718,8 @@ CoordinatorState::LiveMemberLocked(const TaskKey& task,
         "re-register"));
   }
   if (m.state == v1::Member::LEFT) {
-    return absl::NotFoundError(absl::StrCat(
-        "task ", Name(task), " has deregistered; re-register"));
+    return absl::NotFoundError(
+        absl::StrCat("task ", Name(task), " has deregistered; re-register"));
   }
   return &m;
 }
@@ -783,9 +781,9 @@ void CoordinatorState::ReleaseTaskLocked(const TaskKey& task,
     for (auto& [waiter, w] : it->second.waiters) {
       callbacks->emplace_back(std::move(w.done), aborted);
     }
-    logger_->Warning("barrier_aborted",
-                     {{"barrier", it->first}, {"member", Name(task)},
-                      {"reason", reason}});
+    logger_->Warning(
+        "barrier_aborted",
+        {{"barrier", it->first}, {"member", Name(task)}, {"reason", reason}});
     it = barriers_.erase(it);
   }
 }
@@ -804,8 +802,10 @@ absl::StatusOr<int64_t> CoordinatorState::Register(
     const size_t size = it == jobs.end() ? 0 : it->second.size();
     if (static_cast<size_t>(task.index) >= size) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "task ", Name(task), " is not in the static cluster (TF_CONFIG "
-          "lists ", size, " ", task.role, " task", size == 1 ? "" : "s", ")"));
+          "task ", Name(task),
+          " is not in the static cluster (TF_CONFIG "
+          "lists ",
+          size, " ", task.role, " task", size == 1 ? "" : "s", ")"));
     }
   }
   Callbacks callbacks;
@@ -815,8 +815,8 @@ absl::StatusOr<int64_t> CoordinatorState::Register(
     const absl::Time now = Now();
     auto it = members_.find(task);
     if (it == members_.end()) {
-      members_[task] = MemberRecord{address, incarnation, v1::Member::ALIVE,
-                                    now};
+      members_[task] =
+          MemberRecord{address, incarnation, v1::Member::ALIVE, now};
       BumpGenerationLocked();
       logger_->Info("member_joined", {{"member", Name(task)},
                                       {"address", address},
@@ -844,14 +844,13 @@ absl::StatusOr<int64_t> CoordinatorState::Register(
         job.restore_floor_generation = generation_;
         job.next_restore_attempt = absl::InfinitePast();
         MarkDirtyLocked();
-        logger_->Warning(
-            "ps_restart_detected",
-            {{"member", Name(task)},
-             {"job", job.id},
-             {"steps_completed", job.completed.size()},
-             {"last_checkpoint", job.last_checkpoint},
-             {"last_checkpoint_step", job.last_checkpoint_step},
-             {"inflight", job.inflight.size()}});
+        logger_->Warning("ps_restart_detected",
+                         {{"member", Name(task)},
+                          {"job", job.id},
+                          {"steps_completed", job.completed.size()},
+                          {"last_checkpoint", job.last_checkpoint},
+                          {"last_checkpoint_step", job.last_checkpoint_step},
+                          {"inflight", job.inflight.size()}});
       }
     } else if (it->second.state != v1::Member::ALIVE ||
                it->second.address != address) {
@@ -881,7 +880,8 @@ absl::StatusOr<int64_t> CoordinatorState::Heartbeat(
     const v1::TaskId& task_id, const std::string& incarnation) {
   STRATA_ASSIGN_OR_RETURN(TaskKey task, ValidateTask(task_id));
   absl::MutexLock lock(&mu_);
-  STRATA_ASSIGN_OR_RETURN(MemberRecord * m, LiveMemberLocked(task, incarnation));
+  STRATA_ASSIGN_OR_RETURN(MemberRecord * m,
+                          LiveMemberLocked(task, incarnation));
   m->last_heartbeat = Now();
   return generation_;
 }
@@ -927,13 +927,12 @@ void CoordinatorState::CheckLeases() {
       }
       m.state = v1::Member::FAILED;
       BumpGenerationLocked();
-      logger_->Warning(
-          "member_failed",
-          {{"member", Name(task)},
-           {"incarnation", m.incarnation},
-           {"since_heartbeat_ms",
-            absl::ToInt64Milliseconds(now - m.last_heartbeat)},
-           {"generation", generation_}});
+      logger_->Warning("member_failed",
+                       {{"member", Name(task)},
+                        {"incarnation", m.incarnation},
+                        {"since_heartbeat_ms",
+                         absl::ToInt64Milliseconds(now - m.last_heartbeat)},
+                        {"generation", generation_}});
       ReleaseTaskLocked(task, nullptr, "failed (lease expired)", true,
                         &callbacks);
     }
@@ -1050,8 +1049,7 @@ std::string CoordinatorState::MissingRoleLocked() const {
     if (!has_worker) return "worker";
     return "";
   }
-  if (!has_worker &&
-      alive("chief") + listed("chief") + listed("master") == 0) {
+  if (!has_worker && alive("chief") + listed("chief") + listed("master") == 0) {
     return "worker";
   }
   return "";
@@ -1137,10 +1135,11 @@ void CoordinatorState::UpdateJobLocked() {
                                     {"strategy", job.spec.strategy},
                                     {"members", AliveListLocked()}});
     } else if (now - job.submitted >= options_.topology_timeout) {
-      FailJobLocked(absl::StrCat(
-          "strategy ", job.spec.strategy, " needs at least one ", missing,
-          " task; none registered after ", SecondsText(options_.topology_timeout),
-          " s; registered: ", AliveListLocked()));
+      FailJobLocked(absl::StrCat("strategy ", job.spec.strategy,
+                                 " needs at least one ", missing,
+                                 " task; none registered after ",
+                                 SecondsText(options_.topology_timeout),
+                                 " s; registered: ", AliveListLocked()));
       return;
     } else {
       return;
@@ -1183,21 +1182,21 @@ void CoordinatorState::UpdateJobLocked() {
     MarkDirtyLocked();
     int64_t examples = 0;
     for (const EpochStats& e : job.epochs) examples += e.examples;
-    logger_->Info("job_succeeded",
-                  {{"job", job.id},
-                   {"steps", completed},
-                   {"lost_steps", job.lost_steps},
-                   {"examples", examples},
-                   {"wall_seconds",
-                    absl::ToDoubleSeconds(job.finished - job.started)}});
+    logger_->Info(
+        "job_succeeded",
+        {{"job", job.id},
+         {"steps", completed},
+         {"lost_steps", job.lost_steps},
+         {"examples", examples},
+         {"wall_seconds", absl::ToDoubleSeconds(job.finished - job.started)}});
   }
 }
 
 absl::StatusOr<std::string> CoordinatorState::SubmitJob(
     const std::string& job_json, int64_t train_examples) {
   if (train_examples <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "train_examples: must be > 0, got ", train_examples));
+    return absl::InvalidArgumentError(
+        absl::StrCat("train_examples: must be > 0, got ", train_examples));
   }
   STRATA_ASSIGN_OR_RETURN(CoordinatorJobSpec spec,
                           ParseCoordinatorJobSpec(job_json));
@@ -1214,10 +1213,10 @@ absl::StatusOr<std::string> CoordinatorState::SubmitJob(
   {
     absl::MutexLock lock(&mu_);
     if (job_ && job_->state == v1::JobStatus::RUNNING) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "job ", job_->id, " is still running (", job_->completed.size(),
-          " of ", job_->total_steps,
-          " steps done); submit again when it has finished"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", job_->id, " is still running (",
+                       job_->completed.size(), " of ", job_->total_steps,
+                       " steps done); submit again when it has finished"));
     }
     const absl::Time now = Now();
     Job job;
@@ -1425,8 +1424,8 @@ absl::Status CoordinatorState::ApplyReport(
         v1::WorkItem::Kind_Name(item.kind())));
   }
   if (report.examples() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "examples: must be >= 0, got ", report.examples()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("examples: must be >= 0, got ", report.examples()));
   }
   absl::MutexLock lock(&mu_);
   if (members_.count(task) == 0) {
@@ -1444,9 +1443,9 @@ absl::Status CoordinatorState::ApplyReport(
   const int64_t number = train ? item.step() : item.epoch();
   const int64_t limit = train ? job.total_steps : job.spec.epochs;
   if (number < 0 || number >= limit) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        train ? "item.step: " : "item.epoch: ", number,
-        " is outside the job's [0, ", limit, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(train ? "item.step: " : "item.epoch: ", number,
+                     " is outside the job's [0, ", limit, ")"));
   }
   if (job.state != v1::JobStatus::RUNNING) return absl::OkStatus();
 
@@ -1459,10 +1458,11 @@ absl::Status CoordinatorState::ApplyReport(
   if (stale || !report.error().empty()) {
     if (held) RequeueLocked(key);
     if (!report.error().empty()) {
-      logger_->Warning("work_failed", {{"member", Name(task)},
-                                       {"kind", v1::WorkItem::Kind_Name(item.kind())},
-                                       {"number", number},
-                                       {"error", report.error()}});
+      logger_->Warning("work_failed",
+                       {{"member", Name(task)},
+                        {"kind", v1::WorkItem::Kind_Name(item.kind())},
+                        {"number", number},
+                        {"error", report.error()}});
     }
     UpdateJobLocked();
     return absl::OkStatus();
@@ -1541,7 +1541,8 @@ std::optional<PsAction> CoordinatorState::NextPsAction() {
 
 void CoordinatorState::RestoreBookkeepingLocked() {
   Job& job = *job_;
-  const std::vector<int64_t> redo = job.completed.Minus(job.checkpoint_completed);
+  const std::vector<int64_t> redo =
+      job.completed.Minus(job.checkpoint_completed);
   const int64_t lost = job.completed.size() - job.checkpoint_completed.size();
   job.lost_steps += lost;
   job.completed = job.checkpoint_completed;
@@ -1601,10 +1602,9 @@ void CoordinatorState::FinishPsAction(const PsAction& action,
         job.last_checkpoint_step = job.save_completed.size();
         job.checkpoint_completed = job.save_completed;
         job.checkpoint_epochs = job.save_epochs;
-        logger_->Info("checkpoint_saved",
-                      {{"job", job.id},
-                       {"checkpoint", action.checkpoint},
-                       {"step", job.last_checkpoint_step}});
+        logger_->Info("checkpoint_saved", {{"job", job.id},
+                                           {"checkpoint", action.checkpoint},
+                                           {"step", job.last_checkpoint_step}});
       } else {
         logger_->Warning("checkpoint_failed",
                          {{"job", job.id},
@@ -1616,16 +1616,16 @@ void CoordinatorState::FinishPsAction(const PsAction& action,
       MarkDirtyLocked();
     } else if (!status.ok()) {
       job.next_restore_attempt = now + options_.restore_retry;
-      logger_->Error("restore_failed",
-                     {{"job", job.id},
-                      {"checkpoint", action.checkpoint},
-                      {"error", status.ToString()},
-                      {"retry_in_ms",
-                       absl::ToInt64Milliseconds(options_.restore_retry)}});
+      logger_->Error(
+          "restore_failed",
+          {{"job", job.id},
+           {"checkpoint", action.checkpoint},
+           {"error", status.ToString()},
+           {"retry_in_ms", absl::ToInt64Milliseconds(options_.restore_retry)}});
     } else if (action.ticket != job.restore_seq) {
-      logger_->Warning("restore_superseded",
-                       {{"job", job.id},
-                        {"reason", "another ps task restarted meanwhile"}});
+      logger_->Warning(
+          "restore_superseded",
+          {{"job", job.id}, {"reason", "another ps task restarted meanwhile"}});
     } else {
       RestoreBookkeepingLocked();
     }
@@ -1664,9 +1664,9 @@ absl::Status CoordinatorState::ArriveAtBarrier(const std::string& name,
     if (it != barrier.waiters.end()) {
       callbacks.emplace_back(
           std::move(it->second.done),
-          absl::AbortedError(absl::StrCat(
-              "barrier '", name, "': superseded by a new arrival of ",
-              Name(task))));
+          absl::AbortedError(absl::StrCat("barrier '", name,
+                                          "': superseded by a new arrival of ",
+                                          Name(task))));
     }
     barrier.waiters[task] = BarrierWaiter{ticket, std::move(done)};
     if (static_cast<int>(barrier.waiters.size()) >= barrier.count) {

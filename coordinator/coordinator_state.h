@@ -25,8 +25,8 @@
 #include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/tf_config.h"
-#include "nlohmann/json.hpp"
 #include "coordinator/ps_checkpointer.h"
+#include "nlohmann/json.hpp"
 #include "strata/v1/coordinator.pb.h"
 
 namespace strata {
@@ -56,9 +56,9 @@ struct CoordinatorJobSpec {
   int64_t epochs = 1;
   int64_t batch_size = 32;
   std::string strategy = "parameter_server";
-  int64_t checkpoint_every_steps = 0;     // 0: off
-  double checkpoint_every_seconds = 0;    // 0: off
-  int64_t evaluate_every_epochs = 1;      // 0: never
+  int64_t checkpoint_every_steps = 0;   // 0: off
+  double checkpoint_every_seconds = 0;  // 0: off
+  int64_t evaluate_every_epochs = 1;    // 0: never
 };
 
 // Parses epochs, batch_size, strategy.type (or strategy as a string),
@@ -401,8 +401,7 @@ class CoordinatorState {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string StatePath() const;
   static nlohmann::json EpochsToJson(const std::vector<EpochStats>& epochs);
-  static absl::Status EpochsFromJson(const nlohmann::json& value,
-                                     size_t count,
+  static absl::Status EpochsFromJson(const nlohmann::json& value, size_t count,
                                      std::vector<EpochStats>* epochs);
 
   // Runs barrier callbacks, then the watchers if the generation moved

@@ -35,10 +35,9 @@ absl::Status PsClientCheckpointer::ForEach(
   for (const PsTarget& target : targets) {
     absl::Status status = call(ClientFor(target.address));
     if (!status.ok()) {
-      return absl::Status(status.code(),
-                          absl::StrCat(what, " on ", target.task, " (",
-                                       target.address,
-                                       "): ", status.message()));
+      return absl::Status(
+          status.code(), absl::StrCat(what, " on ", target.task, " (",
+                                      target.address, "): ", status.message()));
     }
   }
   return absl::OkStatus();

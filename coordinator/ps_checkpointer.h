@@ -69,9 +69,8 @@ class PsClientCheckpointer final : public PsCheckpointer {
   absl::Status RestoreAll(const std::string& name) override;
 
  private:
-  absl::Status ForEach(
-      const char* what,
-      const std::function<absl::Status(PsClient*)>& call);
+  absl::Status ForEach(const char* what,
+                       const std::function<absl::Status(PsClient*)>& call);
   PsClient* ClientFor(const std::string& address);
 
   const TargetsFn targets_;

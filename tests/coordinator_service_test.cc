@@ -61,9 +61,10 @@ std::chrono::system_clock::time_point In(absl::Duration d) {
 class CoordinatorServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    state_dir_ = ::testing::TempDir() + "/coordinator_service_test_" +
-                 std::to_string(::getpid()) + "_" +
-                 ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    state_dir_ =
+        ::testing::TempDir() + "/coordinator_service_test_" +
+        std::to_string(::getpid()) + "_" +
+        ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::filesystem::remove_all(state_dir_);
     CoordinatorServerOptions options;
     options.host = "127.0.0.1";
@@ -80,6 +81,8 @@ class CoordinatorServiceTest : public ::testing::Test {
 
   void TearDown() override {
     if (server_) server_->Shutdown(absl::Seconds(5));
+    std::error_code ec;
+    std::filesystem::remove_all(state_dir_, ec);
   }
 
   // A client context whose call gives up after 10 s.
@@ -237,7 +240,8 @@ TEST_F(CoordinatorServiceTest, TinyJobRunsToSuccess) {
   ASSERT_EQ(job.epochs_size(), 2);
   EXPECT_DOUBLE_EQ(job.epochs(1).test_accuracy(), 0.85);
   EXPECT_DOUBLE_EQ(job.epochs(0).loss(), 0.75);
-  EXPECT_THAT(checkpointer_->saves(), ::testing::ElementsAre("ckpt-2", "ckpt-4"));
+  EXPECT_THAT(checkpointer_->saves(),
+              ::testing::ElementsAre("ckpt-2", "ckpt-4"));
   // Everything reported is on disk.
   EXPECT_TRUE(std::filesystem::exists(state_dir_ + "/state.json"));
   auto reloaded = CoordinatorState::Create(

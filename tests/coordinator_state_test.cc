@@ -4,11 +4,11 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
-#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,11 +76,18 @@ class CoordinatorStateTest : public ::testing::Test {
 
   void SetUp() override { state_ = Make(Options()); }
 
+  void TearDown() override {
+    state_.reset();
+    std::error_code ec;
+    for (const std::string& dir : dirs_) std::filesystem::remove_all(dir, ec);
+  }
+
   std::string TempDir() {
     std::string dir = ::testing::TempDir() + "/coordinator_state_test_" +
                       std::to_string(::getpid()) + "_" +
                       std::to_string(dir_counter_++);
     std::filesystem::remove_all(dir);
+    dirs_.push_back(dir);
     return dir;
   }
 
@@ -88,9 +95,8 @@ class CoordinatorStateTest : public ::testing::Test {
               const std::string& incarnation = "a",
               CoordinatorState* state = nullptr) {
     state = state ? state : state_.get();
-    auto g = state->Register(Task(role, index),
-                             role + std::to_string(index) + ":1000",
-                             incarnation);
+    auto g = state->Register(
+        Task(role, index), role + std::to_string(index) + ":1000", incarnation);
     EXPECT_TRUE(g.ok()) << g.status();
     return g.ok() ? *g : -1;
   }
@@ -144,6 +150,7 @@ class CoordinatorStateTest : public ::testing::Test {
   Logger logger_{"coordinator", &log_, [this] { return now_; }};
   std::unique_ptr<CoordinatorState> state_;
   int dir_counter_ = 0;
+  std::vector<std::string> dirs_;
 };
 
 // ---------------------------------------------------------------------------
@@ -173,12 +180,12 @@ TEST_F(CoordinatorStateTest, RegisterRejectsBadTasks) {
   EXPECT_THAT(state_->Register(Task("driver", 0), "h:1", "a"),
               StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
                                   "task.role: unknown role \"driver\""));
-  EXPECT_THAT(state_->Register(Task("worker", -1), "h:1", "a"),
-              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
-                                  "task.index"));
-  EXPECT_THAT(state_->Register(Task("worker", 0), "h:1", ""),
-              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
-                                  "incarnation"));
+  EXPECT_THAT(
+      state_->Register(Task("worker", -1), "h:1", "a"),
+      StatusIsWithMessage(absl::StatusCode::kInvalidArgument, "task.index"));
+  EXPECT_THAT(
+      state_->Register(Task("worker", 0), "h:1", ""),
+      StatusIsWithMessage(absl::StatusCode::kInvalidArgument, "incarnation"));
   EXPECT_EQ(state_->generation(), 0);
 }
 
@@ -229,11 +236,10 @@ TEST_F(CoordinatorStateTest, ExpiredLeaseFailsMemberAndRequeuesItsStep) {
   now_ += absl::Milliseconds(1);
   state_->CheckLeases();
   EXPECT_EQ(state_->generation(), g0 + 1);
-  EXPECT_EQ(state_->GetClusterState().members(1).state(),
-            v1::Member::FAILED);
-  EXPECT_THAT(state_->Heartbeat(Task("worker", 0), "a"),
-              StatusIsWithMessage(absl::StatusCode::kNotFound,
-                                  "declared failed"));
+  EXPECT_EQ(state_->GetClusterState().members(1).state(), v1::Member::FAILED);
+  EXPECT_THAT(
+      state_->Heartbeat(Task("worker", 0), "a"),
+      StatusIsWithMessage(absl::StatusCode::kNotFound, "declared failed"));
   EXPECT_THAT(log_.str(), HasSubstr("\"event\":\"member_failed\""));
 
   // The step goes to the other worker and is completed once.
@@ -319,9 +325,9 @@ TEST_F(CoordinatorStateTest, JobFieldsAreValidated) {
               StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
                                   "job.batch_size: expected a positive "
                                   "integer, got 0"));
-  EXPECT_THAT(state_->SubmitJob("{\"epochs\": \"ten\"}", 10),
-              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
-                                  "job.epochs"));
+  EXPECT_THAT(
+      state_->SubmitJob("{\"epochs\": \"ten\"}", 10),
+      StatusIsWithMessage(absl::StatusCode::kInvalidArgument, "job.epochs"));
   EXPECT_THAT(state_->SubmitJob("{\"strategy\": {\"type\": \"magic\"}}", 10),
               StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
                                   "job.strategy.type: unknown strategy"));
@@ -332,9 +338,10 @@ TEST_F(CoordinatorStateTest, JobFieldsAreValidated) {
       state_->SubmitJob("{\"checkpoint\": {\"every_seconds\": \"x\"}}", 10),
       StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
                           "job.checkpoint.every_seconds"));
-  EXPECT_THAT(state_->SubmitJob("{\"evaluation\": {\"every_epochs\": 1.5}}", 10),
-              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
-                                  "job.evaluation.every_epochs"));
+  EXPECT_THAT(
+      state_->SubmitJob("{\"evaluation\": {\"every_epochs\": 1.5}}", 10),
+      StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                          "job.evaluation.every_epochs"));
   EXPECT_THAT(state_->SubmitJob("[1]", 10),
               StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
                                   "expected a JSON object"));
@@ -455,9 +462,9 @@ TEST_F(CoordinatorStateTest, DuplicateAndFailedReportsAndBadReports) {
 
   v1::ReportWorkRequest bad = Report(0, s1);
   bad.mutable_item()->set_step(99);
-  EXPECT_THAT(state_->ReportWork(bad),
-              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
-                                  "item.step"));
+  EXPECT_THAT(
+      state_->ReportWork(bad),
+      StatusIsWithMessage(absl::StatusCode::kInvalidArgument, "item.step"));
   bad = Report(0, s1);
   bad.mutable_item()->set_kind(v1::WorkItem::WAIT);
   EXPECT_THAT(state_->ReportWork(bad),
@@ -722,16 +729,16 @@ TEST_F(CoordinatorStateTest, BarrierReleasesWhenAllArrive) {
   std::vector<std::string> released;
   auto done = [&released](const std::string& who) {
     return [&released, who](absl::Status s) {
-      released.push_back(who + ":" + std::string(absl::StatusCodeToString(
-                                         s.code())));
+      released.push_back(who + ":" +
+                         std::string(absl::StatusCodeToString(s.code())));
     };
   };
   STRATA_ASSERT_OK(
       state_->ArriveAtBarrier("init", Task("worker", 0), 2, 1, done("w0")));
   EXPECT_TRUE(released.empty());
-  EXPECT_THAT(state_->ArriveAtBarrier("init", Task("worker", 1), 3, 2,
-                                      done("bad")),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      state_->ArriveAtBarrier("init", Task("worker", 1), 3, 2, done("bad")),
+      StatusIs(absl::StatusCode::kInvalidArgument));
   STRATA_ASSERT_OK(
       state_->ArriveAtBarrier("init", Task("worker", 1), 2, 3, done("w1")));
   EXPECT_THAT(released, ElementsAre("w0:OK", "w1:OK"));
@@ -750,8 +757,9 @@ TEST_F(CoordinatorStateTest, BarrierReleasesWhenAllArrive) {
 TEST_F(CoordinatorStateTest, BarrierAbortsWhenAWaiterFails) {
   Reg("worker", 0);
   absl::Status result;
-  STRATA_ASSERT_OK(state_->ArriveAtBarrier(
-      "sync", Task("worker", 0), 2, 1, [&result](absl::Status s) { result = s; }));
+  STRATA_ASSERT_OK(
+      state_->ArriveAtBarrier("sync", Task("worker", 0), 2, 1,
+                              [&result](absl::Status s) { result = s; }));
   now_ += absl::Seconds(6);
   state_->CheckLeases();
   EXPECT_THAT(result, StatusIsWithMessage(absl::StatusCode::kAborted,
@@ -773,7 +781,7 @@ TEST_F(CoordinatorStateTest, StateSurvivesARestart) {
   auto save = state_->NextPsAction();
   ASSERT_TRUE(save.has_value());
   state_->FinishPsAction(*save, absl::OkStatus());
-  Done(0, Work(0));        // step 3 (epoch 1)
+  Done(0, Work(0));           // step 3 (epoch 1)
   v1::WorkItem s4 = Work(1);  // in flight at the "crash"
   EXPECT_EQ(s4.step(), 4);
   const v1::JobStatus before = state_->GetJob();
@@ -815,8 +823,8 @@ TEST_F(CoordinatorStateTest, CorruptStateFileIsAClearError) {
   }
   auto state = CoordinatorState::Create(options, &logger_);
   EXPECT_THAT(state, StatusIsWithMessage(absl::StatusCode::kDataLoss, path));
-  EXPECT_THAT(state, StatusIsWithMessage(absl::StatusCode::kDataLoss,
-                                         "invalid JSON"));
+  EXPECT_THAT(state,
+              StatusIsWithMessage(absl::StatusCode::kDataLoss, "invalid JSON"));
   {
     std::ofstream out(path);
     out << R"({"format": 1, "generation": 3, "members": [)"
@@ -849,8 +857,9 @@ TEST(StepSetTest, RangesMergeAndSubtract) {
   EXPECT_TRUE(set.Insert(0));
   EXPECT_TRUE(set.Insert(7));
   EXPECT_EQ(set.size(), 5);
-  EXPECT_THAT(set.Ranges(), ElementsAre(std::make_pair(int64_t{0}, int64_t{4}),
-                                        std::make_pair(int64_t{7}, int64_t{8})));
+  EXPECT_THAT(set.Ranges(),
+              ElementsAre(std::make_pair(int64_t{0}, int64_t{4}),
+                          std::make_pair(int64_t{7}, int64_t{8})));
   EXPECT_EQ(set.NextAbsent(0), 4);
   EXPECT_EQ(set.NextAbsent(5), 5);
   EXPECT_EQ(set.NextAbsent(7), 8);

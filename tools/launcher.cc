@@ -240,8 +240,18 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
     auto s = coord->GetJob();
     if (s.ok()) {
       status = *s;
+      const int64_t spe =
+          job.epochs > 0 ? status.steps_scheduled() / job.epochs : 0;
       for (; printed < static_cast<size_t>(status.epochs_size()); ++printed) {
         const v1::EpochResult& e = status.epochs(printed);
+        // Print an epoch once it is complete: all its steps done, and its
+        // evaluation done (or the next epoch started, or the job ended).
+        const bool complete =
+            e.steps() >= spe &&
+            (e.evaluated() ||
+             status.epochs_size() > static_cast<int>(printed) + 1 ||
+             status.state() != v1::JobStatus::RUNNING);
+        if (!complete) break;
         std::string line = absl::StrFormat(
             "Epoch %d/%d - %d steps - loss: %.4f - accuracy: %.4f", e.epoch() + 1,
             job.epochs, e.steps(), e.loss(), e.accuracy());
@@ -303,6 +313,11 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
     out << absl::StrFormat("Test accuracy: %.4f (test loss %.4f)", test_accuracy,
                            test_loss)
         << std::endl;
+    if (options.on_finished) {
+      std::vector<std::string> addresses;
+      for (const auto& p : ps) addresses.push_back(p.address);
+      result = options.on_finished(addresses);
+    }
   }
   stop_all();
   WriteClusterFile(cluster_file, all());

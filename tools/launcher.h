@@ -4,8 +4,10 @@
 #define STRATA_TOOLS_LAUNCHER_H_
 
 #include <atomic>
+#include <functional>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
@@ -23,6 +25,10 @@ struct LaunchOptions {
   std::string bin_dir;    // where strata-ps, strata-worker, ... live
   // Restart a PS or the coordinator that dies (as Kubernetes would).
   bool restart_servers = true;
+  // Called after the job succeeded, while the PS tasks still run, with
+  // their addresses in task order (to read the trained variables).
+  std::function<absl::Status(const std::vector<std::string>& ps_addresses)>
+      on_finished;
 };
 
 // Runs the job to the end, printing one line per epoch to `out`. Returns the

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Single-process training against Strata's ParameterServerStrategy on the
+# same job, in one script: test accuracy and examples/s side by side.
+#
+#   bench/train_compare.sh [JOB] [EPOCHS]
+#
+# Runs (1) build/bin/local_train, (2) strata launch with 1 PS + 1 worker,
+# (3) strata launch with 2 PS + 2 workers, and prints a Markdown table.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+job=${1:-examples/fashion_mnist/job.json}
+epochs=${2:-10}
+bin=build/bin
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+echo "train_compare: $job, $epochs epochs" >&2
+"$bin/local_train" --job "$job" --epochs "$epochs" --summary "$out/local.json" >&2
+"$bin/strata" launch --job "$job" --epochs "$epochs" --ps 1 --workers 1 \
+  --summary "$out/ps1w1.json" >&2
+"$bin/strata" launch --job "$job" --epochs "$epochs" --ps 2 --workers 2 \
+  --summary "$out/ps2w2.json" >&2
+
+python3 - "$out" <<'PY'
+import json, sys, os
+d = sys.argv[1]
+local = json.load(open(os.path.join(d, "local.json")))
+rows = [("single process (local_train)", local),
+        ("strata launch, 1 PS + 1 worker", json.load(open(os.path.join(d, "ps1w1.json")))),
+        ("strata launch, 2 PS + 2 workers", json.load(open(os.path.join(d, "ps2w2.json"))))]
+base = local["examples_per_second"]
+print("| run | test accuracy | examples/s | vs single process |")
+print("|---|---|---|---|")
+for name, s in rows:
+    print(f"| {name} | {s['test_accuracy']:.4f} | {s['examples_per_second']:.0f} | {s['examples_per_second']/base:.2f} |")
+for name, s in rows[1:]:
+    print(f"\n{name} summary: " + json.dumps({k: s[k] for k in s if k != 'run_dir'}))
+PY

@@ -1,0 +1,149 @@
+// fashion_mnist_train: the seed's Fashion-MNIST model written with the Strata
+// SDK, as its Keras original reads:
+//
+//   model = Sequential([Dense(128, activation="relu", input_dim=784),
+//                       Dense(10, activation="softmax")])
+//   model.compile(Adam(0.001), "sparse_categorical_crossentropy",
+//                 ["accuracy"])
+//   model.fit(x_train, y_train, epochs=10, batch_size=128,
+//             validation_data=(x_test, y_test))
+//
+//   fashion_mnist_train [--strategy one_device|parameter_server] [--ps N]
+//                       [--workers N] [--epochs N] [--batch-size N]
+//                       [--limit-train N] [--limit-test N] [--data-dir DIR]
+//                       [--bin-dir DIR] [--update async|sync]
+//
+// Prints a line per epoch, the history, and the test accuracy of the
+// trained weights evaluated in this process. Exits 0 on success, 1 when
+// training fails, 2 on bad flags, 130 when interrupted.
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_format.h"
+#include "common/cli.h"
+#include "sdk/strata.h"
+
+ABSL_FLAG(std::string, strategy, "one_device",
+          "one_device (in this process) or parameter_server (a local "
+          "cluster of processes)");
+ABSL_FLAG(int, ps, 2, "parameter_server: PS tasks");
+ABSL_FLAG(int, workers, 2, "parameter_server: worker tasks");
+ABSL_FLAG(std::string, update, "async", "parameter_server: async or sync");
+ABSL_FLAG(int, epochs, 10, "Training epochs");
+ABSL_FLAG(int64_t, batch_size, 128, "Examples per step");
+ABSL_FLAG(int64_t, limit_train, 0, "Use only the first N training examples "
+          "(0 = all 60000)");
+ABSL_FLAG(int64_t, limit_test, 0, "Use only the first N test examples "
+          "(0 = all 10000)");
+ABSL_FLAG(std::string, data_dir, "/usr/share/datasets/fashion-mnist",
+          "Directory of the Fashion-MNIST .gz files");
+ABSL_FLAG(std::string, bin_dir, "", "parameter_server: directory of "
+          "strata-coordinator, strata-ps, strata-worker (default: this "
+          "program's directory)");
+
+namespace {
+
+namespace sdk = strata::sdk;
+
+std::atomic<bool> g_stop{false};
+
+void OnSignal(int) { g_stop = true; }
+
+int Fail(const char* what, const absl::Status& status) {
+  std::cerr << "fashion_mnist_train: " << what << ": " << status << "\n";
+  return status.code() == absl::StatusCode::kCancelled ? 130 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> storage;
+  std::vector<char*> args = strata::NormalizeFlagDashes(argc, argv, &storage);
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+
+  const std::string strategy_name = absl::GetFlag(FLAGS_strategy);
+  std::unique_ptr<sdk::Strategy> strategy;
+  if (strategy_name == "one_device") {
+    strategy = std::make_unique<sdk::OneDeviceStrategy>();
+  } else if (strategy_name == "parameter_server") {
+    sdk::LocalClusterOptions cluster;
+    cluster.num_ps = absl::GetFlag(FLAGS_ps);
+    cluster.num_workers = absl::GetFlag(FLAGS_workers);
+    cluster.update = absl::GetFlag(FLAGS_update);
+    cluster.bin_dir = absl::GetFlag(FLAGS_bin_dir);
+    strategy = sdk::ParameterServerStrategy::Local(cluster);
+  } else {
+    std::cerr << "fashion_mnist_train: --strategy must be one_device or "
+                 "parameter_server, got '"
+              << strategy_name << "'\n";
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_limit_train) < 0 ||
+      absl::GetFlag(FLAGS_limit_test) < 0) {
+    std::cerr << "fashion_mnist_train: --limit-train and --limit-test must "
+                 "be >= 0\n";
+    return 2;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  auto scope = strategy->Scope();
+  sdk::Sequential model({sdk::Dense(128, "relu", /*input_dim=*/784),
+                         sdk::Dense(10, "softmax")},
+                        {/*name=*/"fashion-mnist-mlp", /*seed=*/1});
+  absl::Status compiled = model.Compile(
+      sdk::Adam(0.001), "sparse_categorical_crossentropy", {"accuracy"});
+  if (!compiled.ok()) return Fail("compile", compiled);
+  if (absl::StatusOr<std::string> summary = model.Summary(); summary.ok()) {
+    std::cout << *summary;
+  }
+
+  sdk::datasets::TrainTest data =
+      sdk::datasets::FashionMnist(absl::GetFlag(FLAGS_data_dir));
+  if (absl::GetFlag(FLAGS_limit_train) > 0) {
+    data.train = data.train.Take(absl::GetFlag(FLAGS_limit_train));
+  }
+  if (absl::GetFlag(FLAGS_limit_test) > 0) {
+    data.test = data.test.Take(absl::GetFlag(FLAGS_limit_test));
+  }
+
+  sdk::FitOptions fit;
+  fit.epochs = absl::GetFlag(FLAGS_epochs);
+  fit.batch_size = absl::GetFlag(FLAGS_batch_size);
+  fit.validation = data.test;
+  fit.shuffle_seed = 42;
+  fit.stop = &g_stop;
+  absl::StatusOr<sdk::History> history = model.Fit(data.train, fit);
+  if (!history.ok()) return Fail("fit", history.status());
+
+  std::cout << "\nHistory (" << strategy->name() << ", "
+            << strategy->num_replicas_in_sync() << " replicas in sync):\n"
+            << absl::StrFormat("%5s %8s %9s %10s %14s %12s\n", "epoch",
+                               "loss", "accuracy", "test_loss",
+                               "test_accuracy", "examples/s");
+  for (const sdk::EpochResult& e : history->epochs) {
+    std::cout << absl::StrFormat("%5d %8.4f %9.4f ", e.epoch, e.loss,
+                                 e.accuracy)
+              << (e.evaluated ? absl::StrFormat("%10.4f %14.4f", e.test_loss,
+                                                e.test_accuracy)
+                              : absl::StrFormat("%10s %14s", "-", "-"))
+              << absl::StrFormat(" %12.0f\n", e.examples_per_second);
+  }
+
+  absl::StatusOr<sdk::EvalResult> result = model.Evaluate(data.test);
+  if (!result.ok()) return Fail("evaluate", result.status());
+  std::cout << absl::StrFormat(
+                   "test accuracy: %.4f - test loss: %.4f (%d examples, "
+                   "trained weights evaluated in this process)\n",
+                   result->accuracy, result->loss, result->examples)
+            << std::flush;
+  return 0;
+}

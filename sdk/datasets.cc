@@ -1,0 +1,245 @@
+// Datasets: sources, loading and caching, and the job's "data" object.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "sdk/internal.h"
+#include "sdk/strata.h"
+#include "worker/dataset.h"
+
+namespace strata::sdk {
+namespace {
+
+using Kind = Dataset::Source::Kind;
+
+// Checks and limits in-memory arrays.
+absl::StatusOr<::strata::Dataset> LoadArrays(const ::strata::Dataset& arrays,
+                                             int64_t limit) {
+  if (arrays.features < 0 || (arrays.features == 0 && arrays.size > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "FromArrays: features must be >= 1, got ", arrays.features));
+  }
+  if (static_cast<int64_t>(arrays.x.size()) != arrays.size * arrays.features) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "FromArrays: ", arrays.size, " labels of ", arrays.features,
+        " features need ", arrays.size * arrays.features, " values, got ",
+        arrays.x.size()));
+  }
+  for (int64_t i = 0; i < arrays.size; ++i) {
+    if (arrays.labels[i] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "FromArrays: label ", i, " is negative (", arrays.labels[i], ")"));
+    }
+  }
+  ::strata::Dataset out;
+  out.size = limit > 0 ? std::min(limit, arrays.size) : arrays.size;
+  out.features = arrays.features;
+  out.x.assign(arrays.x.begin(), arrays.x.begin() + out.size * out.features);
+  out.labels.assign(arrays.labels.begin(), arrays.labels.begin() + out.size);
+  for (int32_t label : out.labels) {
+    out.num_classes = std::max(out.num_classes, label + 1);
+  }
+  return out;
+}
+
+nlohmann::json SplitJson(const Dataset::Source& s) {
+  if (s.kind == Kind::kIdx) {
+    return {{"images", s.images}, {"labels", s.labels}};
+  }
+  return {{"path", s.path}, {"label_column", s.label_column},
+          {"header", s.header}};
+}
+
+absl::Status CheckForJob(const Dataset& d, absl::string_view what) {
+  const Dataset::Source& s = internal::DatasetAccess::source(d);
+  if (s.kind == Kind::kArrays) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": in-memory datasets (datasets::FromArrays) cannot be sent to "
+              "a cluster; use datasets::Idx or datasets::Csv files"));
+  }
+  if (internal::DatasetAccess::take(d) == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": Take(0) selects no examples"));
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const Dataset::Source> EmptySource() {
+  auto source = std::make_shared<Dataset::Source>();
+  source->kind = Kind::kArrays;
+  source->arrays = std::make_shared<const ::strata::Dataset>();
+  return source;
+}
+
+const char* FormatName(Kind kind) {
+  switch (kind) {
+    case Kind::kIdx:
+      return "idx";
+    case Kind::kCsv:
+      return "csv";
+    case Kind::kArrays:
+      return "in-memory";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+Dataset::Dataset() : Dataset(EmptySource(), -1) {}
+
+Dataset::Dataset(std::shared_ptr<const Source> source, int64_t take)
+    : source_(std::move(source)),
+      take_(take),
+      cache_(std::make_shared<Cache>()) {}
+
+Dataset Dataset::Take(int64_t n) const {
+  if (n < 0) return *this;
+  return Dataset(source_, take_ < 0 ? n : std::min(take_, n));
+}
+
+bool Dataset::in_memory() const { return source_->kind == Kind::kArrays; }
+
+std::string Dataset::DebugString() const {
+  const Source& s = *source_;
+  std::string out;
+  switch (s.kind) {
+    case Kind::kIdx:
+      out = absl::StrCat("idx(", s.images, ", ", s.labels, ")");
+      break;
+    case Kind::kCsv:
+      out = absl::StrCat("csv(", s.path, ", label column ", s.label_column,
+                         s.header ? ", header" : "", ")");
+      break;
+    case Kind::kArrays:
+      out = absl::StrCat("arrays(", s.arrays->size, " examples of ",
+                         s.arrays->features, " features)");
+      break;
+  }
+  if (s.scale != 1.0) absl::StrAppend(&out, ", scale ", s.scale);
+  if (take_ >= 0) absl::StrAppend(&out, ", take ", take_);
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<const ::strata::Dataset>> Dataset::Load()
+    const {
+  if (take_ == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(DebugString(), ": Take(0) selects no examples"));
+  }
+  absl::MutexLock lock(&cache_->mu);
+  if (cache_->data != nullptr) return cache_->data;
+  const int64_t limit = take_ < 0 ? 0 : take_;
+  const Source& s = *source_;
+  ::strata::Dataset loaded;
+  switch (s.kind) {
+    case Kind::kIdx: {
+      STRATA_ASSIGN_OR_RETURN(loaded,
+                              LoadIdx(s.images, s.labels, s.scale, limit));
+      break;
+    }
+    case Kind::kCsv: {
+      STRATA_ASSIGN_OR_RETURN(
+          loaded, LoadCsv(s.path, s.label_column, s.header, limit, s.scale));
+      break;
+    }
+    case Kind::kArrays: {
+      STRATA_ASSIGN_OR_RETURN(loaded, LoadArrays(*s.arrays, limit));
+      break;
+    }
+  }
+  cache_->data = std::make_shared<const ::strata::Dataset>(std::move(loaded));
+  return cache_->data;
+}
+
+namespace datasets {
+
+TrainTest FashionMnist(const std::string& dir) {
+  return {Idx(dir + "/train-images-idx3-ubyte.gz",
+              dir + "/train-labels-idx1-ubyte.gz", 255.0),
+          Idx(dir + "/t10k-images-idx3-ubyte.gz",
+              dir + "/t10k-labels-idx1-ubyte.gz", 255.0)};
+}
+
+Dataset Idx(std::string images, std::string labels, double scale) {
+  auto source = std::make_shared<Dataset::Source>();
+  source->kind = Kind::kIdx;
+  source->images = std::move(images);
+  source->labels = std::move(labels);
+  source->scale = scale;
+  return internal::DatasetAccess::Make(std::move(source));
+}
+
+Dataset Csv(std::string path, int64_t label_column, bool header,
+            double scale) {
+  auto source = std::make_shared<Dataset::Source>();
+  source->kind = Kind::kCsv;
+  source->path = std::move(path);
+  source->label_column = label_column;
+  source->header = header;
+  source->scale = scale;
+  return internal::DatasetAccess::Make(std::move(source));
+}
+
+Dataset FromArrays(std::vector<float> x, std::vector<int32_t> labels,
+                   int64_t features) {
+  auto arrays = std::make_shared<::strata::Dataset>();
+  arrays->size = static_cast<int64_t>(labels.size());
+  arrays->features = features;
+  arrays->x = std::move(x);
+  arrays->labels = std::move(labels);
+  auto source = std::make_shared<Dataset::Source>();
+  source->kind = Kind::kArrays;
+  source->arrays = std::move(arrays);
+  return internal::DatasetAccess::Make(std::move(source));
+}
+
+}  // namespace datasets
+
+namespace internal {
+
+absl::StatusOr<nlohmann::json> DataJson(const Dataset& train,
+                                        const std::optional<Dataset>& test) {
+  STRATA_RETURN_IF_ERROR(CheckForJob(train, "training data"));
+  const Dataset::Source& tr = DatasetAccess::source(train);
+  nlohmann::json data = {{"format", FormatName(tr.kind)},
+                         {"train", SplitJson(tr)},
+                         {"scale", tr.scale}};
+  if (DatasetAccess::take(train) > 0) {
+    data["limit_train"] = DatasetAccess::take(train);
+  }
+  if (test.has_value()) {
+    STRATA_RETURN_IF_ERROR(CheckForJob(*test, "validation data"));
+    const Dataset::Source& te = DatasetAccess::source(*test);
+    if (te.kind != tr.kind) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "validation data: a job holds one format for both splits; the "
+          "training data is ",
+          FormatName(tr.kind), ", the validation data ", FormatName(te.kind)));
+    }
+    if (te.scale != tr.scale) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "validation data: a job holds one scale for both splits; the "
+          "training data has ",
+          tr.scale, ", the validation data ", te.scale));
+    }
+    data["test"] = SplitJson(te);
+    if (DatasetAccess::take(*test) > 0) {
+      data["limit_test"] = DatasetAccess::take(*test);
+    }
+  }
+  return data;
+}
+
+absl::Status CheckFeatures(const ::strata::Dataset& data, const Model& model,
+                           absl::string_view what) {
+  if (data.features != model.num_features()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": examples have ", data.features, " features; the model takes ",
+        model.num_features()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+}  // namespace strata::sdk

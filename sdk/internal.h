@@ -1,0 +1,128 @@
+// Internals of the SDK shared by its .cc files (and its tests): the state
+// behind a Sequential, the job JSON it becomes, dataset sources, progress
+// lines. Not part of the public API.
+#ifndef STRATA_SDK_INTERNAL_H_
+#define STRATA_SDK_INTERNAL_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "nlohmann/json.hpp"
+#include "sdk/strata.h"
+#include "worker/dataset.h"
+#include "worker/job.h"
+#include "worker/model.h"
+
+namespace strata::sdk {
+
+// Where a Dataset's examples come from.
+struct Dataset::Source {
+  enum class Kind { kIdx, kCsv, kArrays };
+  Kind kind = Kind::kArrays;
+  std::string images;  // idx
+  std::string labels;  // idx
+  std::string path;    // csv
+  int64_t label_column = 0;
+  bool header = true;
+  double scale = 1.0;
+  // kArrays: as given to FromArrays (checked by Load).
+  std::shared_ptr<const ::strata::Dataset> arrays;
+};
+
+// A Dataset's loaded examples, shared by its copies.
+struct Dataset::Cache {
+  absl::Mutex mu;
+  std::shared_ptr<const ::strata::Dataset> data ABSL_GUARDED_BY(mu);
+};
+
+namespace internal {
+
+struct DatasetAccess {
+  static Dataset Make(std::shared_ptr<const Dataset::Source> source) {
+    return Dataset(std::move(source), -1);
+  }
+  static const Dataset::Source& source(const Dataset& d) { return *d.source_; }
+  // -1: all examples; otherwise the limit (0 selects nothing).
+  static int64_t take(const Dataset& d) { return d.take_; }
+};
+
+// The job's "data" object for `train` and the optional `test` split.
+// Errors: INVALID_ARGUMENT for in-memory data, Take(0), or splits the job
+// schema cannot hold together (different formats or scales).
+absl::StatusOr<nlohmann::json> DataJson(const Dataset& train,
+                                        const std::optional<Dataset>& test);
+
+// INVALID_ARGUMENT ("`what`: examples have N features; the model takes M")
+// when `data` does not fit `model`.
+absl::Status CheckFeatures(const ::strata::Dataset& data, const Model& model,
+                           absl::string_view what);
+
+// The state behind a Sequential. Thread-compatible.
+struct ModelState {
+  std::vector<Layer> layers;
+  ModelOptions options;
+  std::shared_ptr<const Strategy> strategy;
+
+  // Set by a successful Compile.
+  bool compiled = false;
+  nlohmann::json model_json;      // the job's "model"
+  nlohmann::json optimizer_json;  // the job's "optimizer"
+  std::string loss;
+  std::vector<std::string> metrics;
+  std::unique_ptr<LocalTrainer> trainer;  // model, weights, optimizer slots
+  int epochs_trained = 0;  // by every Fit since Compile
+  // Weights pulled from a cluster after a ParameterServerStrategy Fit; they
+  // replace the trainer's.
+  std::optional<std::vector<std::vector<float>>> cluster_params;
+
+  const Model& model() const { return trainer->model(); }
+  const std::vector<std::vector<float>>& params() const {
+    return cluster_params ? *cluster_params : trainer->params();
+  }
+
+  // The job JSON of the compiled model with `data` and `strategy` (JSON
+  // objects) and the options' epochs, batch size, seeds and evaluation.
+  nlohmann::json JobJson(const FitOptions& fit, nlohmann::json data,
+                         nlohmann::json strategy) const;
+};
+
+// The model's layers as the job's "model" object. Errors: INVALID_ARGUMENT
+// for a missing input shape or one on a layer other than the first.
+absl::StatusOr<nlohmann::json> ModelJson(const std::vector<Layer>& layers);
+// The job's "optimizer" object (only the keys the type takes).
+nlohmann::json OptimizerJson(const Optimizer& optimizer);
+
+// The stream progress lines go to: options.out (std::cout when null), or a
+// sink when verbose is 0.
+class ProgressStream {
+ public:
+  explicit ProgressStream(const FitOptions& options);
+  std::ostream& stream() { return *stream_; }
+
+ private:
+  std::ostream sink_{nullptr};
+  std::ostream* stream_;
+};
+
+// "Epoch 2/10 - 469 steps - loss: 0.4123 - accuracy: 0.8512 - test_loss:
+// 0.4301 - test_accuracy: 0.8456 - 51234 examples/s - 1.2s", the format
+// `strata launch` prints.
+std::string EpochLine(const EpochResult& e, int epochs);
+// Parses such a line (also the launcher's "... - 3.4s elapsed" ending);
+// nullopt when `line` is not an epoch line.
+std::optional<EpochResult> ParseEpochLine(absl::string_view line);
+
+}  // namespace internal
+}  // namespace strata::sdk
+
+#endif  // STRATA_SDK_INTERNAL_H_

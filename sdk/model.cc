@@ -1,0 +1,386 @@
+// Layers, optimizers and Sequential: the model side of the SDK.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "sdk/internal.h"
+#include "sdk/strata.h"
+#include "worker/job.h"
+#include "worker/model.h"
+
+namespace strata::sdk {
+namespace {
+
+using nlohmann::json;
+
+// Validation of a compiled model needs a data section; Fit supplies the
+// real one.
+const json& PlaceholderData() {
+  static const json* const kData = new json{
+      {"format", "csv"}, {"train", {{"path", "(supplied by Fit)"}}}};
+  return *kData;
+}
+
+absl::Status RequireCompiled(const internal::ModelState& state,
+                             absl::string_view method) {
+  if (!state.compiled) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        method, ": the model is not compiled; call Compile(optimizer, loss, "
+                "metrics) first"));
+  }
+  return absl::OkStatus();
+}
+
+std::string KerasTypeName(absl::string_view type) {
+  if (type == "dense") return "Dense";
+  if (type == "dropout") return "Dropout";
+  if (type == "flatten") return "Flatten";
+  return std::string(type);
+}
+
+std::string ShapeString(int64_t width) {
+  return absl::StrCat("(None, ", width, ")");
+}
+
+}  // namespace
+
+// Layers ---------------------------------------------------------------------
+
+Layer Layer::Named(std::string layer_name) const {
+  Layer copy = *this;
+  copy.name = std::move(layer_name);
+  return copy;
+}
+
+Layer Dense(int64_t units, std::string activation, int64_t input_dim) {
+  Layer layer;
+  layer.type = "dense";
+  layer.units = units;
+  layer.activation = std::move(activation);
+  if (input_dim != 0) layer.input_shape = {input_dim};
+  return layer;
+}
+
+Layer Dropout(double rate) {
+  Layer layer;
+  layer.type = "dropout";
+  layer.rate = rate;
+  return layer;
+}
+
+Layer Flatten(std::vector<int64_t> input_shape) {
+  Layer layer;
+  layer.type = "flatten";
+  layer.input_shape = std::move(input_shape);
+  return layer;
+}
+
+// Optimizers -----------------------------------------------------------------
+
+Optimizer SGD(double learning_rate, double momentum, bool nesterov) {
+  Optimizer o("sgd");
+  o.learning_rate = learning_rate;
+  o.momentum = momentum;
+  o.nesterov = nesterov;
+  return o;
+}
+
+Optimizer Adam(double learning_rate, double beta_1, double beta_2,
+               double epsilon, bool amsgrad) {
+  Optimizer o("adam");
+  o.learning_rate = learning_rate;
+  o.beta_1 = beta_1;
+  o.beta_2 = beta_2;
+  o.epsilon = epsilon;
+  o.amsgrad = amsgrad;
+  return o;
+}
+
+Optimizer Adagrad(double learning_rate, double initial_accumulator_value,
+                  double epsilon) {
+  Optimizer o("adagrad");
+  o.learning_rate = learning_rate;
+  o.initial_accumulator_value = initial_accumulator_value;
+  o.epsilon = epsilon;
+  return o;
+}
+
+Optimizer RMSprop(double learning_rate, double rho, double momentum,
+                  double epsilon, bool centered) {
+  Optimizer o("rmsprop");
+  o.learning_rate = learning_rate;
+  o.rho = rho;
+  o.momentum = momentum;
+  o.epsilon = epsilon;
+  o.centered = centered;
+  return o;
+}
+
+// Job JSON -------------------------------------------------------------------
+
+namespace internal {
+
+absl::StatusOr<json> ModelJson(const std::vector<Layer>& layers) {
+  if (layers.empty()) {
+    return absl::InvalidArgumentError(
+        "job.model.layers: a Sequential model needs at least one layer");
+  }
+  if (layers[0].input_shape.empty()) {
+    return absl::InvalidArgumentError(
+        "job.model.input_shape: the first layer needs an input shape, e.g. "
+        "Dense(units, activation, input_dim) or Flatten({28, 28})");
+  }
+  json out_layers = json::array();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Layer& l = layers[i];
+    if (i > 0 && !l.input_shape.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job.model.layers[", i,
+          "]: only the first layer takes an input shape (input_dim / "
+          "input_shape)"));
+    }
+    json j = {{"type", l.type}};
+    if (l.type == "dense") {
+      j["units"] = l.units;
+      j["activation"] = l.activation;
+      if (!l.use_bias) j["use_bias"] = false;
+    } else if (l.type == "dropout") {
+      j["rate"] = l.rate;
+    }
+    if (!l.name.empty()) j["name"] = l.name;
+    out_layers.push_back(std::move(j));
+  }
+  return json{{"input_shape", layers[0].input_shape},
+              {"layers", std::move(out_layers)}};
+}
+
+json OptimizerJson(const Optimizer& o) {
+  json j = {{"type", o.type}};
+  if (o.learning_rate != 0) j["learning_rate"] = o.learning_rate;
+  if (o.type == "sgd") {
+    j["momentum"] = o.momentum;
+    j["nesterov"] = o.nesterov;
+  } else if (o.type == "adam") {
+    j["beta_1"] = o.beta_1;
+    j["beta_2"] = o.beta_2;
+    j["epsilon"] = o.epsilon;
+    j["amsgrad"] = o.amsgrad;
+  } else if (o.type == "adagrad") {
+    j["initial_accumulator_value"] = o.initial_accumulator_value;
+    j["epsilon"] = o.epsilon;
+  } else if (o.type == "rmsprop") {
+    j["rho"] = o.rho;
+    j["momentum"] = o.momentum;
+    j["epsilon"] = o.epsilon;
+    j["centered"] = o.centered;
+  }
+  return j;
+}
+
+json ModelState::JobJson(const FitOptions& fit, json data,
+                         json strategy) const {
+  return json{{"name", options.name},
+              {"model", model_json},
+              {"loss", loss},
+              {"metrics", metrics},
+              {"optimizer", optimizer_json},
+              {"data", std::move(data)},
+              {"strategy", std::move(strategy)},
+              {"epochs", fit.epochs},
+              {"batch_size", fit.batch_size},
+              {"shuffle_seed", fit.shuffle_seed},
+              {"seed", options.seed},
+              {"evaluation",
+               {{"every_epochs",
+                 fit.validation.has_value() ? fit.validation_freq : 0}}}};
+}
+
+}  // namespace internal
+
+// Sequential -----------------------------------------------------------------
+
+Sequential::Sequential(std::vector<Layer> layers, ModelOptions options)
+    : state_(std::make_unique<internal::ModelState>()) {
+  state_->layers = std::move(layers);
+  state_->options = std::move(options);
+  state_->strategy = GetStrategy();
+}
+
+Sequential::~Sequential() = default;
+Sequential::Sequential(Sequential&&) noexcept = default;
+Sequential& Sequential::operator=(Sequential&&) noexcept = default;
+
+absl::Status Sequential::Compile(Optimizer optimizer, std::string loss,
+                                 std::vector<std::string> metrics) {
+  internal::ModelState& s = *state_;
+  s.compiled = false;
+  s.trainer.reset();
+  s.cluster_params.reset();
+  s.epochs_trained = 0;
+  STRATA_ASSIGN_OR_RETURN(json model_json, internal::ModelJson(s.layers));
+  json optimizer_json = internal::OptimizerJson(optimizer);
+  const json job = {{"name", s.options.name},
+                    {"model", model_json},
+                    {"loss", loss},
+                    {"metrics", metrics},
+                    {"optimizer", optimizer_json},
+                    {"data", PlaceholderData()},
+                    {"seed", s.options.seed}};
+  STRATA_ASSIGN_OR_RETURN(JobSpec spec, ParseJob(job));
+  STRATA_ASSIGN_OR_RETURN(s.trainer, LocalTrainer::Create(spec));
+  s.model_json = std::move(model_json);
+  s.optimizer_json = std::move(optimizer_json);
+  s.loss = std::move(loss);
+  s.metrics = std::move(metrics);
+  s.compiled = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<History> Sequential::Fit(const Dataset& train,
+                                        const FitOptions& options) {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "Fit"));
+  return state_->strategy->Fit(*state_, train, options);
+}
+
+absl::StatusOr<EvalResult> Sequential::Evaluate(const Dataset& data,
+                                                int64_t batch_size) const {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "Evaluate"));
+  if (batch_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Evaluate: batch_size must be >= 1, got ", batch_size));
+  }
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const ::strata::Dataset> loaded,
+                          data.Load());
+  STRATA_RETURN_IF_ERROR(
+      internal::CheckFeatures(*loaded, state_->model(), "Evaluate"));
+  STRATA_ASSIGN_OR_RETURN(
+      StepStats stats,
+      state_->model().Evaluate(Model::Views(state_->params()), *loaded,
+                               batch_size));
+  return EvalResult{stats.loss, stats.accuracy, stats.examples};
+}
+
+absl::StatusOr<std::vector<float>> Sequential::Predict(
+    const Dataset& data, int64_t batch_size) const {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "Predict"));
+  if (batch_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Predict: batch_size must be >= 1, got ", batch_size));
+  }
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const ::strata::Dataset> loaded,
+                          data.Load());
+  STRATA_RETURN_IF_ERROR(
+      internal::CheckFeatures(*loaded, state_->model(), "Predict"));
+  const Model& model = state_->model();
+  const std::vector<absl::Span<const float>> views =
+      Model::Views(state_->params());
+  std::vector<float> out;
+  out.reserve(loaded->size * model.num_outputs());
+  std::vector<float> chunk;
+  ModelWorkspace workspace;
+  for (int64_t start = 0; start < loaded->size; start += batch_size) {
+    const int64_t b = std::min(batch_size, loaded->size - start);
+    STRATA_RETURN_IF_ERROR(model.Predict(
+        views, loaded->x.data() + start * loaded->features, b, &chunk,
+        &workspace));
+    out.insert(out.end(), chunk.begin(), chunk.end());
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<float>> Sequential::Predict(
+    absl::Span<const float> x) const {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "Predict"));
+  const Model& model = state_->model();
+  const int64_t features = model.num_features();
+  if (static_cast<int64_t>(x.size()) % features != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Predict: ", x.size(), " values are not a whole number of examples of ",
+        features, " features"));
+  }
+  const int64_t n = static_cast<int64_t>(x.size()) / features;
+  const std::vector<absl::Span<const float>> views =
+      Model::Views(state_->params());
+  std::vector<float> out;
+  out.reserve(n * model.num_outputs());
+  std::vector<float> chunk;
+  ModelWorkspace workspace;
+  constexpr int64_t kBatch = 1024;
+  for (int64_t start = 0; start < n; start += kBatch) {
+    const int64_t b = std::min(kBatch, n - start);
+    STRATA_RETURN_IF_ERROR(model.Predict(views, x.data() + start * features,
+                                         b, &chunk, &workspace));
+    out.insert(out.end(), chunk.begin(), chunk.end());
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::vector<float>>> Sequential::GetWeights()
+    const {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "GetWeights"));
+  return state_->params();
+}
+
+absl::StatusOr<std::vector<std::string>> Sequential::WeightNames() const {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "WeightNames"));
+  std::vector<std::string> names;
+  for (const VariableDef& v : state_->model().variables()) {
+    names.push_back(v.name);
+  }
+  return names;
+}
+
+absl::StatusOr<std::string> Sequential::Summary() const {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "Summary"));
+  const internal::ModelState& s = *state_;
+  ModelSpec spec;
+  for (const Layer& l : s.layers) {
+    // Compile accepted the layers, so every type is one of these.
+    LayerSpec ls;
+    ls.type = l.type == "dense"     ? LayerType::kDense
+              : l.type == "dropout" ? LayerType::kDropout
+                                    : LayerType::kFlatten;
+    ls.name = l.name;
+    spec.layers.push_back(std::move(ls));
+  }
+  const std::vector<std::string> names = ResolveLayerNames(spec);
+  int64_t width = 1;
+  for (int64_t d : s.layers[0].input_shape) width *= d;
+  const std::string rule(65, '=');
+  std::string out = absl::StrFormat("Model: \"%s\" (%s, %d replicas in sync)\n",
+                                    s.options.name, s.strategy->name(),
+                                    s.strategy->num_replicas_in_sync());
+  absl::StrAppendFormat(&out, "%-30s%-20s%s\n%s\n", "Layer (type)",
+                        "Output Shape", "Param #", rule);
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const Layer& l = s.layers[i];
+    int64_t params = 0;
+    if (l.type == "dense") {
+      params = width * l.units + (l.use_bias ? l.units : 0);
+      width = l.units;
+    }
+    absl::StrAppendFormat(
+        &out, "%-30s%-20s%d\n",
+        absl::StrCat(names[i], " (", KerasTypeName(l.type), ")"),
+        ShapeString(width), params);
+  }
+  absl::StrAppendFormat(&out, "%s\nTotal params: %d\n", rule,
+                        s.model().num_parameters());
+  return out;
+}
+
+bool Sequential::compiled() const { return state_->compiled; }
+
+int64_t Sequential::num_features() const {
+  return state_->compiled ? state_->model().num_features() : 0;
+}
+
+int64_t Sequential::num_outputs() const {
+  return state_->compiled ? state_->model().num_outputs() : 0;
+}
+
+const Strategy& Sequential::strategy() const { return *state_->strategy; }
+
+}  // namespace strata::sdk

@@ -1,0 +1,325 @@
+// ParameterServerStrategy::Local: a local cluster per Fit (tools/launcher.h),
+// and the trained variables pulled back from its PS tasks.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <streambuf>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "client/coordinator_client.h"
+#include "client/ps_cluster.h"
+#include "common/status_macros.h"
+#include "sdk/internal.h"
+#include "sdk/strata.h"
+#include "tools/launcher.h"
+#include "worker/job.h"
+#include "worker/model.h"
+#include "worker/ps_worker.h"
+
+namespace strata::sdk {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// The directory of the running executable ("" when unknown).
+std::string ExecutableDir() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : self.parent_path().string();
+}
+
+// Forwards what the launcher prints to `out` (when not null) and keeps the
+// complete lines, from which the history is read.
+class LineTee : public std::streambuf {
+ public:
+  explicit LineTee(std::ostream* out) : out_(out) {}
+  const std::vector<std::string>& lines() const { return lines_; }
+
+ protected:
+  int overflow(int c) override {
+    if (c == traits_type::eof()) return traits_type::not_eof(c);
+    const char ch = static_cast<char>(c);
+    Put(&ch, 1);
+    return c;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    Put(s, static_cast<size_t>(n));
+    return n;
+  }
+  int sync() override {
+    if (out_ != nullptr) out_->flush();
+    return 0;
+  }
+
+ private:
+  void Put(const char* s, size_t n) {
+    if (out_ != nullptr) out_->write(s, static_cast<std::streamsize>(n));
+    for (size_t i = 0; i < n; ++i) {
+      if (s[i] == '\n') {
+        lines_.push_back(std::move(line_));
+        line_.clear();
+      } else {
+        line_ += s[i];
+      }
+    }
+  }
+
+  std::ostream* const out_;
+  std::string line_;
+  std::vector<std::string> lines_;
+};
+
+// Pulls every variable of `model` from the PS tasks at `addresses` into
+// *params (Keras's order). Creating a variable is idempotent for the spec
+// the workers used, and gives its placement (shards and their tasks).
+absl::Status PullWeights(const std::vector<std::string>& addresses,
+                         const JobSpec& job, const Model& model,
+                         std::vector<std::vector<float>>* params) {
+  if (addresses.empty()) {
+    return absl::FailedPreconditionError(
+        "the cluster has no PS task to read the trained variables from");
+  }
+  std::unique_ptr<PsCluster> cluster = PsCluster::Connect(addresses);
+  const std::vector<v1::VariableSpec> specs = PsVariableSpecs(job, model);
+  params->assign(specs.size(), {});
+  std::vector<std::string> names;
+  std::vector<void*> dsts;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const Shape shape(specs[i].shape().begin(), specs[i].shape().end());
+    STRATA_ASSIGN_OR_RETURN(std::vector<ShardSlice> slices,
+                            PartitionFor(job, shape));
+    STRATA_RETURN_IF_ERROR(
+        cluster->CreateVariable(specs[i], slices).status());
+    (*params)[i].resize(NumElements(shape));
+    names.push_back(specs[i].name());
+    dsts.push_back((*params)[i].data());
+  }
+  return cluster->PullMany(names, dsts);
+}
+
+// The job's final per-epoch results from its coordinator, whose address
+// the launcher lists in `cluster_file`; nullopt when they cannot be read.
+std::optional<History> HistoryFromCoordinator(
+    const std::string& cluster_file) {
+  std::ifstream f(cluster_file);
+  const json cluster = json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (!cluster.is_array()) return std::nullopt;
+  for (const json& task : cluster) {
+    if (!task.is_object() || task.value("name", "") != "coordinator") {
+      continue;
+    }
+    std::unique_ptr<CoordinatorClient> client = CoordinatorClient::Connect(
+        task.value("address", ""), absl::Seconds(5));
+    absl::StatusOr<v1::JobStatus> status = client->GetJob();
+    if (!status.ok()) return std::nullopt;
+    History history;
+    for (const v1::EpochResult& e : status->epochs()) {
+      EpochResult r;
+      r.epoch = e.epoch() + 1;
+      r.steps = e.steps();
+      r.loss = e.loss();
+      r.accuracy = e.accuracy();
+      r.evaluated = e.evaluated();
+      r.test_loss = e.test_loss();
+      r.test_accuracy = e.test_accuracy();
+      r.examples_per_second = e.examples_per_second();
+      r.seconds = e.elapsed_seconds();
+      history.epochs.push_back(r);
+    }
+    return history;
+  }
+  return std::nullopt;
+}
+
+// The per-epoch results: from the summary's "epochs" when the launcher
+// writes them, else from the coordinator (read while the cluster ran), else
+// from the epoch lines the launcher printed.
+History HistoryFrom(const json& summary,
+                    const std::optional<History>& from_coordinator,
+                    const std::vector<std::string>& lines) {
+  History history;
+  if (summary.is_object() && summary.contains("epochs") &&
+      summary["epochs"].is_array()) {
+    for (const json& e : summary["epochs"]) {
+      EpochResult r;
+      r.epoch = e.value("epoch", 0);
+      r.steps = e.value("steps", int64_t{0});
+      r.loss = e.value("loss", 0.0);
+      r.accuracy = e.value("accuracy", 0.0);
+      r.evaluated = e.contains("test_loss");
+      r.test_loss = e.value("test_loss", 0.0);
+      r.test_accuracy = e.value("test_accuracy", 0.0);
+      r.examples_per_second = e.value("examples_per_second", 0.0);
+      r.seconds = e.value("elapsed_seconds", 0.0);
+      history.epochs.push_back(r);
+    }
+    return history;
+  }
+  if (from_coordinator.has_value()) return *from_coordinator;
+  for (const std::string& line : lines) {
+    if (std::optional<EpochResult> r = internal::ParseEpochLine(line)) {
+      history.epochs.push_back(*r);
+    }
+  }
+  return history;
+}
+
+absl::Status CheckOptions(const LocalClusterOptions& o) {
+  if (o.num_ps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LocalClusterOptions.num_ps: must be >= 1, got ", o.num_ps));
+  }
+  if (o.num_workers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LocalClusterOptions.num_workers: must be >= 1, got ",
+        o.num_workers));
+  }
+  if (o.num_shards < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LocalClusterOptions.num_shards: must be >= 0, got ", o.num_shards));
+  }
+  return absl::OkStatus();
+}
+
+// FAILED_PRECONDITION unless the daemons are executables in `bin_dir`.
+absl::Status CheckDaemons(const std::string& bin_dir) {
+  for (const char* daemon :
+       {"strata-coordinator", "strata-ps", "strata-worker"}) {
+    const std::string path = absl::StrCat(bin_dir, "/", daemon);
+    if (access(path.c_str(), X_OK) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, " is not an executable; set LocalClusterOptions.bin_dir to "
+                "the directory of the Strata daemons (build/bin)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One example of `data` fits the model (checked before any process starts).
+absl::Status CheckFirstExample(const Dataset& data, const Model& model,
+                               absl::string_view what) {
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const ::strata::Dataset> one,
+                          data.Take(1).Load());
+  return internal::CheckFeatures(*one, model, what);
+}
+
+}  // namespace
+
+std::unique_ptr<ParameterServerStrategy> ParameterServerStrategy::Local(
+    LocalClusterOptions options) {
+  return std::make_unique<ParameterServerStrategy>(std::move(options));
+}
+
+std::unique_ptr<Strategy> ParameterServerStrategy::Clone() const {
+  return std::make_unique<ParameterServerStrategy>(*this);
+}
+
+absl::StatusOr<History> ParameterServerStrategy::Fit(
+    internal::ModelState& m, const Dataset& train,
+    const FitOptions& options) const {
+  const LocalClusterOptions& c = options_;
+  STRATA_RETURN_IF_ERROR(CheckOptions(c));
+  if (m.cluster_params.has_value()) {
+    return absl::FailedPreconditionError(
+        "Fit: this model was already fit on a local cluster, and "
+        "ParameterServerStrategy::Local starts each Fit from the initial "
+        "weights; train in one Fit (more epochs), or Compile again to start "
+        "over");
+  }
+  STRATA_ASSIGN_OR_RETURN(json data,
+                          internal::DataJson(train, options.validation));
+  const json strategy = {
+      {"type", name()},
+      {"update", c.update},
+      {"partitioner",
+       {{"type", "fixed"},
+        {"num_shards", c.num_shards > 0 ? c.num_shards : c.num_ps}}}};
+  const json job_json = m.JobJson(options, std::move(data), strategy);
+  STRATA_ASSIGN_OR_RETURN(JobSpec job, ParseJob(job_json));
+  STRATA_RETURN_IF_ERROR(CheckFirstExample(train, m.model(), "training data"));
+  if (options.validation.has_value()) {
+    STRATA_RETURN_IF_ERROR(CheckFirstExample(*options.validation, m.model(),
+                                             "validation data"));
+  }
+  const std::string bin_dir = c.bin_dir.empty() ? ExecutableDir() : c.bin_dir;
+  STRATA_RETURN_IF_ERROR(CheckDaemons(bin_dir));
+
+  // The run directory: the job file and the cluster's logs and state.
+  std::string dir = c.run_dir;
+  const bool temporary = dir.empty();
+  std::error_code ec;
+  if (temporary) {
+    std::string tmpl =
+        (fs::temp_directory_path(ec) / "strata-fit-XXXXXX").string();
+    if (ec || mkdtemp(tmpl.data()) == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("cannot create a run directory like ", tmpl));
+    }
+    dir = tmpl;
+  } else {
+    fs::create_directories(dir, ec);
+    if (ec) {
+      return absl::InternalError(absl::StrCat(
+          "cannot create the run directory ", dir, ": ", ec.message()));
+    }
+  }
+  const std::string job_path = dir + "/job.json";
+  {
+    std::ofstream f(job_path);
+    f << job_json.dump(2) << "\n";
+    f.close();
+    if (!f) {
+      return absl::InternalError(absl::StrCat("cannot write ", job_path));
+    }
+  }
+
+  internal::ProgressStream progress(options);
+  LineTee tee(&progress.stream());
+  std::ostream out(&tee);
+  std::vector<std::vector<float>> pulled;
+  bool pulled_ok = false;
+  LaunchOptions launch;
+  launch.job_path = job_path;
+  launch.num_ps = c.num_ps;
+  launch.num_workers = c.num_workers;
+  launch.run_dir = dir + "/cluster";
+  launch.bin_dir = bin_dir;
+  launch.restart_servers = c.restart_servers;
+  std::optional<History> from_coordinator;
+  launch.on_finished = [&](const std::vector<std::string>& addresses) {
+    absl::Status s = PullWeights(addresses, job, m.model(), &pulled);
+    pulled_ok = s.ok();
+    from_coordinator =
+        HistoryFromCoordinator(launch.run_dir + "/cluster.json");
+    return s;
+  };
+  absl::StatusOr<json> summary = Launch(launch, out, options.stop);
+  out.flush();
+  if (!summary.ok()) {
+    return absl::Status(
+        summary.status().code(),
+        absl::StrCat("Fit on a local cluster: ", summary.status().message(),
+                     " (job and logs in ", dir, ")"));
+  }
+  if (!pulled_ok) {
+    return absl::InternalError(absl::StrCat(
+        "Fit on a local cluster: the job succeeded but its variables were "
+        "not read back (job and logs in ",
+        dir, ")"));
+  }
+  m.cluster_params = std::move(pulled);
+  m.epochs_trained += job.epochs;
+  if (temporary && !c.keep_run_dir) fs::remove_all(dir, ec);
+  return HistoryFrom(*summary, from_coordinator, tee.lines());
+}
+
+}  // namespace strata::sdk

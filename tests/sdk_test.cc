@@ -1,0 +1,585 @@
+// Tests of the SDK (sdk/strata.h): models, datasets, errors and strategy
+// scopes in process; ParameterServerStrategy::Local and the example program
+// fashion_mnist_train against a whole local cluster of processes.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sdk/internal.h"
+#include "sdk/strata.h"
+#include "tests/test_util.h"
+
+extern char** environ;
+
+namespace strata::sdk {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr char kDataDir[] = "/usr/share/datasets/fashion-mnist";
+
+bool HaveFashionMnist() {
+  return fs::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz") &&
+         fs::exists(std::string(kDataDir) + "/t10k-images-idx3-ubyte.gz");
+}
+
+// SIGCHLD is blocked in this process so that a test can wait for its child
+// with sigtimedwait (a bounded wait; no sleeping).
+class BlockSigchld : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  }
+};
+const auto* const kBlockSigchld =
+    ::testing::AddGlobalTestEnvironment(new BlockSigchld);
+
+// A separable toy problem: label 1 when x0 > x1, in [0, 1)^2.
+Dataset ToyData(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  for (int i = 0; i < n; ++i) {
+    const float a = u(rng);
+    const float b = u(rng);
+    x.push_back(a);
+    x.push_back(b);
+    y.push_back(a > b ? 1 : 0);
+  }
+  return datasets::FromArrays(std::move(x), std::move(y), 2);
+}
+
+Sequential ToyModel() {
+  return Sequential({Dense(16, "relu", /*input_dim=*/2), Dense(2, "softmax")});
+}
+
+// Writes the toy data as a CSV file (label first) and returns its path.
+std::string WriteToyCsv(const std::string& name, int n) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream f(path);
+  f << "label,a,b\n";
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (int i = 0; i < n; ++i) {
+    const float a = u(rng);
+    const float b = u(rng);
+    f << (a > b ? 1 : 0) << "," << a << "," << b << "\n";
+  }
+  return path;
+}
+
+// --- Errors ----------------------------------------------------------------
+
+TEST(SdkTest, FitBeforeCompileFailsPrecondition) {
+  Sequential model = ToyModel();
+  EXPECT_FALSE(model.compiled());
+  EXPECT_THAT(model.Fit(ToyData(10, 1)),
+              StatusIsWithMessage(absl::StatusCode::kFailedPrecondition,
+                                  "Fit: the model is not compiled"));
+  EXPECT_THAT(model.Evaluate(ToyData(10, 1)),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(model.Predict(ToyData(10, 1)),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(model.GetWeights(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(model.Summary(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST(SdkTest, BadActivationIsNamedAndLeavesTheModelUncompiled) {
+  Sequential model({Dense(8, "relux", /*input_dim=*/2), Dense(2, "softmax")});
+  absl::Status s = model.Compile("adam", "sparse_categorical_crossentropy");
+  EXPECT_THAT(s, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                     "job.model.layers[0].activation"));
+  EXPECT_THAT(s, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                     "'relux' is not one of"));
+  EXPECT_FALSE(model.compiled());
+  EXPECT_THAT(model.Fit(ToyData(10, 1)),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST(SdkTest, BadLossOptimizerAndMetricAreNamed) {
+  Sequential model = ToyModel();
+  EXPECT_THAT(model.Compile("adam", "hinge"),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.loss: 'hinge' is not one of"));
+  EXPECT_THAT(model.Compile("adamw", "sparse_categorical_crossentropy"),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.optimizer.type: 'adamw'"));
+  EXPECT_THAT(model.Compile(SGD(-1), "sparse_categorical_crossentropy"),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.optimizer.learning_rate"));
+  EXPECT_THAT(
+      model.Compile("adam", "sparse_categorical_crossentropy", {"auc"}),
+      StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                          "job.metrics[0]"));
+  // The output layer must fit the loss (ValidateModelAndLoss).
+  Sequential sigmoid({Dense(4, "relu", 2), Dense(3, "sigmoid")});
+  EXPECT_THAT(sigmoid.Compile("adam", "sparse_categorical_crossentropy"),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.model.layers[1]"));
+}
+
+TEST(SdkTest, InputShapeMustBeOnTheFirstLayer) {
+  Sequential none({Dense(4, "relu"), Dense(2, "softmax")});
+  EXPECT_THAT(none.Compile("adam", "sparse_categorical_crossentropy"),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "the first layer needs an input shape"));
+  Sequential twice({Dense(4, "relu", 2), Dense(2, "softmax", 4)});
+  EXPECT_THAT(twice.Compile("adam", "sparse_categorical_crossentropy"),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.model.layers[1]: only the first"));
+  Sequential empty(std::vector<Layer>{});
+  EXPECT_THAT(empty.Compile("adam", "mse"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(SdkTest, FitOptionsAreValidatedAsJobFields) {
+  Sequential model = ToyModel();
+  ASSERT_TRUE(model.Compile("adam", "sparse_categorical_crossentropy").ok());
+  FitOptions zero_epochs;
+  zero_epochs.epochs = 0;
+  EXPECT_THAT(model.Fit(ToyData(10, 1), zero_epochs),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.epochs"));
+  FitOptions zero_batch;
+  zero_batch.batch_size = 0;
+  EXPECT_THAT(model.Fit(ToyData(10, 1), zero_batch),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.batch_size"));
+}
+
+TEST(SdkTest, DataThatDoesNotFitTheModelIsRefused) {
+  Sequential model = ToyModel();
+  ASSERT_TRUE(model.Compile("adam", "sparse_categorical_crossentropy").ok());
+  Dataset three = datasets::FromArrays(std::vector<float>(9, 0.5f), {0, 1, 0},
+                                       3);
+  FitOptions quiet;
+  quiet.verbose = 0;
+  EXPECT_THAT(model.Fit(three, quiet),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "training data: examples have 3 features; "
+                                  "the model takes 2"));
+  quiet.validation = three;
+  EXPECT_THAT(model.Fit(ToyData(10, 1), quiet),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "validation data"));
+  EXPECT_THAT(model.Evaluate(three),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // Inconsistent arrays, a label out of range, Take(0), a missing file.
+  Dataset ragged = datasets::FromArrays(std::vector<float>(5, 0.f), {0, 1}, 2);
+  EXPECT_THAT(model.Evaluate(ragged),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "FromArrays"));
+  Dataset big_label = datasets::FromArrays({0.f, 1.f}, {7}, 2);
+  EXPECT_THAT(model.Evaluate(big_label),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(model.Evaluate(ToyData(10, 1).Take(0)),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "Take(0)"));
+  EXPECT_THAT(model.Evaluate(datasets::Csv("/nonexistent/toy.csv")),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
+// --- Training in process ---------------------------------------------------
+
+TEST(SdkTest, OneDeviceLearnsFromArraysAndPredicts) {
+  Sequential model = ToyModel();
+  ASSERT_TRUE(model.Compile(Adam(0.01), "sparse_categorical_crossentropy",
+                            {"accuracy"})
+                  .ok());
+  EXPECT_EQ(model.strategy().name(), "one_device");
+  EXPECT_EQ(model.num_features(), 2);
+  EXPECT_EQ(model.num_outputs(), 2);
+  auto initial = model.GetWeights();
+  ASSERT_TRUE(initial.ok());
+
+  std::ostringstream out;
+  FitOptions fit{/*epochs=*/15, /*batch_size=*/16,
+                 /*validation=*/ToyData(200, 2)};
+  fit.out = &out;
+  absl::StatusOr<History> h = model.Fit(ToyData(400, 1), fit);
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->epochs.size(), 15u);
+  EXPECT_EQ(h->epochs[0].epoch, 1);
+  EXPECT_EQ(h->epochs[0].steps, 25);
+  EXPECT_TRUE(h->epochs.back().evaluated);
+  EXPECT_LT(h->epochs.back().loss, h->epochs[0].loss);
+  EXPECT_GT(h->epochs.back().test_accuracy, 0.9);
+  EXPECT_THAT(out.str(), HasSubstr("Epoch 15/15 - 25 steps - loss: "));
+  EXPECT_THAT(out.str(), HasSubstr("test_accuracy: "));
+
+  absl::StatusOr<EvalResult> r = model.Evaluate(ToyData(200, 2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->examples, 200);
+  EXPECT_DOUBLE_EQ(r->accuracy, h->epochs.back().test_accuracy);
+
+  absl::StatusOr<std::vector<float>> p =
+      model.Predict(std::vector<float>{0.9f, 0.1f, 0.1f, 0.9f});
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->size(), 4u);
+  EXPECT_GT((*p)[1], 0.5f);  // x0 > x1: class 1
+  EXPECT_GT((*p)[2], 0.5f);  // x0 < x1: class 0
+  EXPECT_NEAR((*p)[0] + (*p)[1], 1.0f, 1e-5);
+  EXPECT_THAT(model.Predict(std::vector<float>{1.f, 2.f, 3.f}),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "whole number of examples"));
+  absl::StatusOr<std::vector<float>> all =
+      model.Predict(ToyData(200, 2), /*batch_size=*/64);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 400u);
+
+  absl::StatusOr<std::vector<std::string>> names = model.WeightNames();
+  ASSERT_TRUE(names.ok());
+  EXPECT_THAT(*names, ::testing::ElementsAre("dense/kernel", "dense/bias",
+                                             "dense_1/kernel",
+                                             "dense_1/bias"));
+  auto trained = model.GetWeights();
+  ASSERT_TRUE(trained.ok());
+  ASSERT_EQ(trained->size(), 4u);
+  EXPECT_EQ((*trained)[0].size(), 32u);
+  EXPECT_NE((*trained)[0], (*initial)[0]);
+
+  // Compile again: fresh weights from the same seed.
+  ASSERT_TRUE(model.Compile("sgd", "sparse_categorical_crossentropy").ok());
+  EXPECT_EQ(*model.GetWeights(), *initial);
+}
+
+TEST(SdkTest, CsvDataAndVerboseZero) {
+  const std::string path = WriteToyCsv("toy.csv", 300);
+  Sequential model = ToyModel();
+  ASSERT_TRUE(model.Compile(RMSprop(0.01), "sparse_categorical_crossentropy",
+                            {"accuracy"})
+                  .ok());
+  std::ostringstream out;
+  FitOptions fit{/*epochs=*/10, /*batch_size=*/16};
+  fit.out = &out;
+  fit.verbose = 0;
+  absl::StatusOr<History> h = model.Fit(datasets::Csv(path).Take(200), fit);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->epochs.size(), 10u);
+  EXPECT_FALSE(h->epochs.back().evaluated);
+  EXPECT_EQ(out.str(), "");
+  absl::StatusOr<EvalResult> r = model.Evaluate(datasets::Csv(path));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->examples, 300);
+  EXPECT_GT(r->accuracy, 0.85);
+}
+
+TEST(SdkTest, SummaryListsLayersAndParameters) {
+  Sequential model({Flatten({28, 28}), Dense(128, "relu"), Dropout(0.2),
+                    Dense(10, "softmax").Named("logits")},
+                   {"mlp", 7});
+  ASSERT_TRUE(model.Compile("adam", "sparse_categorical_crossentropy").ok());
+  absl::StatusOr<std::string> s = model.Summary();
+  ASSERT_TRUE(s.ok());
+  EXPECT_THAT(*s, HasSubstr("Model: \"mlp\" (one_device, 1 replicas"));
+  EXPECT_THAT(*s, HasSubstr("flatten (Flatten)"));
+  EXPECT_THAT(*s, HasSubstr("(None, 784)"));
+  EXPECT_THAT(*s, HasSubstr("100480"));
+  EXPECT_THAT(*s, HasSubstr("dropout (Dropout)"));
+  EXPECT_THAT(*s, HasSubstr("logits (Dense)"));
+  EXPECT_THAT(*s, HasSubstr("Total params: 101770"));
+  EXPECT_EQ(model.num_features(), 784);
+}
+
+TEST(SdkTest, OneDeviceFashionMnistSliceReachesSeventyPercent) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  Sequential model({Dense(128, "relu", /*input_dim=*/784),
+                    Dense(10, "softmax")});
+  ASSERT_TRUE(model.Compile(Adam(0.001), "sparse_categorical_crossentropy",
+                            {"accuracy"})
+                  .ok());
+  datasets::TrainTest data = datasets::FashionMnist();
+  std::ostringstream out;
+  FitOptions fit{/*epochs=*/2, /*batch_size=*/32,
+                 /*validation=*/data.test.Take(1000)};
+  fit.out = &out;
+  absl::StatusOr<History> h = model.Fit(data.train.Take(3000), fit);
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->epochs.size(), 2u);
+  EXPECT_EQ(h->epochs[0].steps, 94);
+  EXPECT_GT(h->epochs[1].examples_per_second, 0);
+  EXPECT_THAT(out.str(), HasSubstr("Epoch 2/2 - 94 steps"));
+  absl::StatusOr<EvalResult> r = model.Evaluate(data.test.Take(1000));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->examples, 1000);
+  EXPECT_GT(r->accuracy, 0.7);
+  EXPECT_DOUBLE_EQ(r->accuracy, h->epochs[1].test_accuracy);
+}
+
+// --- Strategies and scopes -------------------------------------------------
+
+TEST(SdkTest, ScopeNestingRestoresThePreviousStrategy) {
+  EXPECT_FALSE(HasStrategy());
+  EXPECT_EQ(GetStrategy()->name(), "one_device");
+  auto ps = ParameterServerStrategy::Local({/*num_ps=*/1, /*num_workers=*/3});
+  OneDeviceStrategy one;
+  {
+    auto outer = ps->Scope();
+    EXPECT_TRUE(HasStrategy());
+    EXPECT_EQ(GetStrategy()->name(), "parameter_server");
+    EXPECT_EQ(GetStrategy()->num_replicas_in_sync(), 3);
+    {
+      auto inner = one.Scope();
+      EXPECT_EQ(GetStrategy()->name(), "one_device");
+      Sequential model = ToyModel();
+      EXPECT_EQ(model.strategy().name(), "one_device");
+    }
+    EXPECT_EQ(GetStrategy()->name(), "parameter_server");
+    Sequential model = ToyModel();
+    EXPECT_EQ(model.strategy().name(), "parameter_server");
+    EXPECT_EQ(model.strategy().num_replicas_in_sync(), 3);
+  }
+  EXPECT_FALSE(HasStrategy());
+  EXPECT_EQ(GetStrategy()->num_replicas_in_sync(), 1);
+  // A model keeps the strategy it was built with after the scope ends.
+  std::optional<Sequential> kept;
+  {
+    auto scope = ps->Scope();
+    kept.emplace(ToyModel());
+  }
+  EXPECT_EQ(kept->strategy().name(), "parameter_server");
+}
+
+TEST(SdkTest, ParameterServerRefusesBadOptionsBeforeStartingProcesses) {
+  const std::string csv = WriteToyCsv("toy_ps.csv", 50);
+  struct Case {
+    LocalClusterOptions options;
+    Dataset data;
+    absl::StatusCode code;
+    std::string message;
+  };
+  LocalClusterOptions no_ps{/*num_ps=*/0, /*num_workers=*/1};
+  LocalClusterOptions no_workers{/*num_ps=*/1, /*num_workers=*/0};
+  LocalClusterOptions bad_update{1, 1, "eventually"};
+  LocalClusterOptions no_daemons{1, 1};
+  no_daemons.bin_dir = "/nonexistent";
+  const std::vector<Case> cases = {
+      {no_ps, datasets::Csv(csv), absl::StatusCode::kInvalidArgument,
+       "LocalClusterOptions.num_ps: must be >= 1"},
+      {no_workers, datasets::Csv(csv), absl::StatusCode::kInvalidArgument,
+       "LocalClusterOptions.num_workers"},
+      {bad_update, datasets::Csv(csv), absl::StatusCode::kInvalidArgument,
+       "job.strategy.update: 'eventually'"},
+      {LocalClusterOptions{1, 1}, ToyData(10, 1),
+       absl::StatusCode::kInvalidArgument, "in-memory datasets"},
+      {no_daemons, datasets::Csv(csv), absl::StatusCode::kFailedPrecondition,
+       "/nonexistent/strata-coordinator is not an executable"},
+  };
+  for (const Case& c : cases) {
+    auto strategy = ParameterServerStrategy::Local(c.options);
+    auto scope = strategy->Scope();
+    Sequential model = ToyModel();
+    ASSERT_TRUE(model.Compile("adam", "sparse_categorical_crossentropy").ok());
+    FitOptions quiet;
+    quiet.verbose = 0;
+    EXPECT_THAT(model.Fit(c.data, quiet), StatusIsWithMessage(c.code, c.message))
+        << c.message;
+  }
+  // Splits the job cannot hold together: different formats.
+  auto strategy = ParameterServerStrategy::Local({1, 1});
+  auto scope = strategy->Scope();
+  Sequential model = ToyModel();
+  ASSERT_TRUE(model.Compile("adam", "sparse_categorical_crossentropy").ok());
+  FitOptions mixed;
+  mixed.validation = datasets::Idx("/a", "/b");
+  EXPECT_THAT(model.Fit(datasets::Csv(csv), mixed),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "one format for both splits"));
+}
+
+TEST(SdkTest, EpochLinesRoundTrip) {
+  EpochResult e;
+  e.epoch = 3;
+  e.steps = 469;
+  e.loss = 0.4123;
+  e.accuracy = 0.8512;
+  e.evaluated = true;
+  e.test_loss = 0.4301;
+  e.test_accuracy = 0.8456;
+  e.examples_per_second = 51234;
+  e.seconds = 1.2;
+  const std::string line = internal::EpochLine(e, 10);
+  EXPECT_EQ(line,
+            "Epoch 3/10 - 469 steps - loss: 0.4123 - accuracy: 0.8512 - "
+            "test_loss: 0.4301 - test_accuracy: 0.8456 - 51234 examples/s - "
+            "1.2s");
+  std::optional<EpochResult> parsed = internal::ParseEpochLine(line);
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->epoch, 3);
+  EXPECT_EQ(parsed->steps, 469);
+  EXPECT_DOUBLE_EQ(parsed->test_accuracy, 0.8456);
+  EXPECT_DOUBLE_EQ(parsed->seconds, 1.2);
+  // The launcher's form.
+  parsed = internal::ParseEpochLine(
+      "Epoch 1/3 - 188 steps - loss: 0.6000 - accuracy: 0.7900 - 9000 "
+      "examples/s - 2.5s elapsed");
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_FALSE(parsed->evaluated);
+  EXPECT_DOUBLE_EQ(parsed->seconds, 2.5);
+  EXPECT_FALSE(internal::ParseEpochLine("Test accuracy: 0.8").has_value());
+  EXPECT_FALSE(internal::ParseEpochLine("strata launch: job").has_value());
+}
+
+// --- Local clusters (processes) --------------------------------------------
+
+// In process: the SDK starts a cluster (daemons beside this test binary),
+// trains, and pulls the trained weights back, so a local Evaluate sees what
+// the cluster's last evaluation saw.
+TEST(SdkClusterTest, ParameterServerFitPullsTheTrainedWeights) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  auto strategy = ParameterServerStrategy::Local({/*num_ps=*/2,
+                                                  /*num_workers=*/2});
+  auto scope = strategy->Scope();
+  Sequential model({Dense(64, "relu", 784), Dense(10, "softmax")});
+  ASSERT_TRUE(model.Compile(Adam(0.002), "sparse_categorical_crossentropy",
+                            {"accuracy"})
+                  .ok());
+  auto initial = model.GetWeights();
+  ASSERT_TRUE(initial.ok());
+  datasets::TrainTest data = datasets::FashionMnist();
+  std::ostringstream out;
+  FitOptions fit{/*epochs=*/2, /*batch_size=*/64,
+                 /*validation=*/data.test.Take(1000)};
+  fit.out = &out;
+  absl::StatusOr<History> h = model.Fit(data.train.Take(3000), fit);
+  ASSERT_TRUE(h.ok()) << h.status() << "\n" << out.str();
+  EXPECT_THAT(out.str(), HasSubstr("strata launch: job 'sequential'"));
+  ASSERT_EQ(h->epochs.size(), 2u) << out.str();
+  EXPECT_EQ(h->epochs[0].epoch, 1);
+  EXPECT_EQ(h->epochs[1].steps, 47);
+  ASSERT_TRUE(h->epochs[1].evaluated) << out.str();
+  EXPECT_GT(h->epochs[1].test_accuracy, 0.6);
+
+  auto trained = model.GetWeights();
+  ASSERT_TRUE(trained.ok());
+  EXPECT_NE((*trained)[0], (*initial)[0]);
+  absl::StatusOr<EvalResult> r = model.Evaluate(data.test.Take(1000));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->accuracy, h->epochs[1].test_accuracy, 1e-9);
+  EXPECT_NEAR(r->loss, h->epochs[1].test_loss, 1e-6);
+
+  // The cluster started from the initial weights; a second Fit would too.
+  EXPECT_THAT(model.Fit(data.train.Take(3000), fit),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+struct ChildRun {
+  int exit_code = -1;  // -1: did not finish in time
+  std::string output;
+};
+
+// Runs `args` with stdout and stderr to a file; waits (bounded) for it.
+ChildRun RunProcess(std::vector<std::string> args, const std::string& log,
+                    std::chrono::seconds limit) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = -1;
+  const int rc =
+      posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  ChildRun run;
+  if (rc != 0) {
+    run.output = "posix_spawn failed: " + std::to_string(rc);
+    return run;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  bool done = false;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
+                                        : 128 + WTERMSIG(status);
+      done = true;
+      break;
+    }
+    // Wakes on SIGCHLD, or after 200 ms to recheck the deadline.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    timespec ts{0, 200 * 1000 * 1000};
+    sigtimedwait(&set, nullptr, &ts);
+  }
+  if (!done) {
+    kill(pid, SIGTERM);  // it stops its cluster and exits
+    const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (waitpid(pid, nullptr, WNOHANG) != pid) {
+      if (std::chrono::steady_clock::now() > grace) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+        break;
+      }
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, SIGCHLD);
+      timespec ts{0, 200 * 1000 * 1000};
+      sigtimedwait(&set, nullptr, &ts);
+    }
+  }
+  std::ifstream f(log);
+  run.output.assign(std::istreambuf_iterator<char>(f), {});
+  return run;
+}
+
+TEST(SdkClusterTest, FashionMnistTrainRunsOnALocalCluster) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string log = ::testing::TempDir() + "/fashion_mnist_train_" +
+                          std::to_string(getpid()) + ".log";
+  ChildRun run = RunProcess(
+      {STRATA_FASHION_MNIST_TRAIN, "--strategy=parameter_server", "--ps=1",
+       "--workers=2", "--epochs=1", "--limit-train=3000", "--limit-test=1000"},
+      log, std::chrono::seconds(240));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("Epoch 1/1 - "));
+  const size_t at = run.output.find("test accuracy: ");
+  ASSERT_NE(at, std::string::npos) << run.output;
+  const double accuracy =
+      std::stod(run.output.substr(at + std::string("test accuracy: ").size()));
+  EXPECT_GT(accuracy, 0.5) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("(1000 examples"));
+}
+
+TEST(SdkClusterTest, FashionMnistTrainRejectsAnUnknownStrategy) {
+  const std::string log = ::testing::TempDir() + "/fashion_mnist_bad_" +
+                          std::to_string(getpid()) + ".log";
+  ChildRun run = RunProcess({STRATA_FASHION_MNIST_TRAIN, "--strategy=mirror"},
+                            log, std::chrono::seconds(60));
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("--strategy must be one_device or "
+                                    "parameter_server"));
+}
+
+}  // namespace
+}  // namespace strata::sdk
