@@ -123,10 +123,13 @@ absl::StatusOr<v1::WorkItem> CoordinatorClient::GetWork(
   return resp;
 }
 
-absl::Status CoordinatorClient::ReportWork(const v1::ReportWorkRequest& r) {
+absl::StatusOr<v1::ReportWorkResponse> CoordinatorClient::ReportWork(
+    const v1::ReportWorkRequest& r) {
   v1::ReportWorkResponse resp;
-  return Call(
+  absl::Status s = Call(
       [&](grpc::ClientContext* ctx) { return stub_->ReportWork(ctx, r, &resp); });
+  if (!s.ok()) return s;
+  return resp;
 }
 
 MembershipAgent::MembershipAgent(CoordinatorClient* client, v1::TaskId task,

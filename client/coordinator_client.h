@@ -35,7 +35,8 @@ class CoordinatorClient {
       const v1::SubmitJobRequest& r);
   absl::StatusOr<v1::JobStatus> GetJob();
   absl::StatusOr<v1::WorkItem> GetWork(const v1::GetWorkRequest& r);
-  absl::Status ReportWork(const v1::ReportWorkRequest& r);
+  absl::StatusOr<v1::ReportWorkResponse> ReportWork(
+      const v1::ReportWorkRequest& r);
 
   const std::string& target() const { return target_; }
 

@@ -468,17 +468,35 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportWork(
     grpc::CallbackServerContext* ctx, const v1::ReportWorkRequest* req,
     v1::ReportWorkResponse* resp) {
   const absl::Time start = absl::Now();
-  const absl::Status status = state_->ApplyReport(*req);
+  const v1::JobStatus::State before = state_->GetJob().state();
+  absl::Status status = state_->ApplyReport(*req);
+  // Reports that end an epoch's evaluation or the job are durable on
+  // return; plain step reports are batched (see below).
+  const bool milestone = req->item().kind() == v1::WorkItem::EVALUATE ||
+                         state_->GetJob().state() != before;
+  if (status.ok() && req->want_next()) {
+    absl::StatusOr<v1::WorkItem> next =
+        state_->GetWork(req->task(), req->incarnation());
+    if (next.ok()) {
+      *resp->mutable_next() = *std::move(next);
+    } else {
+      status = next.status();
+    }
+  }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (!status.ok() || !state_->persistent()) {
-    FinishReactor(reactor, "ReportWork", start, status);
+  if (status.ok() && state_->persistent() && milestone) {
+    EnqueueDurable([this, reactor, start](absl::Status written) {
+      FinishReactor(reactor, "ReportWork", start, written);
+    });
     return reactor;
   }
-  // Answer once the report is on disk; one write serves every report
-  // queued meanwhile.
-  EnqueueDurable([this, reactor, start](absl::Status written) {
-    FinishReactor(reactor, "ReportWork", start, written);
-  });
+  if (status.ok() && state_->persistent()) {
+    // Written by the persist thread, batched with other changes. The answer
+    // does not wait for the disk: a report lost to a crash only re-runs its
+    // step, and the PS tasks apply a re-run step's push at most once.
+    EnqueueDurable([](absl::Status) {});
+  }
+  FinishReactor(reactor, "ReportWork", start, status);
   return reactor;
 }
 

@@ -140,16 +140,16 @@ std::optional<History> HistoryFromCoordinator(
   return std::nullopt;
 }
 
-// The per-epoch results: from the summary's "epochs" when the launcher
+// The per-epoch results: from the summary's "epochs_detail" when the launcher
 // writes them, else from the coordinator (read while the cluster ran), else
 // from the epoch lines the launcher printed.
 History HistoryFrom(const json& summary,
                     const std::optional<History>& from_coordinator,
                     const std::vector<std::string>& lines) {
   History history;
-  if (summary.is_object() && summary.contains("epochs") &&
-      summary["epochs"].is_array()) {
-    for (const json& e : summary["epochs"]) {
+  if (summary.is_object() && summary.contains("epochs_detail") &&
+      summary["epochs_detail"].is_array()) {
+    for (const json& e : summary["epochs_detail"]) {
       EpochResult r;
       r.epoch = e.value("epoch", 0);
       r.steps = e.value("steps", int64_t{0});

@@ -55,14 +55,14 @@ bool HaveData() {
   return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
 }
 
-struct Run {
+struct LaunchRun {
   pid_t pid = -1;
   std::string dir;
   std::string summary;
 };
 
-Run StartLaunch(const std::string& name, std::vector<std::string> extra) {
-  Run run;
+LaunchRun StartLaunch(const std::string& name, std::vector<std::string> extra) {
+  LaunchRun run;
   run.dir = (fs::path(::testing::TempDir()) /
              ("launch_" + name + "_" + std::to_string(getpid())))
                 .string();
@@ -98,7 +98,7 @@ Run StartLaunch(const std::string& name, std::vector<std::string> extra) {
 }
 
 // Waits (bounded) for the launcher; returns its exit code or -1.
-int Wait(const Run& run) {
+int Wait(const LaunchRun& run) {
   auto deadline = std::chrono::steady_clock::now() + kRunLimit;
   while (std::chrono::steady_clock::now() < deadline) {
     int status = 0;
@@ -112,12 +112,12 @@ int Wait(const Run& run) {
   return -1;
 }
 
-std::string Log(const Run& run) {
+std::string Log(const LaunchRun& run) {
   std::ifstream f(run.dir + "/launch.log");
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-nlohmann::json Cluster(const Run& run) {
+nlohmann::json Cluster(const LaunchRun& run) {
   std::ifstream f(run.dir + "/run/cluster.json");
   nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
   return j.is_discarded() ? nlohmann::json::array() : j;
@@ -125,7 +125,7 @@ nlohmann::json Cluster(const Run& run) {
 
 // Waits until the cluster file lists the coordinator and the job has
 // completed at least `steps` steps; returns the cluster file.
-nlohmann::json WaitForProgress(const Run& run, int64_t steps) {
+nlohmann::json WaitForProgress(const LaunchRun& run, int64_t steps) {
   auto deadline = std::chrono::steady_clock::now() + kRunLimit;
   std::unique_ptr<CoordinatorClient> client;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -152,12 +152,12 @@ pid_t PidOf(const nlohmann::json& cluster, const std::string& name) {
   return -1;
 }
 
-nlohmann::json Summary(const Run& run) {
+nlohmann::json Summary(const LaunchRun& run) {
   std::ifstream f(run.summary);
   return nlohmann::json::parse(f, nullptr, false);
 }
 
-void ExpectCompleted(const Run& run, const nlohmann::json& summary) {
+void ExpectCompleted(const LaunchRun& run, const nlohmann::json& summary) {
   ASSERT_FALSE(summary.is_discarded()) << Log(run);
   EXPECT_EQ(summary["steps_applied"], summary["steps_scheduled"]) << Log(run);
   EXPECT_EQ(summary["steps_applied_ps"], summary["steps_scheduled"])
@@ -172,7 +172,7 @@ class LaunchTest : public ::testing::Test {
   // Accuracy of a run without faults (computed once).
   static double Baseline() {
     static double accuracy = [] {
-      Run run = StartLaunch("baseline", {"--ps=2", "--workers=2"});
+      LaunchRun run = StartLaunch("baseline", {"--ps=2", "--workers=2"});
       int rc = Wait(run);
       EXPECT_EQ(rc, 0) << Log(run);
       nlohmann::json s = Summary(run);
@@ -191,7 +191,7 @@ TEST_F(LaunchTest, TrainsToCompletionWithTwoPsAndTwoWorkers) {
 
 TEST_F(LaunchTest, WorkerKilledMidEpochDoesNotStopTheRun) {
   double baseline = Baseline();
-  Run run = StartLaunch("kill_worker", {"--ps=2", "--workers=2"});
+  LaunchRun run = StartLaunch("kill_worker", {"--ps=2", "--workers=2"});
   nlohmann::json cluster = WaitForProgress(run, 80);  // mid epoch 1 of 3
   pid_t victim = PidOf(cluster, "worker:1");
   ASSERT_GT(victim, 0) << Log(run);
@@ -205,7 +205,7 @@ TEST_F(LaunchTest, WorkerKilledMidEpochDoesNotStopTheRun) {
 }
 
 TEST_F(LaunchTest, PsKilledAndRestartedRestoresTheCheckpoint) {
-  Run run = StartLaunch("kill_ps", {"--ps=2", "--workers=2"});
+  LaunchRun run = StartLaunch("kill_ps", {"--ps=2", "--workers=2"});
   nlohmann::json cluster = WaitForProgress(run, 120);
   pid_t victim = PidOf(cluster, "ps:1");
   ASSERT_GT(victim, 0) << Log(run);
@@ -219,7 +219,7 @@ TEST_F(LaunchTest, PsKilledAndRestartedRestoresTheCheckpoint) {
 }
 
 TEST_F(LaunchTest, CoordinatorKilledAndRestartedResumesTheRun) {
-  Run run = StartLaunch("kill_coordinator", {"--ps=1", "--workers=2"});
+  LaunchRun run = StartLaunch("kill_coordinator", {"--ps=1", "--workers=2"});
   nlohmann::json cluster = WaitForProgress(run, 100);
   pid_t victim = PidOf(cluster, "coordinator");
   ASSERT_GT(victim, 0) << Log(run);
@@ -239,7 +239,7 @@ TEST_F(LaunchTest, BadJobFailsWithTheFieldName) {
             "loss": "mse", "data": {"format": "csv",
             "train": {"path": "/nonexistent.csv"}}})";
   }
-  Run run = StartLaunch("bad_job", {"--job=" + bad});
+  LaunchRun run = StartLaunch("bad_job", {"--job=" + bad});
   EXPECT_EQ(Wait(run), 1);
   EXPECT_NE(Log(run).find("conv"), std::string::npos) << Log(run);
 }

@@ -168,7 +168,9 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
     workers[i].name = absl::StrCat("worker:", i);
     workers[i].argv = {bin + "/strata-worker",
                        "--coordinator=" + coordinator.address,
-                       absl::StrCat("--task-index=", i)};
+                       absl::StrCat("--task-index=", i),
+                       absl::StrCat("--steps-in-flight=",
+                                    options.steps_in_flight)};
     workers[i].log_path = run_dir + absl::StrCat("/worker-", i, ".log");
     absl::Status s = Spawn(&workers[i], false, kStartTimeout);
     if (!s.ok()) {
@@ -309,6 +311,20 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
         {"run_dir", run_dir}};
     for (ChildProcess* c : all()) {
       if (c->restarts > 0) summary["restarts"][c->name] = c->restarts;
+    }
+    summary["epochs_detail"] = nlohmann::json::array();
+    for (const auto& e : status.epochs()) {
+      nlohmann::json row = {{"epoch", e.epoch() + 1},
+                            {"steps", e.steps()},
+                            {"loss", e.loss()},
+                            {"accuracy", e.accuracy()},
+                            {"examples_per_second", e.examples_per_second()},
+                            {"elapsed_seconds", e.elapsed_seconds()}};
+      if (e.evaluated()) {
+        row["test_loss"] = e.test_loss();
+        row["test_accuracy"] = e.test_accuracy();
+      }
+      summary["epochs_detail"].push_back(row);
     }
     out << absl::StrFormat("Test accuracy: %.4f (test loss %.4f)", test_accuracy,
                            test_loss)

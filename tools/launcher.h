@@ -25,6 +25,8 @@ struct LaunchOptions {
   std::string bin_dir;    // where strata-ps, strata-worker, ... live
   // Restart a PS or the coordinator that dies (as Kubernetes would).
   bool restart_servers = true;
+  // Steps each worker runs concurrently (strata-worker --steps-in-flight).
+  int steps_in_flight = 2;
   // Called after the job succeeded, while the PS tasks still run, with
   // their addresses in task order (to read the trained variables).
   std::function<absl::Status(const std::vector<std::string>& ps_addresses)>

@@ -26,6 +26,8 @@ ABSL_FLAG(std::string, run_dir, "", "launch: logs, state and checkpoints "
           "(default: a new temporary directory)");
 ABSL_FLAG(std::string, bin_dir, "", "launch: directory of strata-ps, "
           "strata-worker, strata-coordinator (default: found beside strata)");
+ABSL_FLAG(int, steps_in_flight, 2, "launch: steps each worker runs "
+          "concurrently");
 ABSL_FLAG(std::string, task_type, "", "tfconfig: overrides task.type");
 ABSL_FLAG(int, task_index, -1, "tfconfig: overrides task.index");
 
@@ -58,6 +60,7 @@ int Launch(const char* argv0) {
   options.summary_path = absl::GetFlag(FLAGS_summary);
   options.run_dir = absl::GetFlag(FLAGS_run_dir);
   options.bin_dir = absl::GetFlag(FLAGS_bin_dir);
+  options.steps_in_flight = absl::GetFlag(FLAGS_steps_in_flight);
   if (options.bin_dir.empty()) options.bin_dir = DefaultBinDir(argv0);
   struct sigaction sa {};
   sa.sa_handler = OnSignal;

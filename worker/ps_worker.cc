@@ -1,5 +1,8 @@
 #include "worker/ps_worker.h"
 
+#include <algorithm>
+#include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -80,10 +83,9 @@ bool PsWorker::Stopping() const {
 }
 
 absl::Status PsWorker::Run() {
-  v1::TaskId task;
-  task.set_role(options_.role);
-  task.set_index(options_.task_index);
-  agent_ = std::make_unique<MembershipAgent>(coordinator_, task, "",
+  task_.set_role(options_.role);
+  task_.set_index(options_.task_index);
+  agent_ = std::make_unique<MembershipAgent>(coordinator_, task_, "",
                                              NewIncarnation(), logger_);
   STRATA_RETURN_IF_ERROR(agent_->Start());
 
@@ -103,11 +105,40 @@ absl::Status PsWorker::Run() {
   }
   STRATA_RETURN_IF_ERROR(Setup(job));
 
+  const int n = std::max(1, options_.steps_in_flight);
+  std::vector<StepContext> contexts(n);
+  for (StepContext& ctx : contexts) {
+    for (int64_t size : sizes_) {
+      ctx.params.emplace_back(size);
+      ctx.grads.emplace_back(size);
+    }
+  }
+  std::vector<absl::Status> results(n);
+  std::vector<std::thread> threads;
+  for (int i = 1; i < n; ++i) {
+    threads.emplace_back(
+        [this, &contexts, &results, i] { results[i] = WorkLoop(&contexts[i]); });
+  }
+  results[0] = WorkLoop(&contexts[0]);
+  for (auto& t : threads) t.join();
+  agent_->Stop();
+  for (const absl::Status& r : results) STRATA_RETURN_IF_ERROR(r);
+  return absl::OkStatus();
+}
+
+absl::Status PsWorker::WorkLoop(StepContext* ctx) {
   v1::GetWorkRequest get;
-  *get.mutable_task() = task;
+  *get.mutable_task() = task_;
   get.set_incarnation(agent_->incarnation());
+  std::optional<v1::WorkItem> next;
   while (!Stopping()) {
-    auto item = coordinator_->GetWork(get);
+    absl::StatusOr<v1::WorkItem> item;
+    if (next.has_value()) {
+      item = *std::move(next);
+      next.reset();
+    } else {
+      item = coordinator_->GetWork(get);
+    }
     if (!item.ok()) {
       if (item.status().code() == absl::StatusCode::kNotFound) {
         // Declared failed or unknown after a coordinator restart: the agent
@@ -118,7 +149,7 @@ absl::Status PsWorker::Run() {
       return item.status();
     }
     v1::ReportWorkRequest report;
-    *report.mutable_task() = task;
+    *report.mutable_task() = task_;
     report.set_incarnation(agent_->incarnation());
     *report.mutable_item() = *item;
     switch (item->kind()) {
@@ -128,10 +159,9 @@ absl::Status PsWorker::Run() {
         continue;
       case v1::WorkItem::DONE:
         logger_->Log(LogLevel::kInfo, "job_done", {});
-        agent_->Stop();
         return absl::OkStatus();
       case v1::WorkItem::TRAIN: {
-        absl::Status s = Train(*item);
+        absl::Status s = Train(*item, ctx);
         if (!s.ok()) {
           logger_->Log(LogLevel::kWarning, "step_failed",
                        {{"step", item->step()}, {"error", s.ToString()}});
@@ -143,15 +173,15 @@ absl::Status PsWorker::Run() {
             absl::SleepFor(absl::Milliseconds(100));
           }
         } else {
-          report.set_loss(last_loss_);
-          report.set_accuracy(last_accuracy_);
-          report.set_examples(last_examples_);
+          report.set_loss(ctx->stats.loss);
+          report.set_accuracy(ctx->stats.accuracy);
+          report.set_examples(ctx->stats.examples);
         }
         break;
       }
       case v1::WorkItem::EVALUATE: {
         double loss = 0, accuracy = 0;
-        absl::Status s = EvaluateEpoch(*item, &loss, &accuracy);
+        absl::Status s = EvaluateEpoch(*item, ctx, &loss, &accuracy);
         if (!s.ok()) {
           report.set_error(s.ToString());
           absl::SleepFor(absl::Milliseconds(100));
@@ -164,10 +194,14 @@ absl::Status PsWorker::Run() {
       default:
         continue;
     }
-    absl::Status reported = coordinator_->ReportWork(report);
-    if (!reported.ok() && reported.code() != absl::StatusCode::kNotFound) {
+    report.set_want_next(true);
+    absl::StatusOr<v1::ReportWorkResponse> reported =
+        coordinator_->ReportWork(report);
+    if (reported.ok()) {
+      if (reported->has_next()) next = reported->next();
+    } else if (reported.status().code() != absl::StatusCode::kNotFound) {
       logger_->Log(LogLevel::kWarning, "report_failed",
-                   {{"error", reported.ToString()}});
+                   {{"error", reported.status().ToString()}});
     }
   }
   return absl::CancelledError("stopped");
@@ -197,6 +231,14 @@ absl::Status PsWorker::Setup(const v1::JobStatus& status) {
         "the cluster has no ps task; ParameterServerStrategy needs one");
   }
   cluster_ = PsCluster::Connect(ps);
+  specs_ = PsVariableSpecs(job_, *model_);
+  names_.clear();
+  sizes_.clear();
+  for (const v1::VariableSpec& spec : specs_) {
+    names_.push_back(spec.name());
+    sizes_.push_back(
+        NumElements(Shape(spec.shape().begin(), spec.shape().end())));
+  }
   STRATA_RETURN_IF_ERROR(CreateVariables());
   logger_->Log(LogLevel::kInfo, "job_setup",
                {{"job", status.job_id()},
@@ -207,52 +249,44 @@ absl::Status PsWorker::Setup(const v1::JobStatus& status) {
 }
 
 absl::Status PsWorker::CreateVariables() {
-  names_.clear();
-  params_.clear();
-  grads_.clear();
-  for (const v1::VariableSpec& spec : PsVariableSpecs(job_, *model_)) {
+  for (const v1::VariableSpec& spec : specs_) {
     Shape shape(spec.shape().begin(), spec.shape().end());
     STRATA_ASSIGN_OR_RETURN(std::vector<ShardSlice> slices,
                             PartitionFor(job_, shape));
     STRATA_RETURN_IF_ERROR(cluster_->CreateVariable(spec, slices).status());
-    names_.push_back(spec.name());
-    params_.emplace_back(NumElements(shape));
-    grads_.emplace_back(NumElements(shape));
   }
   return absl::OkStatus();
 }
 
-absl::Status PsWorker::Train(const v1::WorkItem& item) {
-  if (item.epoch() != cached_epoch_) {
-    permutation_ = EpochPermutation(train_.size, job_.shuffle_seed,
-                                    item.epoch());
-    cached_epoch_ = item.epoch();
+absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
+  if (item.epoch() != ctx->cached_epoch) {
+    ctx->permutation =
+        EpochPermutation(train_.size, job_.shuffle_seed, item.epoch());
+    ctx->cached_epoch = item.epoch();
   }
-  GatherBatch(train_, permutation_, item.batch(), job_.batch_size, &batch_x_,
-              &batch_y_);
-  const int64_t batch = static_cast<int64_t>(batch_y_.size());
+  GatherBatch(train_, ctx->permutation, item.batch(), job_.batch_size,
+              &ctx->batch_x, &ctx->batch_y);
+  const int64_t batch = static_cast<int64_t>(ctx->batch_y.size());
   std::vector<void*> dsts;
-  for (auto& p : params_) dsts.push_back(p.data());
+  for (auto& p : ctx->params) dsts.push_back(p.data());
   STRATA_RETURN_IF_ERROR(cluster_->PullMany(names_, dsts));
   STRATA_ASSIGN_OR_RETURN(
-      StepStats stats,
-      model_->TrainStep(Model::Views(params_), batch_x_.data(),
-                        batch_y_.data(), batch,
+      ctx->stats,
+      model_->TrainStep(Model::Views(ctx->params), ctx->batch_x.data(),
+                        ctx->batch_y.data(), batch,
                         job_.seed * 1000003 + static_cast<uint64_t>(item.step()),
-                        &grads_, &workspace_));
+                        &ctx->grads, &ctx->workspace));
   std::vector<const void*> grads;
-  for (auto& g : grads_) grads.push_back(g.data());
+  for (auto& g : ctx->grads) grads.push_back(g.data());
   // Tagged by step, not by worker: whoever runs a step, it is applied once.
   STRATA_RETURN_IF_ERROR(
       cluster_->PushMany(names_, grads, PushTag{item.job_id(), 0, item.step()})
           .status());
-  last_loss_ = stats.loss;
-  last_accuracy_ = stats.accuracy;
-  last_examples_ = stats.examples;
   return absl::OkStatus();
 }
 
-absl::Status PsWorker::EvaluateEpoch(const v1::WorkItem& item, double* loss,
+absl::Status PsWorker::EvaluateEpoch(const v1::WorkItem& item,
+                                     StepContext* ctx, double* loss,
                                      double* accuracy) {
   if (!has_test_) {
     *loss = 0;
@@ -260,11 +294,12 @@ absl::Status PsWorker::EvaluateEpoch(const v1::WorkItem& item, double* loss,
     return absl::OkStatus();
   }
   std::vector<void*> dsts;
-  for (auto& p : params_) dsts.push_back(p.data());
+  for (auto& p : ctx->params) dsts.push_back(p.data());
   STRATA_RETURN_IF_ERROR(cluster_->PullMany(names_, dsts));
   STRATA_ASSIGN_OR_RETURN(
       StepStats stats,
-      model_->Evaluate(Model::Views(params_), test_, 1024, &workspace_));
+      model_->Evaluate(Model::Views(ctx->params), test_, 1024,
+                       &ctx->workspace));
   *loss = stats.loss;
   *accuracy = stats.accuracy;
   logger_->Log(LogLevel::kInfo, "evaluated",

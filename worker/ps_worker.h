@@ -25,6 +25,10 @@ struct PsWorkerOptions {
   std::string role = "worker";
   // Ends Run() early when set (signal handlers, tests).
   const std::atomic<bool>* stop = nullptr;
+  // Steps this worker runs concurrently (each on its own thread with its
+  // own buffers), so that one step's RPCs overlap another's compute, as
+  // ClusterCoordinator keeps several closures in flight per worker.
+  int steps_in_flight = 2;
 };
 
 // The variable specs a job places on the PS tasks: one per model variable,
@@ -47,35 +51,43 @@ class PsWorker {
   absl::Status Run();
 
  private:
+  // Buffers of one in-flight step.
+  struct StepContext {
+    std::vector<std::vector<float>> params;
+    std::vector<std::vector<float>> grads;
+    ModelWorkspace workspace;
+    int cached_epoch = -1;
+    std::vector<int64_t> permutation;
+    std::vector<float> batch_x;
+    std::vector<int32_t> batch_y;
+    StepStats stats;
+  };
+
   absl::Status Setup(const v1::JobStatus& job);
   absl::Status CreateVariables();
-  absl::Status Train(const v1::WorkItem& item);
-  absl::Status EvaluateEpoch(const v1::WorkItem& item, double* loss,
-                             double* accuracy);
+  // Takes and runs work items until DONE or stop.
+  absl::Status WorkLoop(StepContext* ctx);
+  absl::Status Train(const v1::WorkItem& item, StepContext* ctx);
+  absl::Status EvaluateEpoch(const v1::WorkItem& item, StepContext* ctx,
+                             double* loss, double* accuracy);
   bool Stopping() const;
 
   CoordinatorClient* const coordinator_;
   Logger* const logger_;
   const PsWorkerOptions options_;
   std::unique_ptr<MembershipAgent> agent_;
+  v1::TaskId task_;
 
+  // Set up once by Setup(); read-only while steps run.
   JobSpec job_;
   std::unique_ptr<Model> model_;
   Dataset train_;
   Dataset test_;
   bool has_test_ = false;
   std::unique_ptr<PsCluster> cluster_;
+  std::vector<v1::VariableSpec> specs_;
   std::vector<std::string> names_;
-  std::vector<std::vector<float>> params_;
-  std::vector<std::vector<float>> grads_;
-  ModelWorkspace workspace_;
-  int cached_epoch_ = -1;
-  std::vector<int64_t> permutation_;
-  std::vector<float> batch_x_;
-  std::vector<int32_t> batch_y_;
-  double last_loss_ = 0;
-  double last_accuracy_ = 0;
-  int64_t last_examples_ = 0;
+  std::vector<int64_t> sizes_;
 };
 
 }  // namespace strata

@@ -16,6 +16,7 @@
 #include "worker/ps_worker.h"
 
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (required)");
+ABSL_FLAG(int, steps_in_flight, 2, "Training steps run concurrently");
 ABSL_FLAG(int, task_index, -1, "Index of this worker (default: TF_CONFIG "
           "task.index, else 0)");
 
@@ -62,6 +63,11 @@ int main(int argc, char** argv) {
   options.task_index = task_index;
   options.role = role;
   options.stop = &g_stop;
+  options.steps_in_flight = absl::GetFlag(FLAGS_steps_in_flight);
+  if (options.steps_in_flight < 1) {
+    std::cerr << "strata-worker: --steps-in-flight must be >= 1\n";
+    return 2;
+  }
   strata::PsWorker worker(client.get(), &logger, options);
   absl::Status s = worker.Run();
   if (!s.ok() && !(g_stop && s.code() == absl::StatusCode::kCancelled)) {
