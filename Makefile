@@ -1,5 +1,5 @@
 # Strata developer entry points. On a fresh Debian 12 machine, as root:
-#   make run    # install deps, build, start a local PS and benchmark it
+#   make run    # install deps, build, train the reference job on a local cluster
 #   make test   # install deps, build (gcc and clang -Wthread-safety), test
 #
 # Variables: JOBS (parallel build jobs, default: nproc).
@@ -22,7 +22,7 @@ DEB_PACKAGES := \
   libcpp-httplib-dev libgoogle-perftools-dev dataset-fashion-mnist \
   iproute2 procps
 
-.PHONY: all deps build build-tsa test bench run clean
+.PHONY: all deps build build-tsa test bench run ps-smoke train-compare clean
 
 all: build
 
@@ -69,8 +69,20 @@ bench: build
 	$(BUILD_DIR)/bin/ps_bench --markdown bench/RESULTS.latest.md
 	@echo "bench: results written to bench/RESULTS.latest.md"
 
+# Trains the reference job (examples/fashion_mnist/job.json) on a local
+# cluster: a coordinator, 2 PS tasks and 2 workers as processes.
 run: build
+	$(BUILD_DIR)/bin/strata launch --job examples/fashion_mnist/job.json \
+	  --ps 2 --workers 2 --summary $(BUILD_DIR)/run-summary.json
+	@echo "run: summary written to $(BUILD_DIR)/run-summary.json"
+
+# One PS and the quick data-plane benchmark against it, then SIGTERM.
+ps-smoke: build
 	tools/run_local.sh
+
+# Single-process training against the PS strategy, side by side.
+train-compare: build
+	bench/train_compare.sh
 
 clean:
 	rm -rf $(BUILD_DIR) $(TSA_DIR)

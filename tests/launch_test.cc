@@ -7,11 +7,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "client/coordinator_client.h"
@@ -169,28 +171,38 @@ class LaunchTest : public ::testing::Test {
   void SetUp() override {
     if (!HaveData()) GTEST_SKIP() << "Fashion-MNIST is not installed";
   }
-  // Accuracy of a run without faults (computed once).
-  static double Baseline() {
-    static double accuracy = [] {
-      LaunchRun run = StartLaunch("baseline", {"--ps=2", "--workers=2"});
-      int rc = Wait(run);
-      EXPECT_EQ(rc, 0) << Log(run);
-      nlohmann::json s = Summary(run);
-      ExpectCompleted(run, s);
-      EXPECT_EQ(s["lost_steps"], 0);
-      return s.is_discarded() ? 0.0 : s["test_accuracy"].get<double>();
+  // Test accuracies of two runs without faults (computed once). Async
+  // updates make runs differ by interleaving alone, so a fault run is
+  // compared with the range of fault-free runs.
+  static std::pair<double, double> Baseline() {
+    static std::pair<double, double> range = [] {
+      std::vector<double> accuracies;
+      for (int i = 0; i < 2; ++i) {
+        LaunchRun run = StartLaunch("baseline" + std::to_string(i),
+                                    {"--ps=2", "--workers=2"});
+        int rc = Wait(run);
+        EXPECT_EQ(rc, 0) << Log(run);
+        nlohmann::json s = Summary(run);
+        ExpectCompleted(run, s);
+        EXPECT_EQ(s["lost_steps"], 0);
+        accuracies.push_back(
+            s.is_discarded() ? 0.0 : s["test_accuracy"].get<double>());
+      }
+      return std::make_pair(std::min(accuracies[0], accuracies[1]),
+                            std::max(accuracies[0], accuracies[1]));
     }();
-    return accuracy;
+    return range;
   }
 };
 
 TEST_F(LaunchTest, TrainsToCompletionWithTwoPsAndTwoWorkers) {
-  double accuracy = Baseline();
-  EXPECT_GT(accuracy, 0.78);
+  auto [low, high] = Baseline();
+  EXPECT_GT(low, 0.78);
+  EXPECT_LT(high - low, 0.05);
 }
 
 TEST_F(LaunchTest, WorkerKilledMidEpochDoesNotStopTheRun) {
-  double baseline = Baseline();
+  auto [low, high] = Baseline();
   LaunchRun run = StartLaunch("kill_worker", {"--ps=2", "--workers=2"});
   nlohmann::json cluster = WaitForProgress(run, 80);  // mid epoch 1 of 3
   pid_t victim = PidOf(cluster, "worker:1");
@@ -199,7 +211,9 @@ TEST_F(LaunchTest, WorkerKilledMidEpochDoesNotStopTheRun) {
   ASSERT_EQ(Wait(run), 0) << Log(run);
   nlohmann::json s = Summary(run);
   ExpectCompleted(run, s);
-  EXPECT_NEAR(s["test_accuracy"].get<double>(), baseline, 0.01) << Log(run);
+  const double accuracy = s["test_accuracy"].get<double>();
+  EXPECT_GE(accuracy, low - 0.01) << Log(run);
+  EXPECT_LE(accuracy, high + 0.01) << Log(run);
   EXPECT_NE(Log(run).find("worker:1 exited (killed by signal 9)"),
             std::string::npos);
 }
@@ -229,6 +243,42 @@ TEST_F(LaunchTest, CoordinatorKilledAndRestartedResumesTheRun) {
   ExpectCompleted(run, s);
   EXPECT_EQ(s["restarts"]["coordinator"], 1);
   EXPECT_GT(s["test_accuracy"].get<double>(), 0.75);
+}
+
+TEST_F(LaunchTest, SyncUpdatesAggregateReplicaSteps) {
+  std::ifstream in(kJob);
+  nlohmann::json job = nlohmann::json::parse(in);
+  job["strategy"]["update"] = "sync";
+  job["strategy"]["sync_replicas"] = 2;
+  job["epochs"] = 2;
+  job["data"]["limit_train"] = 6000 + 64;  // an odd number of steps
+  job["checkpoint"]["every_steps"] = 0;
+  std::string path = ::testing::TempDir() + "/sync_job.json";
+  {
+    std::ofstream out(path);
+    out << job.dump();
+  }
+  LaunchRun run = StartLaunch("sync", {"--job=" + path, "--ps=1",
+                                       "--workers=2"});
+  ASSERT_EQ(Wait(run), 0) << Log(run);
+  nlohmann::json s = Summary(run);
+  ExpectCompleted(run, s);
+  EXPECT_EQ(s["steps_scheduled"], 2 * 95);
+  EXPECT_GT(s["test_accuracy"].get<double>(), 0.7);
+}
+
+TEST_F(LaunchTest, SyncWithCheckpointsIsRefusedUpFront) {
+  std::ifstream in(kJob);
+  nlohmann::json job = nlohmann::json::parse(in);
+  job["strategy"]["update"] = "sync";
+  std::string path = ::testing::TempDir() + "/sync_ckpt_job.json";
+  {
+    std::ofstream out(path);
+    out << job.dump();
+  }
+  LaunchRun run = StartLaunch("sync_ckpt", {"--job=" + path});
+  EXPECT_EQ(Wait(run), 1);
+  EXPECT_NE(Log(run).find("not supported yet"), std::string::npos) << Log(run);
 }
 
 TEST_F(LaunchTest, BadJobFailsWithTheFieldName) {

@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "tools/process.h"
 #include "worker/dataset.h"
 #include "worker/job.h"
+#include "worker/ps_worker.h"
 
 namespace strata {
 namespace {
@@ -85,6 +87,9 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   if (!options.strategy.empty()) job_json["strategy"]["type"] = options.strategy;
   if (options.epochs > 0) job_json["epochs"] = options.epochs;
   STRATA_ASSIGN_OR_RETURN(JobSpec job, ParseJob(job_json));
+  if (job.strategy.type == "parameter_server") {
+    STRATA_RETURN_IF_ERROR(CheckPsJob(job));
+  }
   if (options.num_ps < 0 || options.num_workers < 1) {
     return absl::InvalidArgumentError(
         "--ps must be >= 0 and --workers must be >= 1");
@@ -289,6 +294,11 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
       }
     }
     auto ps_applied = PsAppliedSteps(ps);
+    if (ps_applied.ok() && job.strategy.update == "sync") {
+      // Versions count aggregated steps of sync_replicas steps each.
+      ps_applied = std::min<int64_t>(*ps_applied * job.strategy.sync_replicas,
+                                     status.steps_scheduled());
+    }
     summary = {
         {"job", job.name},
         {"strategy", job.strategy.type},

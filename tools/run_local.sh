@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Starts one parameter server on 127.0.0.1 (a free port), runs the quick PS
-# benchmark against it, then stops the server with SIGTERM. Used by
-# `make run` until `strata launch` exists.
+# benchmark against it, then stops the server with SIGTERM (`make ps-smoke`).
 #
 # Environment: STRATA_BUILD_DIR (default: build), STRATA_START_TIMEOUT
 # (seconds to wait for "listening on HOST:PORT", default 30).

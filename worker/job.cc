@@ -516,7 +516,8 @@ absl::Status ParsePartitioner(const json& value, const std::string& path,
 
 absl::Status ParseStrategy(const json& value, StrategySpec* s) {
   STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, "job.strategy"));
-  STRATA_RETURN_IF_ERROR(o.CheckKeys({"type", "update", "partitioner"}));
+  STRATA_RETURN_IF_ERROR(
+      o.CheckKeys({"type", "update", "partitioner", "sync_replicas"}));
   STRATA_RETURN_IF_ERROR(o.Enum("type", true,
                                 {"parameter_server", "central_storage",
                                  "multi_worker_mirrored", "mirrored",
@@ -531,6 +532,8 @@ absl::Status ParseStrategy(const json& value, StrategySpec* s) {
                      absl::StrCat("'async' is not supported by ", s->type,
                                   " (it is synchronous); use 'sync'"));
   }
+  STRATA_RETURN_IF_ERROR(
+      o.Int32("sync_replicas", false, 1, &s->sync_replicas));
   if (o.Has("partitioner")) {
     STRATA_RETURN_IF_ERROR(ParsePartitioner(
         o.At("partitioner"), o.Path("partitioner"), &s->partitioner));

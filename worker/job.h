@@ -110,6 +110,10 @@ struct StrategySpec {
   std::string type = "parameter_server";
   std::string update = "async";
   PartitionerSpec partitioner;
+  // parameter_server with update "sync": gradients of this many consecutive
+  // steps are averaged and applied once (SyncReplicasOptimizer's
+  // replicas_to_aggregate).
+  int sync_replicas = 2;
   nlohmann::json options = nlohmann::json::object();
 };
 

@@ -52,9 +52,24 @@ std::vector<v1::VariableSpec> PsVariableSpecs(const JobSpec& job,
     for (int64_t d : def.shape) spec.add_shape(d);
     *spec.mutable_initializer() = InitializerToProto(def.init);
     *spec.mutable_optimizer() = OptimizerToProto(job.optimizer);
+    if (job.strategy.update == "sync") {
+      spec.mutable_update_mode()->set_kind(v1::UpdateMode::SYNC);
+      spec.mutable_update_mode()->set_num_replicas(job.strategy.sync_replicas);
+    }
     specs.push_back(std::move(spec));
   }
   return specs;
+}
+
+absl::Status CheckPsJob(const JobSpec& job) {
+  if (job.strategy.update == "sync" &&
+      (job.checkpoint.every_steps > 0 || job.checkpoint.every_seconds > 0)) {
+    return absl::FailedPreconditionError(
+        "job.strategy.update: 'sync' with job.checkpoint is not supported yet "
+        "by parameter_server (set checkpoint.every_steps and every_seconds "
+        "to 0, or use 'async')");
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<ShardSlice>> PartitionFor(const JobSpec& job,
@@ -209,6 +224,7 @@ absl::Status PsWorker::WorkLoop(StepContext* ctx) {
 
 absl::Status PsWorker::Setup(const v1::JobStatus& status) {
   STRATA_ASSIGN_OR_RETURN(job_, ParseJobString(status.job_json()));
+  STRATA_RETURN_IF_ERROR(CheckPsJob(job_));
   STRATA_ASSIGN_OR_RETURN(Model model,
                           Model::Build(job_.model, job_.loss, job_.seed));
   model_ = std::make_unique<Model>(std::move(model));
@@ -267,9 +283,17 @@ absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
   GatherBatch(train_, ctx->permutation, item.batch(), job_.batch_size,
               &ctx->batch_x, &ctx->batch_y);
   const int64_t batch = static_cast<int64_t>(ctx->batch_y.size());
+  // Async: every step is its own update. Sync: step s is replica
+  // s % R of aggregated step s / R, which reads the variables after every
+  // earlier aggregated step was applied.
+  const bool sync = job_.strategy.update == "sync";
+  const int64_t replicas = sync ? job_.strategy.sync_replicas : 1;
+  const int64_t group = item.step() / replicas;
+  PullOptions pull;
+  if (sync) pull.min_version = group;
   std::vector<void*> dsts;
   for (auto& p : ctx->params) dsts.push_back(p.data());
-  STRATA_RETURN_IF_ERROR(cluster_->PullMany(names_, dsts));
+  STRATA_RETURN_IF_ERROR(cluster_->PullMany(names_, dsts, pull));
   STRATA_ASSIGN_OR_RETURN(
       ctx->stats,
       model_->TrainStep(Model::Views(ctx->params), ctx->batch_x.data(),
@@ -279,9 +303,26 @@ absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
   std::vector<const void*> grads;
   for (auto& g : ctx->grads) grads.push_back(g.data());
   // Tagged by step, not by worker: whoever runs a step, it is applied once.
+  if (!sync) {
+    return cluster_
+        ->PushMany(names_, grads, PushTag{item.job_id(), 0, item.step()})
+        .status();
+  }
+  const int64_t replica = item.step() % replicas;
   STRATA_RETURN_IF_ERROR(
-      cluster_->PushMany(names_, grads, PushTag{item.job_id(), 0, item.step()})
+      cluster_->PushMany(names_, grads, PushTag{item.job_id(), replica, group})
           .status());
+  // The job's last step may end a partial group: it stands in for the
+  // missing replicas so that the group is applied.
+  const int64_t total = static_cast<int64_t>(job_.epochs) *
+                        StepsPerEpoch(train_.size, job_.batch_size);
+  if (item.step() == total - 1) {
+    for (int64_t r = replica + 1; r < replicas; ++r) {
+      STRATA_RETURN_IF_ERROR(
+          cluster_->PushMany(names_, grads, PushTag{item.job_id(), r, group})
+              .status());
+    }
+  }
   return absl::OkStatus();
 }
 

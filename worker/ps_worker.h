@@ -36,6 +36,12 @@ struct PsWorkerOptions {
 std::vector<v1::VariableSpec> PsVariableSpecs(const JobSpec& job,
                                               const Model& model);
 
+// Checks what ParameterServerStrategy supports of a valid job. Errors:
+// FAILED_PRECONDITION for sync updates combined with checkpoints (the
+// coordinator's checkpoint drain can wait on a pull that waits for a step
+// not yet handed out).
+absl::Status CheckPsJob(const JobSpec& job);
+
 // Axis-0 slices of a variable under the job's partitioner.
 absl::StatusOr<std::vector<ShardSlice>> PartitionFor(const JobSpec& job,
                                                      const Shape& shape);
