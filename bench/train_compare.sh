@@ -34,5 +34,5 @@ print("|---|---|---|---|")
 for name, s in rows:
     print(f"| {name} | {s['test_accuracy']:.4f} | {s['examples_per_second']:.0f} | {s['examples_per_second']/base:.2f} |")
 for name, s in rows[1:]:
-    print(f"\n{name} summary: " + json.dumps({k: s[k] for k in s if k != 'run_dir'}))
+    print(f"\n{name} summary: " + json.dumps({k: s[k] for k in s if k not in ('run_dir', 'epochs_detail')}))
 PY
