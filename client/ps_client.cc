@@ -21,6 +21,10 @@ namespace {
 constexpr char kPushMethod[] = "/strata.v1.ParameterService/Push";
 constexpr char kAssignMethod[] = "/strata.v1.ParameterService/Assign";
 constexpr char kPullMethod[] = "/strata.v1.ParameterService/Pull";
+constexpr char kPullVariablesMethod[] =
+    "/strata.v1.ParameterService/PullVariables";
+constexpr char kPushVariablesMethod[] =
+    "/strata.v1.ParameterService/PushVariables";
 
 // Row ids per pull request, keeping requests far below gRPC's 4 MiB limit.
 constexpr size_t kMaxIdsPerPull = 256 * 1024;
@@ -231,6 +235,118 @@ class PullReactor final
   size_t payload_bytes_ = 0;
   size_t received_ = 0;
   PullResult result_;
+  absl::Status local_error_;
+  grpc::Status status_;
+  Latch latch_;
+};
+
+// Client side of PullVariables: receives chunks and scatters them to one
+// destination per variable (no chunk spans two variables).
+class PullVariablesReactor final
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  PullVariablesReactor(grpc::ClientContext* ctx,
+                       const v1::PullVariablesRequest& request,
+                       const std::vector<void*>& dsts,
+                       const std::vector<size_t>& sizes)
+      : ctx_(ctx),
+        request_(StringToByteBuffer(request.SerializeAsString())),
+        names_(request.names().begin(), request.names().end()),
+        dsts_(dsts),
+        sizes_(sizes) {}
+
+  void Go() {
+    StartWriteLast(&request_, grpc::WriteOptions());
+    StartRead(&message_);
+    StartCall();
+  }
+
+  void OnWriteDone(bool ok) override {}
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    absl::Status s = Consume();
+    if (!s.ok()) {
+      local_error_ = s;
+      ctx_->TryCancel();
+      return;
+    }
+    message_.Clear();
+    StartRead(&message_);
+  }
+  void OnDone(const grpc::Status& status) override {
+    status_ = status;
+    latch_.Done();
+  }
+
+  absl::StatusOr<std::vector<int64_t>> Wait() {
+    latch_.Wait();
+    if (!local_error_.ok()) return local_error_;
+    if (!status_.ok()) return FromGrpcStatus(status_);
+    if (!header_seen_) {
+      return absl::InternalError("pull stream ended without a header");
+    }
+    if (received_ != total_) {
+      return absl::DataLossError(absl::StrCat(
+          "pull stream ended after ", received_, " of ", total_, " bytes"));
+    }
+    return versions_;
+  }
+
+ private:
+  absl::Status Consume() {
+    DecodedChunk chunk;
+    STRATA_RETURN_IF_ERROR(DecodeChunk(message_, &chunk));
+    if (!header_seen_) {
+      v1::PullVariablesHeader header;
+      if (!chunk.has_header || !header.ParseFromString(chunk.header)) {
+        return absl::InternalError("pull stream: first chunk has no header");
+      }
+      header_seen_ = true;
+      if (header.variables_size() != static_cast<int>(names_.size())) {
+        return absl::InternalError("pull stream: wrong number of variables");
+      }
+      size_t offset = 0;
+      for (int i = 0; i < header.variables_size(); ++i) {
+        const v1::VariableSlot& slot = header.variables(i);
+        if (static_cast<size_t>(slot.bytes()) != sizes_[i]) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "pull: variable '", names_[i], "' has ", slot.bytes(),
+              " bytes, the destination has ", sizes_[i]));
+        }
+        starts_.push_back(offset);
+        offset += static_cast<size_t>(slot.bytes());
+        versions_.push_back(slot.version());
+      }
+      total_ = offset;
+    }
+    if (chunk.data_size == 0) return absl::OkStatus();
+    const size_t at = static_cast<size_t>(chunk.offset);
+    if (at != received_ || at + chunk.data_size > total_) {
+      return absl::InternalError("pull stream: chunk out of order");
+    }
+    // The variable holding this chunk.
+    size_t i = std::upper_bound(starts_.begin(), starts_.end(), at) -
+               starts_.begin() - 1;
+    while (i + 1 < starts_.size() && starts_[i + 1] == at) ++i;
+    if (at + chunk.data_size > starts_[i] + sizes_[i]) {
+      return absl::InternalError("pull stream: chunk spans two variables");
+    }
+    chunk.CopyDataTo(static_cast<char*>(dsts_[i]) + (at - starts_[i]));
+    received_ += chunk.data_size;
+    return absl::OkStatus();
+  }
+
+  grpc::ClientContext* const ctx_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer message_;
+  const std::vector<std::string> names_;
+  const std::vector<void*>& dsts_;
+  const std::vector<size_t>& sizes_;
+  bool header_seen_ = false;
+  std::vector<size_t> starts_;
+  std::vector<int64_t> versions_;
+  size_t total_ = 0;
+  size_t received_ = 0;
   absl::Status local_error_;
   grpc::Status status_;
   Latch latch_;
@@ -481,6 +597,92 @@ absl::StatusOr<PushResult> PsClient::PushRows(const std::string& name,
       {absl::string_view(reinterpret_cast<const char*>(ids.data()),
                          ids.size() * sizeof(int64_t)),
        absl::string_view(static_cast<const char*>(values), value_bytes)});
+}
+
+absl::StatusOr<std::vector<int64_t>> PsClient::PullVariablesOnce(
+    Conn& conn, const v1::PullVariablesRequest& request,
+    const std::vector<void*>& dsts, const std::vector<size_t>& sizes) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.deadline);
+  PullVariablesReactor reactor(&ctx, request, dsts, sizes);
+  conn.generic->PrepareBidiStreamingCall(&ctx, kPullVariablesMethod,
+                                         grpc::StubOptions(), &reactor);
+  reactor.Go();
+  return reactor.Wait();
+}
+
+absl::StatusOr<std::vector<int64_t>> PsClient::PullVariables(
+    const std::vector<std::string>& names, const std::vector<void*>& dsts,
+    const std::vector<size_t>& sizes, const PullOptions& options) {
+  if (names.size() != dsts.size() || names.size() != sizes.size()) {
+    return absl::InvalidArgumentError(
+        "PullVariables: names, destinations and sizes differ in count");
+  }
+  v1::PullVariablesRequest req;
+  for (const auto& n : names) req.add_names(n);
+  req.set_min_version(options.min_version);
+  req.set_clock(options.clock);
+  req.set_worker(options.worker);
+  absl::StatusOr<std::vector<int64_t>> result;
+  STRATA_RETRY_LOOP(result, PullVariablesOnce(Next(), req, dsts, sizes));
+  return result;
+}
+
+absl::StatusOr<std::vector<PushResult>> PsClient::PushVariables(
+    const std::vector<std::string>& names, DType dtype,
+    const std::vector<Shape>& shapes, const std::vector<const void*>& data,
+    const PushTag& tag) {
+  if (names.size() != shapes.size() || names.size() != data.size()) {
+    return absl::InvalidArgumentError(
+        "PushVariables: names, shapes and data differ in count");
+  }
+  v1::PushVariablesHeader header;
+  std::vector<absl::string_view> payload;
+  int64_t total = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const size_t bytes = NumElements(shapes[i]) * DTypeSize(dtype);
+    v1::VariableSlot* slot = header.add_variables();
+    slot->set_name(names[i]);
+    slot->set_dtype(static_cast<v1::DType>(dtype));
+    for (int64_t d : shapes[i]) slot->add_shape(d);
+    slot->set_bytes(static_cast<int64_t>(bytes));
+    payload.emplace_back(static_cast<const char*>(data[i]), bytes);
+    total += static_cast<int64_t>(bytes);
+  }
+  header.set_payload_bytes(total);
+  header.mutable_tag()->set_job(tag.job);
+  header.mutable_tag()->set_worker(tag.worker);
+  header.mutable_tag()->set_step(tag.step);
+  absl::StatusOr<std::string> raw;
+  int attempts = 0;
+  for (int attempt = 1;; ++attempt) {
+    attempts = attempt;
+    header.mutable_tag()->set_attempt(attempt - 1);
+    raw = UploadOnce(Next(), kPushVariablesMethod, header.SerializeAsString(),
+                     payload);
+    if (raw.ok() || raw.status().code() != absl::StatusCode::kUnavailable ||
+        attempt >= options_.max_attempts) {
+      break;
+    }
+    std::this_thread::sleep_for(absl::ToChronoMilliseconds(Backoff(attempt)));
+  }
+  if (!raw.ok()) return raw.status();
+  v1::PushVariablesResponse resp;
+  if (!resp.ParseFromString(*raw) ||
+      resp.results_size() != static_cast<int>(names.size())) {
+    return absl::InternalError(
+        "PushVariables: the response is not a PushVariablesResponse");
+  }
+  std::vector<PushResult> out;
+  for (const auto& r : resp.results()) {
+    PushResult p;
+    p.version = r.version();
+    p.duplicate = r.duplicate();
+    p.applied = r.applied();
+    p.attempts = attempts;
+    out.push_back(p);
+  }
+  return out;
 }
 
 absl::StatusOr<int64_t> PsClient::Assign(const std::string& name, DType dtype,

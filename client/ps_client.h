@@ -97,6 +97,18 @@ class PsClient {
                                       absl::Span<const int64_t> ids,
                                       int64_t row_width, const void* values,
                                       const PushTag& tag);
+  // Several variables in one call: pulls variable names[i] into dsts[i]
+  // (sizes[i] bytes, which must equal its size). Returns the versions read.
+  absl::StatusOr<std::vector<int64_t>> PullVariables(
+      const std::vector<std::string>& names, const std::vector<void*>& dsts,
+      const std::vector<size_t>& sizes, const PullOptions& options = {});
+  // Pushes dense gradients for several variables with one tag (each
+  // variable applies it at most once). `shapes[i]` is variable i's shape.
+  absl::StatusOr<std::vector<PushResult>> PushVariables(
+      const std::vector<std::string>& names, DType dtype,
+      const std::vector<Shape>& shapes, const std::vector<const void*>& data,
+      const PushTag& tag);
+
   // Replaces a variable's value. Returns the new version.
   absl::StatusOr<int64_t> Assign(const std::string& name, DType dtype,
                                  const Shape& shape, const void* data);
@@ -125,6 +137,9 @@ class PsClient {
                                          const std::string& header,
                                          absl::Span<const absl::string_view>
                                              payload);
+  absl::StatusOr<std::vector<int64_t>> PullVariablesOnce(
+      Conn& conn, const v1::PullVariablesRequest& request,
+      const std::vector<void*>& dsts, const std::vector<size_t>& sizes);
   absl::StatusOr<PushResult> PushPayload(
       const std::string& name, v1::PushHeader header,
       std::vector<absl::string_view> payload);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -98,29 +99,44 @@ absl::StatusOr<VariablePlacement> PsCluster::Placement(
   return it->second;
 }
 
+void PsCluster::RunPerPs(const std::function<void(int)>& fn) {
+  // One thread per extra PS task, not the shared pool: a pull may block
+  // (sync mode, staleness bound) and must not hold a pool thread that
+  // another step's call is queued behind.
+  std::vector<std::thread> threads;
+  for (int i = 1; i < num_ps(); ++i) threads.emplace_back(fn, i);
+  if (num_ps() > 0) fn(0);
+  for (auto& t : threads) t.join();
+}
+
 absl::Status PsCluster::PullMany(const std::vector<std::string>& names,
                                  const std::vector<void*>& dsts,
                                  const PullOptions& options) {
-  struct Call {
-    const ShardPlacement* shard;
-    char* dst;
-  };
   std::vector<VariablePlacement> placements;
   for (const auto& n : names) {
     STRATA_ASSIGN_OR_RETURN(VariablePlacement p, Placement(n));
     placements.push_back(std::move(p));
   }
-  std::vector<Call> calls;
+  // One PullVariables call per PS task, all tasks in parallel.
+  struct PerPs {
+    std::vector<std::string> names;
+    std::vector<void*> dsts;
+    std::vector<size_t> sizes;
+  };
+  std::vector<PerPs> per_ps(clients_.size());
   for (size_t v = 0; v < placements.size(); ++v) {
     for (const auto& s : placements[v].shards) {
-      calls.push_back(Call{&s, static_cast<char*>(dsts[v]) + s.byte_offset});
+      per_ps[s.ps].names.push_back(s.name);
+      per_ps[s.ps].dsts.push_back(static_cast<char*>(dsts[v]) + s.byte_offset);
+      per_ps[s.ps].sizes.push_back(s.bytes);
     }
   }
-  std::vector<absl::Status> status(calls.size());
-  pool_->ParallelFor(static_cast<int>(calls.size()), [&](int i) {
-    status[i] = clients_[calls[i].shard->ps]
-                    ->Pull(calls[i].shard->name, calls[i].dst,
-                           calls[i].shard->bytes, options)
+  std::vector<absl::Status> status(clients_.size());
+  RunPerPs([&](int i) {
+    if (per_ps[i].names.empty()) return;
+    status[i] = clients_[i]
+                    ->PullVariables(per_ps[i].names, per_ps[i].dsts,
+                                    per_ps[i].sizes, options)
                     .status();
   });
   for (const auto& s : status) STRATA_RETURN_IF_ERROR(s);
@@ -130,36 +146,48 @@ absl::Status PsCluster::PullMany(const std::vector<std::string>& names,
 absl::StatusOr<int64_t> PsCluster::PushMany(
     const std::vector<std::string>& names,
     const std::vector<const void*>& grads, const PushTag& tag) {
-  struct Call {
-    const ShardPlacement* shard;
-    const VariablePlacement* var;
-    const char* grad;
-  };
   std::vector<VariablePlacement> placements;
   for (const auto& n : names) {
     STRATA_ASSIGN_OR_RETURN(VariablePlacement p, Placement(n));
     placements.push_back(std::move(p));
   }
-  std::vector<Call> calls;
+  // One PushVariables call per PS task (float32 variables, as the model
+  // runtime has them), all tasks in parallel.
+  struct PerPs {
+    std::vector<std::string> names;
+    std::vector<Shape> shapes;
+    std::vector<const void*> data;
+  };
+  std::vector<PerPs> per_ps(clients_.size());
   for (size_t v = 0; v < placements.size(); ++v) {
+    if (placements[v].spec.dtype() != v1::DT_FLOAT32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "PushMany: variable '", names[v], "' is not float32"));
+    }
     for (const auto& s : placements[v].shards) {
-      calls.push_back(Call{&s, &placements[v],
-                           static_cast<const char*>(grads[v]) + s.byte_offset});
+      Shape shape(placements[v].spec.shape().begin(),
+                  placements[v].spec.shape().end());
+      if (!shape.empty()) shape[0] = s.num_rows;
+      per_ps[s.ps].names.push_back(s.name);
+      per_ps[s.ps].shapes.push_back(std::move(shape));
+      per_ps[s.ps].data.push_back(static_cast<const char*>(grads[v]) +
+                                  s.byte_offset);
     }
   }
-  std::vector<absl::StatusOr<PushResult>> results(calls.size());
-  pool_->ParallelFor(static_cast<int>(calls.size()), [&](int i) {
-    const Call& c = calls[i];
-    Shape shape(c.var->spec.shape().begin(), c.var->spec.shape().end());
-    if (!shape.empty()) shape[0] = c.shard->num_rows;
-    results[i] = clients_[c.shard->ps]->Push(
-        c.shard->name, static_cast<DType>(c.var->spec.dtype()), shape, c.grad,
-        tag);
+  std::vector<absl::StatusOr<std::vector<PushResult>>> results(clients_.size());
+  RunPerPs([&](int i) {
+    if (per_ps[i].names.empty()) {
+      results[i] = std::vector<PushResult>();
+      return;
+    }
+    results[i] = clients_[i]->PushVariables(per_ps[i].names, DType::kFloat32,
+                                            per_ps[i].shapes, per_ps[i].data,
+                                            tag);
   });
   int64_t version = std::numeric_limits<int64_t>::max();
   for (const auto& r : results) {
     if (!r.ok()) return r.status();
-    version = std::min(version, r->version);
+    for (const PushResult& p : *r) version = std::min(version, p.version);
   }
   return version;
 }

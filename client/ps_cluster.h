@@ -6,6 +6,7 @@
 #ifndef STRATA_CLIENT_PS_CLUSTER_H_
 #define STRATA_CLIENT_PS_CLUSTER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -68,6 +69,9 @@ class PsCluster {
                                    const PushTag& tag);
 
  private:
+  // Runs fn(0..num_ps-1) concurrently, fn(0) on the calling thread.
+  void RunPerPs(const std::function<void(int)>& fn);
+
   std::vector<std::unique_ptr<PsClient>> clients_;
   std::unique_ptr<ThreadPool> pool_;
   mutable absl::Mutex mu_;

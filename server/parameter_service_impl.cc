@@ -421,6 +421,258 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   bool finished_ = false;
 };
 
+// PushVariables: dense gradients for several variables in one stream. Every
+// variable is checked (existence, dtype, shape, NaN/Inf) before any update.
+class PushVariablesReactor final : public ChunkedReceiveReactor {
+ public:
+  PushVariablesReactor(ParameterServiceImpl* service,
+                       grpc::ByteBuffer* response)
+      : ChunkedReceiveReactor(service, "PushVariables", response) {}
+
+ private:
+  absl::Status OnHeader(const std::string& bytes) override {
+    if (!header_.ParseFromString(bytes)) {
+      return absl::InvalidArgumentError(
+          "PushVariables: the header is not a PushVariablesHeader");
+    }
+    uint64_t total = 0;
+    for (const v1::VariableSlot& slot : header_.variables()) {
+      if (name_.empty()) name_ = slot.name();
+      STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v,
+                              service_->store()->Get(slot.name()));
+      auto dtype = DTypeFromProto(slot.dtype());
+      Shape shape(slot.shape().begin(), slot.shape().end());
+      if (!dtype.ok() || *dtype != v->dtype() || shape != v->shape() ||
+          static_cast<uint64_t>(slot.bytes()) != v->byte_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "variable '", slot.name(), "' is ", DTypeName(v->dtype()), " ",
+            ShapeString(v->shape()), " (", v->byte_size(),
+            " bytes), the gradient is ",
+            dtype.ok() ? DTypeName(*dtype) : "invalid", " ",
+            ShapeString(shape), " (", slot.bytes(), " bytes)"));
+      }
+      total += v->byte_size();
+      variables_.push_back(std::move(v));
+    }
+    if (static_cast<uint64_t>(header_.payload_bytes()) != total) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "PushVariables: payload is ", header_.payload_bytes(),
+          " bytes, the variables need ", total));
+    }
+    payload_bytes_ = total;
+    return absl::OkStatus();
+  }
+
+  absl::Status OnPayload(const char* data, size_t size,
+                         std::string* response) override {
+    // Validate every gradient before applying any.
+    size_t offset = 0;
+    for (const auto& v : variables_) {
+      STRATA_RETURN_IF_ERROR(CheckFinite(
+          v->dtype(), data + offset, NumElements(v->shape()),
+          absl::StrCat("gradient for variable '", v->name(), "'")));
+      offset += v->byte_size();
+    }
+    PushMeta meta{header_.tag().job(), header_.tag().worker(),
+                  header_.tag().step(), header_.tag().attempt()};
+    v1::PushVariablesResponse resp;
+    offset = 0;
+    for (const auto& v : variables_) {
+      STRATA_ASSIGN_OR_RETURN(PushOutcome outcome,
+                              v->PushDense(meta, data + offset, v->byte_size()));
+      service_->store()->RecordPush(outcome,
+                                    static_cast<int64_t>(v->byte_size()));
+      v1::PushResponse* r = resp.add_results();
+      r->set_version(outcome.version);
+      r->set_duplicate(outcome.duplicate);
+      r->set_applied(outcome.applied);
+      offset += v->byte_size();
+    }
+    *response = resp.SerializeAsString();
+    return absl::OkStatus();
+  }
+
+  v1::PushVariablesHeader header_;
+  std::vector<std::shared_ptr<Variable>> variables_;
+};
+
+// PullVariables: several variables in one stream, each a consistent
+// snapshot; waits (like Pull) until every variable is ready.
+class PullVariablesReactor final
+    : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  PullVariablesReactor(ParameterServiceImpl* service,
+                       grpc::CallbackServerContext* ctx)
+      : service_(service), ctx_(ctx), start_(absl::Now()) {}
+
+  void Begin(const grpc::ByteBuffer& request) {
+    if (!request_.ParseFromString(ByteBufferToString(request))) {
+      Fail(absl::InvalidArgumentError(
+          "PullVariables: request is not a PullVariablesRequest"));
+      return;
+    }
+    if (request_.min_version() < 0 || request_.clock() < 0) {
+      Fail(absl::InvalidArgumentError(
+          "PullVariables: min_version and clock must be >= 0"));
+      return;
+    }
+    for (const std::string& name : request_.names()) {
+      auto v = service_->store()->Get(name);
+      if (!v.ok()) {
+        Fail(v.status());
+        return;
+      }
+      variables_.push_back(*std::move(v));
+    }
+    const absl::Time now = absl::Now();
+    deadline_ = now + service_->options().max_pull_wait;
+    const absl::Time caller = absl::FromChrono(ctx_->deadline());
+    if (caller < deadline_) {
+      deadline_ = caller - std::min(absl::Milliseconds(100), (caller - now) / 5);
+    }
+    WaitOrSend();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "pull write failed"));
+      return;
+    }
+    WriteNext();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // Sends when every variable is ready; otherwise waits on the first that
+  // is not and checks again when it becomes ready.
+  void WaitOrSend() {
+    for (const auto& v : variables_) {
+      if (v->PullReady(request_.min_version(), request_.clock())) continue;
+      if (absl::Now() >= deadline_) {
+        Fail(absl::AbortedError(absl::StrCat(
+            "pull timed out waiting: ",
+            v->WaitDescription(request_.min_version(), request_.clock()))));
+        return;
+      }
+      // Nothing below may touch `this` after WaitForPull (see Pull).
+      std::shared_ptr<Variable> waiting = v;
+      DeadlineTimer* timer = service_->timer();
+      const absl::Time deadline = deadline_;
+      const int64_t min_version = request_.min_version();
+      const int64_t clock = request_.clock();
+      int64_t id = waiting->WaitForPull(
+          min_version, clock,
+          [this](absl::Status s) { s.ok() ? WaitOrSend() : Fail(s); });
+      if (id != 0) {
+        timer->Schedule(deadline, [waiting, id, min_version, clock]() {
+          waiting->ExpireWaiter(
+              id, absl::AbortedError(absl::StrCat(
+                      "pull timed out waiting: ",
+                      waiting->WaitDescription(min_version, clock))));
+        });
+      }
+      return;
+    }
+    Send();
+  }
+
+  void Send() {
+    v1::PullVariablesHeader header;
+    int64_t total = 0;
+    for (const auto& v : variables_) {
+      VariableSnapshot snap = v->Snapshot();
+      v1::VariableSlot* slot = header.add_variables();
+      slot->set_name(v->name());
+      slot->set_dtype(DTypeToProto(snap.dtype));
+      for (int64_t d : snap.shape) slot->add_shape(d);
+      slot->set_bytes(static_cast<int64_t>(snap.value->size()));
+      slot->set_version(snap.version);
+      total += static_cast<int64_t>(snap.value->size());
+      snapshots_.push_back(std::move(snap));
+    }
+    header.set_payload_bytes(total);
+    header_ = header.SerializeAsString();
+    total_ = static_cast<size_t>(total);
+    service_->store()->RecordPull(total);
+    WriteNext();
+  }
+
+  void WriteNext() {
+    const size_t chunk = service_->options().chunk_bytes;
+    // Skip exhausted (or empty) variables.
+    while (index_ < snapshots_.size() &&
+           pos_ >= snapshots_[index_].value->size()) {
+      ++index_;
+      pos_ = 0;
+    }
+    if (sent_any_ && index_ >= snapshots_.size()) {
+      Done(absl::OkStatus());
+      return;
+    }
+    if (index_ >= snapshots_.size()) {
+      // Nothing to send but the header.
+      message_ = EncodeChunk(header_, 0, nullptr, 0, nullptr);
+      sent_any_ = true;
+      Record();
+      finished_ = true;
+      StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
+      return;
+    }
+    const auto& value = snapshots_[index_].value;
+    size_t n = std::min(chunk, value->size() - pos_);
+    message_ = EncodeChunk(sent_any_ ? absl::string_view() : header_,
+                           static_cast<int64_t>(offset_), value->data() + pos_,
+                           n, value);
+    sent_any_ = true;
+    pos_ += n;
+    offset_ += n;
+    if (offset_ >= total_) {
+      Record();
+      finished_ = true;
+      StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
+    } else {
+      StartWrite(&message_);
+    }
+  }
+
+  void Record() {
+    service_->Record("PullVariables", absl::OkStatus(), absl::Now() - start_,
+                     0, static_cast<int64_t>(total_));
+  }
+
+  void Done(const absl::Status& s) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(ToGrpcStatus(s));
+  }
+
+  void Fail(const absl::Status& s) {
+    service_->Record("PullVariables", s, absl::Now() - start_, 0, 0);
+    service_->logger()->Log(LogLevel::kWarning, "rpc_error",
+                            {{"method", "PullVariables"},
+                             {"code", CodeName(s.code())},
+                             {"message", std::string(s.message())}});
+    Done(s);
+  }
+
+  ParameterServiceImpl* const service_;
+  grpc::CallbackServerContext* const ctx_;
+  const absl::Time start_;
+  absl::Time deadline_;
+  v1::PullVariablesRequest request_;
+  std::vector<std::shared_ptr<Variable>> variables_;
+  std::vector<VariableSnapshot> snapshots_;
+  std::string header_;
+  grpc::ByteBuffer message_;
+  size_t total_ = 0;
+  size_t index_ = 0;
+  size_t pos_ = 0;
+  size_t offset_ = 0;
+  bool sent_any_ = false;
+  bool finished_ = false;
+};
+
 // Finishes a unary call with `status`, recording it.
 grpc::ServerUnaryReactor* FinishUnary(ParameterServiceImpl* service,
                                       grpc::CallbackServerContext* ctx,
@@ -545,6 +797,20 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* ParameterServiceImpl::Push(
 grpc::ServerReadReactor<grpc::ByteBuffer>* ParameterServiceImpl::Assign(
     grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) {
   auto* reactor = new AssignReactor(this, resp);
+  reactor->Begin();
+  return reactor;
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ParameterServiceImpl::PullVariables(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) {
+  auto* reactor = new PullVariablesReactor(this, ctx);
+  reactor->Begin(*req);
+  return reactor;
+}
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* ParameterServiceImpl::PushVariables(
+    grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) {
+  auto* reactor = new PushVariablesReactor(this, resp);
   reactor->Begin();
   return reactor;
 }

@@ -27,7 +27,12 @@ using ParameterServiceBase =
                         v1::ParameterService::WithCallbackMethod_Restore<
                             v1::ParameterService::WithCallbackMethod_ListVariables<
                                 v1::ParameterService::WithCallbackMethod_Stats<
-                                    v1::ParameterService::Service>>>>>>>>;
+                                    v1::ParameterService::
+                                        WithRawCallbackMethod_PullVariables<
+                                            v1::ParameterService::
+                                                WithRawCallbackMethod_PushVariables<
+                                                    v1::ParameterService::
+                                                        Service>>>>>>>>>>;
 
 struct ParameterServiceOptions {
   // Payload bytes per streamed chunk.
@@ -71,6 +76,10 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx,
                                   const v1::StatsRequest* req,
                                   v1::StatsResponse* resp) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* PullVariables(
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* PushVariables(
+      grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) override;
 
   // Per-method accounting (public for the reactors in the .cc file).
   struct MethodMetrics;

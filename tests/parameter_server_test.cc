@@ -545,6 +545,85 @@ TEST_F(PsTest, CorruptCheckpointIsRefusedAndChangesNothing) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST_F(PsTest, SeveralVariablesInOneCall) {
+  STRATA_ASSERT_OK(client_->CreateVariable(Spec("a", {3}, "sgd", 1.0)));
+  STRATA_ASSERT_OK(client_->CreateVariable(Spec("b", {2, 2}, "sgd", 1.0)));
+  std::vector<float> ga = {1, 2, 3}, gb = {0.5f, 0.5f, 0.5f, 0.5f};
+  auto pushed = client_->PushVariables({"a", "b"}, DType::kFloat32,
+                                       {{3}, {2, 2}}, {ga.data(), gb.data()},
+                                       PushTag{"job", 0, 0});
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  ASSERT_EQ(pushed->size(), 2u);
+  EXPECT_EQ((*pushed)[1].version, 1);
+  std::vector<float> a(3), b(4);
+  auto versions = client_->PullVariables({"a", "b"}, {a.data(), b.data()},
+                                         {12, 16});
+  ASSERT_TRUE(versions.ok()) << versions.status();
+  EXPECT_EQ(*versions, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(a, (std::vector<float>{0, -1, -2}));
+  EXPECT_EQ(b, (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}));
+  // The same tag again: both acknowledged as duplicates.
+  pushed = client_->PushVariables({"a", "b"}, DType::kFloat32, {{3}, {2, 2}},
+                                  {ga.data(), gb.data()}, PushTag{"job", 0, 0});
+  ASSERT_TRUE(pushed.ok());
+  EXPECT_TRUE((*pushed)[0].duplicate);
+  EXPECT_TRUE((*pushed)[1].duplicate);
+
+  // A NaN in the second variable: nothing is applied to either.
+  std::vector<float> bad = {0.5f, std::numeric_limits<float>::quiet_NaN(),
+                            0.5f, 0.5f};
+  EXPECT_THAT(client_->PushVariables({"a", "b"}, DType::kFloat32,
+                                     {{3}, {2, 2}}, {ga.data(), bad.data()},
+                                     PushTag{"job", 0, 1}),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument, "'b'"));
+  // An unknown variable or a wrong shape: refused before any update.
+  EXPECT_THAT(client_->PushVariables({"a", "zz"}, DType::kFloat32,
+                                     {{3}, {2, 2}}, {ga.data(), gb.data()},
+                                     PushTag{"job", 0, 2}),
+              StatusIsWithMessage(absl::StatusCode::kNotFound, "'zz'"));
+  EXPECT_THAT(client_->PushVariables({"a", "b"}, DType::kFloat32,
+                                     {{3}, {4}}, {ga.data(), gb.data()},
+                                     PushTag{"job", 0, 3}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(client_->PullVariables({"a", "zz"}, {a.data(), b.data()},
+                                     {12, 16}),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(client_->PullVariables({"a", "b"}, {a.data(), b.data()},
+                                     {12, 8}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  versions = client_->PullVariables({"a", "b"}, {a.data(), b.data()},
+                                    {12, 16});
+  ASSERT_TRUE(versions.ok());
+  EXPECT_EQ(*versions, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(a, (std::vector<float>{0, -1, -2}));
+}
+
+TEST_F(PsTest, SeveralLargeVariablesAreChunkedPerVariable) {
+  const int64_t n = 700 * 1024;  // 2.7 MiB each: several chunks
+  STRATA_ASSERT_OK(client_->CreateVariable(Spec("x", {n}, "assign_add", 1)));
+  STRATA_ASSERT_OK(client_->CreateVariable(Spec("y", {5}, "assign_add", 1)));
+  STRATA_ASSERT_OK(client_->CreateVariable(Spec("z", {n}, "assign_add", 1)));
+  std::vector<float> gx(n), gy(5, 2.0f), gz(n);
+  for (int64_t i = 0; i < n; ++i) {
+    gx[i] = static_cast<float>(i % 101);
+    gz[i] = static_cast<float>(i % 53);
+  }
+  STRATA_ASSERT_OK(client_->PushVariables(
+      {"x", "y", "z"}, DType::kFloat32, {{n}, {5}, {n}},
+      {gx.data(), gy.data(), gz.data()}, PushTag{"job", 0, 0}));
+  std::vector<float> x(n), y(5), z(n);
+  STRATA_ASSERT_OK(client_->PullVariables({"x", "y", "z"},
+                                          {x.data(), y.data(), z.data()},
+                                          {size_t(n) * 4, 20, size_t(n) * 4}));
+  for (int64_t i = 0; i < n; i += 997) {
+    ASSERT_EQ(x[i], 1 + gx[i]);
+    ASSERT_EQ(z[i], 1 + gz[i]);
+  }
+  EXPECT_EQ(x[n - 1], 1 + gx[n - 1]);
+  EXPECT_EQ(z[n - 1], 1 + gz[n - 1]);
+  EXPECT_EQ(y, std::vector<float>(5, 3.0f));
+}
+
 TEST_F(PsTest, HealthServiceReportsServing) {
   auto channel = grpc::CreateChannel(server_->address(),
                                      grpc::InsecureChannelCredentials());
