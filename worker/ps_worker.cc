@@ -246,7 +246,14 @@ absl::Status PsWorker::Setup(const v1::JobStatus& status) {
     return absl::FailedPreconditionError(
         "the cluster has no ps task; ParameterServerStrategy needs one");
   }
-  cluster_ = PsCluster::Connect(ps);
+  PsClientOptions ps_options;
+  if (job_.strategy.update == "sync") {
+    // A sync pull waits for earlier aggregated steps; if one of them is held
+    // by a worker that died, give up soon and take other work, so that this
+    // thread can run the re-queued step once the lease expires.
+    ps_options.deadline = absl::Seconds(2);
+  }
+  cluster_ = PsCluster::Connect(ps, ps_options);
   specs_ = PsVariableSpecs(job_, *model_);
   names_.clear();
   sizes_.clear();
