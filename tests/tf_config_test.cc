@@ -77,7 +77,7 @@ TEST(TfConfigTest, EvaluatorInsideCluster) {
 
 TEST(TfConfigTest, MasterAndIpv6Addresses) {
   absl::StatusOr<TfConfig> config = ParseTfConfig(
-      R"({"cluster":{"master":["[::1]:2222"],"worker":["10.0.0.2:2222"]},)"
+      R"({"cluster":{"master":["[::1]:2222"],"worker":["worker-0.example:2222"]},)"
       R"("task":{"type":"master","index":0}})");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(TaskAddress(*config), "[::1]:2222");
