@@ -205,12 +205,12 @@ TEST_F(LaunchTest, TrainsToCompletionWithTwoPsAndTwoWorkers) {
   nlohmann::json s = Summary(run);
   ExpectCompleted(run, s);
   EXPECT_EQ(s["lost_steps"], 0);
-  EXPECT_GT(s["test_accuracy"].get<double>(), 0.78);
+  EXPECT_GT(s["test_accuracy"].get<double>(), 0.7);
 }
 
 TEST_F(LaunchTest, WorkerKilledMidEpochDoesNotStopTheRun) {
   const double baseline = SyncBaseline();
-  EXPECT_GT(baseline, 0.75);
+  EXPECT_GT(baseline, 0.7);
   LaunchRun run = StartLaunch(
       "kill_worker",
       {"--job=" + SyncJob("sync_kill"), "--ps=2", "--workers=2"});
@@ -235,7 +235,7 @@ TEST_F(LaunchTest, AsyncWorkerKilledMidEpochCompletesEveryStepOnce) {
   ASSERT_EQ(Wait(run), 0) << Log(run);
   nlohmann::json s = Summary(run);
   ExpectCompleted(run, s);
-  EXPECT_GT(s["test_accuracy"].get<double>(), 0.78);
+  EXPECT_GT(s["test_accuracy"].get<double>(), 0.7);
 }
 
 TEST_F(LaunchTest, PsKilledAndRestartedRestoresTheCheckpoint) {
@@ -249,11 +249,15 @@ TEST_F(LaunchTest, PsKilledAndRestartedRestoresTheCheckpoint) {
   ExpectCompleted(run, s);
   EXPECT_LE(s["lost_steps"].get<int64_t>(), 50);  // the checkpoint interval
   EXPECT_EQ(s["restarts"]["ps:1"], 1);
-  EXPECT_GT(s["test_accuracy"].get<double>(), 0.75);
+  EXPECT_GT(s["test_accuracy"].get<double>(), 0.7);
 }
 
 TEST_F(LaunchTest, CoordinatorKilledAndRestartedResumesTheRun) {
-  LaunchRun run = StartLaunch("kill_coordinator", {"--ps=1", "--workers=2"});
+  // Sync updates: the resumed run must end where an uninterrupted one does.
+  const double baseline = SyncBaseline();
+  LaunchRun run = StartLaunch(
+      "kill_coordinator",
+      {"--job=" + SyncJob("sync_kill_coordinator"), "--ps=2", "--workers=2"});
   nlohmann::json cluster = WaitForProgress(run, 100);
   pid_t victim = PidOf(cluster, "coordinator");
   ASSERT_GT(victim, 0) << Log(run);
@@ -262,7 +266,7 @@ TEST_F(LaunchTest, CoordinatorKilledAndRestartedResumesTheRun) {
   nlohmann::json s = Summary(run);
   ExpectCompleted(run, s);
   EXPECT_EQ(s["restarts"]["coordinator"], 1);
-  EXPECT_GT(s["test_accuracy"].get<double>(), 0.75);
+  EXPECT_NEAR(s["test_accuracy"].get<double>(), baseline, 0.01) << Log(run);
 }
 
 TEST_F(LaunchTest, SyncUpdatesAggregateReplicaSteps) {
@@ -284,7 +288,7 @@ TEST_F(LaunchTest, SyncUpdatesAggregateReplicaSteps) {
   nlohmann::json s = Summary(run);
   ExpectCompleted(run, s);
   EXPECT_EQ(s["steps_scheduled"], 2 * 95);
-  EXPECT_GT(s["test_accuracy"].get<double>(), 0.7);
+  EXPECT_GT(s["test_accuracy"].get<double>(), 0.6);
 }
 
 TEST_F(LaunchTest, SyncWithCheckpointsIsRefusedUpFront) {
