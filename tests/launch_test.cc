@@ -305,6 +305,21 @@ TEST_F(LaunchTest, SyncWithCheckpointsIsRefusedUpFront) {
   EXPECT_NE(Log(run).find("not supported yet"), std::string::npos) << Log(run);
 }
 
+TEST_F(LaunchTest, SigtermStopsEveryProcess) {
+  LaunchRun run = StartLaunch("sigterm", {"--ps=2", "--workers=2",
+                                          "--epochs=50"});
+  nlohmann::json cluster = WaitForProgress(run, 20);
+  ASSERT_EQ(cluster.size(), 5u) << Log(run);
+  ASSERT_EQ(kill(run.pid, SIGTERM), 0);
+  EXPECT_EQ(Wait(run), 130) << Log(run);
+  // The launcher reaped every child before it exited.
+  for (const auto& c : cluster) {
+    pid_t pid = c["pid"].get<pid_t>();
+    EXPECT_NE(kill(pid, 0), 0) << c["name"] << " still runs";
+  }
+  EXPECT_NE(Log(run).find("interrupted"), std::string::npos) << Log(run);
+}
+
 TEST_F(LaunchTest, BadJobFailsWithTheFieldName) {
   std::string bad = ::testing::TempDir() + "/bad_job.json";
   {
