@@ -265,6 +265,15 @@ void CoordinatorServiceImpl::PersistLoop() {
     // One write covers every change applied before it started.
     const absl::Status status = state_->Flush();
     for (DurableDone& done : batch) done(status);
+    // Let changes gather for a while (each write serializes the whole state
+    // and fsyncs twice); stop ends the pause.
+    absl::MutexLock lock(&persist_mu_);
+    auto stopping = [this] {
+      persist_mu_.AssertHeld();
+      return persist_stop_;
+    };
+    persist_mu_.AwaitWithTimeout(absl::Condition(&stopping),
+                                 options_.persist_interval);
   }
 }
 

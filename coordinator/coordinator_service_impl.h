@@ -26,6 +26,8 @@ namespace strata {
 struct CoordinatorServiceOptions {
   // Period of lease checks and of polling for due PS actions.
   absl::Duration tick = absl::Milliseconds(20);
+  // Shortest time between two writes of the state file.
+  absl::Duration persist_interval = absl::Milliseconds(50);
 };
 
 // Thread-safe. The state, checkpointer, logger and metrics registry must
