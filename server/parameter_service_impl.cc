@@ -479,7 +479,8 @@ class PushVariablesReactor final : public ChunkedReceiveReactor {
     offset = 0;
     for (const auto& v : variables_) {
       STRATA_ASSIGN_OR_RETURN(PushOutcome outcome,
-                              v->PushDense(meta, data + offset, v->byte_size()));
+                              v->PushDense(meta, data + offset, v->byte_size(),
+                                           /*checked=*/true));
       service_->store()->RecordPush(outcome,
                                     static_cast<int64_t>(v->byte_size()));
       v1::PushResponse* r = resp.add_results();

@@ -82,8 +82,10 @@ class Variable {
   // sync/staleness modes), ABORTED (sync step already applied, or a step
   // older than the exactly-once window), FAILED_PRECONDITION (sync step too
   // far ahead).
+  // `checked`: the caller already ran CheckFinite on `grad`.
   absl::StatusOr<PushOutcome> PushDense(const PushMeta& meta,
-                                        const char* grad, size_t size);
+                                        const char* grad, size_t size,
+                                        bool checked = false);
 
   // Row gradient push on a 2-D variable: `values` holds ids.size() rows.
   // Duplicate ids are summed. Errors as PushDense, plus INVALID_ARGUMENT for
