@@ -278,62 +278,14 @@ class AssignReactor final : public ChunkedReceiveReactor {
   std::shared_ptr<Variable> variable_;
 };
 
-class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+// Server side of Pull and PullVariables: waits until the variables are
+// ready (version, staleness bound), then streams snapshot buffers in chunks
+// that alias them (no chunk spans two buffers), the header in the first.
+class SnapshotStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  PullReactor(ParameterServiceImpl* service, grpc::CallbackServerContext* ctx)
-      : service_(service), ctx_(ctx), start_(absl::Now()) {}
-
-  void Begin(const grpc::ByteBuffer& request) {
-    if (!request_.ParseFromString(ByteBufferToString(request))) {
-      Fail(absl::InvalidArgumentError("Pull: request is not a PullRequest"));
-      return;
-    }
-    auto variable = service_->store()->Get(request_.name());
-    if (!variable.ok()) {
-      Fail(variable.status());
-      return;
-    }
-    variable_ = *std::move(variable);
-    if (request_.min_version() < 0 || request_.clock() < 0) {
-      Fail(absl::InvalidArgumentError(absl::StrCat(
-          "Pull of variable '", request_.name(),
-          "': min_version and clock must be >= 0")));
-      return;
-    }
-    if (variable_->PullReady(request_.min_version(), request_.clock())) {
-      Send();
-      return;
-    }
-    // Wait for the version or the staleness bound, bounded by the caller's
-    // deadline and the server's maximum wait.
-    // Give up a little before the caller's deadline, so that the caller
-    // hears why (ABORTED naming the bound) rather than DEADLINE_EXCEEDED.
-    const absl::Time now = absl::Now();
-    absl::Time deadline = now + service_->options().max_pull_wait;
-    const absl::Time caller = absl::FromChrono(ctx_->deadline());
-    if (caller < deadline) {
-      absl::Duration margin =
-          std::min(absl::Milliseconds(100), (caller - now) / 5);
-      deadline = caller - margin;
-    }
-    // The waiter may run (and finish this reactor) on another thread before
-    // WaitForPull returns: nothing below may touch `this`.
-    std::shared_ptr<Variable> v = variable_;
-    DeadlineTimer* timer = service_->timer();
-    const int64_t min_version = request_.min_version();
-    const int64_t clock = request_.clock();
-    int64_t id = v->WaitForPull(
-        min_version, clock,
-        [this](absl::Status s) { s.ok() ? Send() : Fail(s); });
-    if (id != 0) {
-      timer->Schedule(deadline, [v, id, min_version, clock]() {
-        v->ExpireWaiter(
-            id, absl::AbortedError(absl::StrCat(
-                    "pull timed out waiting: ",
-                    v->WaitDescription(min_version, clock))));
-      });
-    }
-  }
+  SnapshotStreamReactor(ParameterServiceImpl* service,
+                        grpc::CallbackServerContext* ctx, const char* method)
+      : service_(service), ctx_(ctx), method_(method), start_(absl::Now()) {}
 
   void OnWriteDone(bool ok) override {
     if (!ok) {
@@ -345,46 +297,115 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   void OnDone() override { delete this; }
 
- private:
-  void Send() {
-    absl::StatusOr<VariableSnapshot> snap;
-    if (request_.rows()) {
-      snap = variable_->ReadRows(request_.row_ids());
-    } else {
-      snap = variable_->Snapshot();
+ protected:
+  // Called once every variable passed to WaitUntilReady is ready.
+  virtual void OnReady() = 0;
+
+  // Calls OnReady() when every variable satisfies (min_version, clock), or
+  // fails with ABORTED naming what it waited for a little before the
+  // caller's deadline (so that the caller hears why), or after the server's
+  // maximum wait.
+  void WaitUntilReady(std::vector<std::shared_ptr<Variable>> variables,
+                      int64_t min_version, int64_t clock) {
+    waiting_ = std::move(variables);
+    min_version_ = min_version;
+    clock_ = clock;
+    const absl::Time now = absl::Now();
+    deadline_ = now + service_->options().max_pull_wait;
+    const absl::Time caller = absl::FromChrono(ctx_->deadline());
+    if (caller < deadline_) {
+      deadline_ = caller - std::min(absl::Milliseconds(100), (caller - now) / 5);
     }
-    if (!snap.ok()) {
-      Fail(snap.status());
-      return;
-    }
-    snapshot_ = *std::move(snap);
-    v1::PullHeader header;
-    header.set_dtype(DTypeToProto(snapshot_.dtype));
-    for (int64_t d : snapshot_.shape) header.add_shape(d);
-    header.set_version(snapshot_.version);
-    header.set_payload_bytes(static_cast<int64_t>(snapshot_.value->size()));
-    header_ = header.SerializeAsString();
-    service_->store()->RecordPull(static_cast<int64_t>(snapshot_.value->size()));
+    WaitOrReady();
+  }
+
+  // Streams `buffers` (their bytes concatenated) after `header`.
+  void Stream(std::string header,
+              std::vector<std::shared_ptr<const Buffer>> buffers) {
+    header_ = std::move(header);
+    buffers_ = std::move(buffers);
+    total_ = 0;
+    for (const auto& b : buffers_) total_ += b->size();
+    service_->store()->RecordPull(static_cast<int64_t>(total_));
     WriteNext();
   }
 
+  void Fail(const absl::Status& s, const std::string& variable) {
+    service_->Record(method_, s, absl::Now() - start_, 0, 0);
+    service_->logger()->Log(LogLevel::kWarning, "rpc_error",
+                            {{"method", method_},
+                             {"variable", variable},
+                             {"code", CodeName(s.code())},
+                             {"message", std::string(s.message())}});
+    Done(s);
+  }
+
+  ParameterServiceImpl* const service_;
+
+ private:
+  // Waits on the first variable that is not ready; checks all again when it
+  // becomes ready.
+  void WaitOrReady() {
+    for (const auto& v : waiting_) {
+      if (v->PullReady(min_version_, clock_)) continue;
+      if (absl::Now() >= deadline_) {
+        Fail(absl::AbortedError(
+                 absl::StrCat("pull timed out waiting: ",
+                              v->WaitDescription(min_version_, clock_))),
+             v->name());
+        return;
+      }
+      // The waiter may run (and finish this reactor) on another thread
+      // before WaitForPull returns: nothing below may touch `this`.
+      std::shared_ptr<Variable> waiting = v;
+      DeadlineTimer* timer = service_->timer();
+      const absl::Time deadline = deadline_;
+      const int64_t min_version = min_version_;
+      const int64_t clock = clock_;
+      const std::string name = v->name();
+      int64_t id = waiting->WaitForPull(
+          min_version, clock, [this, name](absl::Status s) {
+            s.ok() ? WaitOrReady() : Fail(s, name);
+          });
+      if (id != 0) {
+        timer->Schedule(deadline, [waiting, id, min_version, clock]() {
+          waiting->ExpireWaiter(
+              id, absl::AbortedError(absl::StrCat(
+                      "pull timed out waiting: ",
+                      waiting->WaitDescription(min_version, clock))));
+        });
+      }
+      return;
+    }
+    OnReady();
+  }
+
   void WriteNext() {
-    const size_t total = snapshot_.value->size();
     const size_t chunk = service_->options().chunk_bytes;
-    if (sent_any_ && offset_ >= total) {
+    while (index_ < buffers_.size() && pos_ >= buffers_[index_]->size()) {
+      ++index_;
+      pos_ = 0;
+    }
+    if (sent_any_ && index_ >= buffers_.size()) {
       Done(absl::OkStatus());
       return;
     }
-    size_t n = std::min(chunk, total - offset_);
-    message_ = EncodeChunk(sent_any_ ? absl::string_view() : header_,
-                           static_cast<int64_t>(offset_),
-                           snapshot_.value->data() + offset_, n,
-                           snapshot_.value);
-    offset_ += n;
+    if (index_ >= buffers_.size()) {
+      // An empty payload: the header alone.
+      message_ = EncodeChunk(header_, 0, nullptr, 0, nullptr);
+    } else {
+      const auto& buffer = buffers_[index_];
+      const size_t n = std::min(chunk, buffer->size() - pos_);
+      message_ = EncodeChunk(sent_any_ ? absl::string_view() : header_,
+                             static_cast<int64_t>(offset_),
+                             buffer->data() + pos_, n, buffer);
+      pos_ += n;
+      offset_ += n;
+    }
     sent_any_ = true;
-    if (offset_ >= total) {
-      service_->Record("Pull", absl::OkStatus(), absl::Now() - start_, 0,
-                       static_cast<int64_t>(total));
+    if (offset_ >= total_) {
+      service_->Record(method_, absl::OkStatus(), absl::Now() - start_, 0,
+                       static_cast<int64_t>(total_));
       finished_ = true;
       StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
     } else {
@@ -398,27 +419,127 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     Finish(ToGrpcStatus(s));
   }
 
-  void Fail(const absl::Status& s) {
-    service_->Record("Pull", s, absl::Now() - start_, 0, 0);
-    service_->logger()->Log(LogLevel::kWarning, "rpc_error",
-                            {{"method", "Pull"},
-                             {"variable", request_.name()},
-                             {"code", CodeName(s.code())},
-                             {"message", std::string(s.message())}});
-    Done(s);
-  }
-
-  ParameterServiceImpl* const service_;
   grpc::CallbackServerContext* const ctx_;
+  const char* const method_;
   const absl::Time start_;
-  v1::PullRequest request_;
-  std::shared_ptr<Variable> variable_;
-  VariableSnapshot snapshot_;
+  std::vector<std::shared_ptr<Variable>> waiting_;
+  int64_t min_version_ = 0;
+  int64_t clock_ = 0;
+  absl::Time deadline_;
   std::string header_;
+  std::vector<std::shared_ptr<const Buffer>> buffers_;
   grpc::ByteBuffer message_;
+  size_t total_ = 0;
+  size_t index_ = 0;
+  size_t pos_ = 0;
   size_t offset_ = 0;
   bool sent_any_ = false;
   bool finished_ = false;
+};
+
+class PullReactor final : public SnapshotStreamReactor {
+ public:
+  PullReactor(ParameterServiceImpl* service, grpc::CallbackServerContext* ctx)
+      : SnapshotStreamReactor(service, ctx, "Pull") {}
+
+  void Begin(const grpc::ByteBuffer& request) {
+    if (!request_.ParseFromString(ByteBufferToString(request))) {
+      Fail(absl::InvalidArgumentError("Pull: request is not a PullRequest"),
+           "");
+      return;
+    }
+    auto variable = service_->store()->Get(request_.name());
+    if (!variable.ok()) {
+      Fail(variable.status(), request_.name());
+      return;
+    }
+    variable_ = *std::move(variable);
+    if (request_.min_version() < 0 || request_.clock() < 0) {
+      Fail(absl::InvalidArgumentError(absl::StrCat(
+               "Pull of variable '", request_.name(),
+               "': min_version and clock must be >= 0")),
+           request_.name());
+      return;
+    }
+    WaitUntilReady({variable_}, request_.min_version(), request_.clock());
+  }
+
+ private:
+  void OnReady() override {
+    absl::StatusOr<VariableSnapshot> snap =
+        request_.rows() ? variable_->ReadRows(request_.row_ids())
+                        : absl::StatusOr<VariableSnapshot>(
+                              variable_->Snapshot());
+    if (!snap.ok()) {
+      Fail(snap.status(), request_.name());
+      return;
+    }
+    v1::PullHeader header;
+    header.set_dtype(DTypeToProto(snap->dtype));
+    for (int64_t d : snap->shape) header.add_shape(d);
+    header.set_version(snap->version);
+    header.set_payload_bytes(static_cast<int64_t>(snap->value->size()));
+    Stream(header.SerializeAsString(), {snap->value});
+  }
+
+  v1::PullRequest request_;
+  std::shared_ptr<Variable> variable_;
+};
+
+// PullVariables: several variables in one stream, each a consistent
+// snapshot; waits (like Pull) until every variable is ready.
+class PullVariablesReactor final : public SnapshotStreamReactor {
+ public:
+  PullVariablesReactor(ParameterServiceImpl* service,
+                       grpc::CallbackServerContext* ctx)
+      : SnapshotStreamReactor(service, ctx, "PullVariables") {}
+
+  void Begin(const grpc::ByteBuffer& request) {
+    if (!request_.ParseFromString(ByteBufferToString(request))) {
+      Fail(absl::InvalidArgumentError(
+               "PullVariables: request is not a PullVariablesRequest"),
+           "");
+      return;
+    }
+    if (request_.min_version() < 0 || request_.clock() < 0) {
+      Fail(absl::InvalidArgumentError(
+               "PullVariables: min_version and clock must be >= 0"),
+           "");
+      return;
+    }
+    for (const std::string& name : request_.names()) {
+      auto v = service_->store()->Get(name);
+      if (!v.ok()) {
+        Fail(v.status(), name);
+        return;
+      }
+      variables_.push_back(*std::move(v));
+    }
+    WaitUntilReady(variables_, request_.min_version(), request_.clock());
+  }
+
+ private:
+  void OnReady() override {
+    v1::PullVariablesHeader header;
+    std::vector<std::shared_ptr<const Buffer>> buffers;
+    int64_t total = 0;
+    for (const auto& v : variables_) {
+      VariableSnapshot snap = v->Snapshot();
+      v1::VariableSlot* slot = header.add_variables();
+      slot->set_name(v->name());
+      slot->set_dtype(DTypeToProto(snap.dtype));
+      for (int64_t d : snap.shape) slot->add_shape(d);
+      slot->set_bytes(static_cast<int64_t>(snap.value->size()));
+      slot->set_version(snap.version);
+      total += static_cast<int64_t>(snap.value->size());
+      buffers.push_back(std::move(snap.value));
+    }
+    header.set_payload_bytes(total);
+    Stream(header.SerializeAsString(), std::move(buffers));
+  }
+
+  v1::PullVariablesRequest request_;
+  std::vector<std::shared_ptr<Variable>> variables_;
 };
 
 // PushVariables: dense gradients for several variables in one stream. Every
@@ -495,183 +616,6 @@ class PushVariablesReactor final : public ChunkedReceiveReactor {
 
   v1::PushVariablesHeader header_;
   std::vector<std::shared_ptr<Variable>> variables_;
-};
-
-// PullVariables: several variables in one stream, each a consistent
-// snapshot; waits (like Pull) until every variable is ready.
-class PullVariablesReactor final
-    : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
- public:
-  PullVariablesReactor(ParameterServiceImpl* service,
-                       grpc::CallbackServerContext* ctx)
-      : service_(service), ctx_(ctx), start_(absl::Now()) {}
-
-  void Begin(const grpc::ByteBuffer& request) {
-    if (!request_.ParseFromString(ByteBufferToString(request))) {
-      Fail(absl::InvalidArgumentError(
-          "PullVariables: request is not a PullVariablesRequest"));
-      return;
-    }
-    if (request_.min_version() < 0 || request_.clock() < 0) {
-      Fail(absl::InvalidArgumentError(
-          "PullVariables: min_version and clock must be >= 0"));
-      return;
-    }
-    for (const std::string& name : request_.names()) {
-      auto v = service_->store()->Get(name);
-      if (!v.ok()) {
-        Fail(v.status());
-        return;
-      }
-      variables_.push_back(*std::move(v));
-    }
-    const absl::Time now = absl::Now();
-    deadline_ = now + service_->options().max_pull_wait;
-    const absl::Time caller = absl::FromChrono(ctx_->deadline());
-    if (caller < deadline_) {
-      deadline_ = caller - std::min(absl::Milliseconds(100), (caller - now) / 5);
-    }
-    WaitOrSend();
-  }
-
-  void OnWriteDone(bool ok) override {
-    if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "pull write failed"));
-      return;
-    }
-    WriteNext();
-  }
-
-  void OnDone() override { delete this; }
-
- private:
-  // Sends when every variable is ready; otherwise waits on the first that
-  // is not and checks again when it becomes ready.
-  void WaitOrSend() {
-    for (const auto& v : variables_) {
-      if (v->PullReady(request_.min_version(), request_.clock())) continue;
-      if (absl::Now() >= deadline_) {
-        Fail(absl::AbortedError(absl::StrCat(
-            "pull timed out waiting: ",
-            v->WaitDescription(request_.min_version(), request_.clock()))));
-        return;
-      }
-      // Nothing below may touch `this` after WaitForPull (see Pull).
-      std::shared_ptr<Variable> waiting = v;
-      DeadlineTimer* timer = service_->timer();
-      const absl::Time deadline = deadline_;
-      const int64_t min_version = request_.min_version();
-      const int64_t clock = request_.clock();
-      int64_t id = waiting->WaitForPull(
-          min_version, clock,
-          [this](absl::Status s) { s.ok() ? WaitOrSend() : Fail(s); });
-      if (id != 0) {
-        timer->Schedule(deadline, [waiting, id, min_version, clock]() {
-          waiting->ExpireWaiter(
-              id, absl::AbortedError(absl::StrCat(
-                      "pull timed out waiting: ",
-                      waiting->WaitDescription(min_version, clock))));
-        });
-      }
-      return;
-    }
-    Send();
-  }
-
-  void Send() {
-    v1::PullVariablesHeader header;
-    int64_t total = 0;
-    for (const auto& v : variables_) {
-      VariableSnapshot snap = v->Snapshot();
-      v1::VariableSlot* slot = header.add_variables();
-      slot->set_name(v->name());
-      slot->set_dtype(DTypeToProto(snap.dtype));
-      for (int64_t d : snap.shape) slot->add_shape(d);
-      slot->set_bytes(static_cast<int64_t>(snap.value->size()));
-      slot->set_version(snap.version);
-      total += static_cast<int64_t>(snap.value->size());
-      snapshots_.push_back(std::move(snap));
-    }
-    header.set_payload_bytes(total);
-    header_ = header.SerializeAsString();
-    total_ = static_cast<size_t>(total);
-    service_->store()->RecordPull(total);
-    WriteNext();
-  }
-
-  void WriteNext() {
-    const size_t chunk = service_->options().chunk_bytes;
-    // Skip exhausted (or empty) variables.
-    while (index_ < snapshots_.size() &&
-           pos_ >= snapshots_[index_].value->size()) {
-      ++index_;
-      pos_ = 0;
-    }
-    if (sent_any_ && index_ >= snapshots_.size()) {
-      Done(absl::OkStatus());
-      return;
-    }
-    if (index_ >= snapshots_.size()) {
-      // Nothing to send but the header.
-      message_ = EncodeChunk(header_, 0, nullptr, 0, nullptr);
-      sent_any_ = true;
-      Record();
-      finished_ = true;
-      StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
-      return;
-    }
-    const auto& value = snapshots_[index_].value;
-    size_t n = std::min(chunk, value->size() - pos_);
-    message_ = EncodeChunk(sent_any_ ? absl::string_view() : header_,
-                           static_cast<int64_t>(offset_), value->data() + pos_,
-                           n, value);
-    sent_any_ = true;
-    pos_ += n;
-    offset_ += n;
-    if (offset_ >= total_) {
-      Record();
-      finished_ = true;
-      StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
-    } else {
-      StartWrite(&message_);
-    }
-  }
-
-  void Record() {
-    service_->Record("PullVariables", absl::OkStatus(), absl::Now() - start_,
-                     0, static_cast<int64_t>(total_));
-  }
-
-  void Done(const absl::Status& s) {
-    if (finished_) return;
-    finished_ = true;
-    Finish(ToGrpcStatus(s));
-  }
-
-  void Fail(const absl::Status& s) {
-    service_->Record("PullVariables", s, absl::Now() - start_, 0, 0);
-    service_->logger()->Log(LogLevel::kWarning, "rpc_error",
-                            {{"method", "PullVariables"},
-                             {"code", CodeName(s.code())},
-                             {"message", std::string(s.message())}});
-    Done(s);
-  }
-
-  ParameterServiceImpl* const service_;
-  grpc::CallbackServerContext* const ctx_;
-  const absl::Time start_;
-  absl::Time deadline_;
-  v1::PullVariablesRequest request_;
-  std::vector<std::shared_ptr<Variable>> variables_;
-  std::vector<VariableSnapshot> snapshots_;
-  std::string header_;
-  grpc::ByteBuffer message_;
-  size_t total_ = 0;
-  size_t index_ = 0;
-  size_t pos_ = 0;
-  size_t offset_ = 0;
-  bool sent_any_ = false;
-  bool finished_ = false;
 };
 
 // Finishes a unary call with `status`, recording it.
