@@ -130,17 +130,14 @@ class UploadReactor final
   Latch latch_;
 };
 
-// Client side of Pull: writes the request, receives chunks into place.
-class PullReactor final
+// Client side of the server-streaming pulls: writes the request, reads
+// TensorChunk messages, and copies each chunk once into the destination the
+// subclass names for it.
+class ChunkStreamReader
     : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  PullReactor(grpc::ClientContext* ctx, const v1::PullRequest& request,
-              void* dst, size_t dst_bytes, std::shared_ptr<Buffer>* alloc)
-      : ctx_(ctx),
-        request_(StringToByteBuffer(request.SerializeAsString())),
-        dst_(static_cast<char*>(dst)),
-        dst_bytes_(dst_bytes),
-        alloc_(alloc) {}
+  ChunkStreamReader(grpc::ClientContext* ctx, std::string request)
+      : ctx_(ctx), request_(StringToByteBuffer(std::move(request))) {}
 
   void Go() {
     StartWriteLast(&request_, grpc::WriteOptions());
@@ -165,120 +162,15 @@ class PullReactor final
     latch_.Done();
   }
 
-  absl::StatusOr<PullResult> Wait() {
-    latch_.Wait();
-    if (!local_error_.ok()) return local_error_;
-    if (!status_.ok()) return FromGrpcStatus(status_);
-    if (!header_seen_) {
-      return absl::InternalError("pull stream ended without a header");
-    }
-    if (received_ != payload_bytes_) {
-      return absl::DataLossError(absl::StrCat("pull stream ended after ",
-                                              received_, " of ",
-                                              payload_bytes_, " bytes"));
-    }
-    return result_;
-  }
+ protected:
+  // Parses the first chunk's header; returns the payload size.
+  virtual absl::StatusOr<size_t> OnHeader(const std::string& header) = 0;
+  // Where the `n` payload bytes at `offset` go (they never span two
+  // destinations); null when they would.
+  virtual char* Destination(size_t offset, size_t n) = 0;
 
- private:
-  absl::Status Consume() {
-    DecodedChunk chunk;
-    STRATA_RETURN_IF_ERROR(DecodeChunk(message_, &chunk));
-    if (!header_seen_) {
-      v1::PullHeader header;
-      if (!chunk.has_header || !header.ParseFromString(chunk.header)) {
-        return absl::InternalError("pull stream: first chunk has no header");
-      }
-      header_seen_ = true;
-      STRATA_ASSIGN_OR_RETURN(DType dtype,
-                              static_cast<v1::DType>(header.dtype()) ==
-                                      v1::DT_INVALID
-                                  ? absl::StatusOr<DType>(absl::InternalError(
-                                        "pull header has no dtype"))
-                                  : absl::StatusOr<DType>(static_cast<DType>(
-                                        header.dtype())));
-      result_.dtype = dtype;
-      result_.shape.assign(header.shape().begin(), header.shape().end());
-      result_.version = header.version();
-      payload_bytes_ = static_cast<size_t>(header.payload_bytes());
-      if (alloc_ != nullptr) {
-        *alloc_ = Buffer::Allocate(payload_bytes_, /*zero=*/false);
-        dst_ = (*alloc_)->data();
-        dst_bytes_ = payload_bytes_;
-      } else if (payload_bytes_ != dst_bytes_) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "pull: the variable has ", payload_bytes_, " bytes (",
-            DTypeName(dtype), " ", ShapeString(result_.shape),
-            "), the destination has ", dst_bytes_));
-      }
-    }
-    if (chunk.data_size == 0) return absl::OkStatus();
-    if (static_cast<size_t>(chunk.offset) != received_ ||
-        received_ + chunk.data_size > payload_bytes_) {
-      return absl::InternalError(absl::StrCat(
-          "pull stream: chunk at offset ", chunk.offset, " of ",
-          chunk.data_size, " bytes does not follow ", received_, " of ",
-          payload_bytes_));
-    }
-    chunk.CopyDataTo(dst_ + received_);
-    received_ += chunk.data_size;
-    return absl::OkStatus();
-  }
-
-  grpc::ClientContext* const ctx_;
-  grpc::ByteBuffer request_;
-  grpc::ByteBuffer message_;
-  char* dst_;
-  size_t dst_bytes_;
-  std::shared_ptr<Buffer>* alloc_;
-  bool header_seen_ = false;
-  size_t payload_bytes_ = 0;
-  size_t received_ = 0;
-  PullResult result_;
-  absl::Status local_error_;
-  grpc::Status status_;
-  Latch latch_;
-};
-
-// Client side of PullVariables: receives chunks and scatters them to one
-// destination per variable (no chunk spans two variables).
-class PullVariablesReactor final
-    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
- public:
-  PullVariablesReactor(grpc::ClientContext* ctx,
-                       const v1::PullVariablesRequest& request,
-                       const std::vector<void*>& dsts,
-                       const std::vector<size_t>& sizes)
-      : ctx_(ctx),
-        request_(StringToByteBuffer(request.SerializeAsString())),
-        names_(request.names().begin(), request.names().end()),
-        dsts_(dsts),
-        sizes_(sizes) {}
-
-  void Go() {
-    StartWriteLast(&request_, grpc::WriteOptions());
-    StartRead(&message_);
-    StartCall();
-  }
-
-  void OnWriteDone(bool ok) override {}
-  void OnReadDone(bool ok) override {
-    if (!ok) return;
-    absl::Status s = Consume();
-    if (!s.ok()) {
-      local_error_ = s;
-      ctx_->TryCancel();
-      return;
-    }
-    message_.Clear();
-    StartRead(&message_);
-  }
-  void OnDone(const grpc::Status& status) override {
-    status_ = status;
-    latch_.Done();
-  }
-
-  absl::StatusOr<std::vector<int64_t>> Wait() {
+  // Waits for the end of the call; OK when the whole payload arrived.
+  absl::Status WaitDone() {
     latch_.Wait();
     if (!local_error_.ok()) return local_error_;
     if (!status_.ok()) return FromGrpcStatus(status_);
@@ -289,7 +181,7 @@ class PullVariablesReactor final
       return absl::DataLossError(absl::StrCat(
           "pull stream ended after ", received_, " of ", total_, " bytes"));
     }
-    return versions_;
+    return absl::OkStatus();
   }
 
  private:
@@ -297,41 +189,24 @@ class PullVariablesReactor final
     DecodedChunk chunk;
     STRATA_RETURN_IF_ERROR(DecodeChunk(message_, &chunk));
     if (!header_seen_) {
-      v1::PullVariablesHeader header;
-      if (!chunk.has_header || !header.ParseFromString(chunk.header)) {
+      if (!chunk.has_header) {
         return absl::InternalError("pull stream: first chunk has no header");
       }
       header_seen_ = true;
-      if (header.variables_size() != static_cast<int>(names_.size())) {
-        return absl::InternalError("pull stream: wrong number of variables");
-      }
-      size_t offset = 0;
-      for (int i = 0; i < header.variables_size(); ++i) {
-        const v1::VariableSlot& slot = header.variables(i);
-        if (static_cast<size_t>(slot.bytes()) != sizes_[i]) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "pull: variable '", names_[i], "' has ", slot.bytes(),
-              " bytes, the destination has ", sizes_[i]));
-        }
-        starts_.push_back(offset);
-        offset += static_cast<size_t>(slot.bytes());
-        versions_.push_back(slot.version());
-      }
-      total_ = offset;
+      STRATA_ASSIGN_OR_RETURN(total_, OnHeader(chunk.header));
     }
     if (chunk.data_size == 0) return absl::OkStatus();
     const size_t at = static_cast<size_t>(chunk.offset);
     if (at != received_ || at + chunk.data_size > total_) {
-      return absl::InternalError("pull stream: chunk out of order");
+      return absl::InternalError(absl::StrCat(
+          "pull stream: chunk at offset ", at, " of ", chunk.data_size,
+          " bytes does not follow ", received_, " of ", total_));
     }
-    // The variable holding this chunk.
-    size_t i = std::upper_bound(starts_.begin(), starts_.end(), at) -
-               starts_.begin() - 1;
-    while (i + 1 < starts_.size() && starts_[i + 1] == at) ++i;
-    if (at + chunk.data_size > starts_[i] + sizes_[i]) {
+    char* dst = Destination(at, chunk.data_size);
+    if (dst == nullptr) {
       return absl::InternalError("pull stream: chunk spans two variables");
     }
-    chunk.CopyDataTo(static_cast<char*>(dsts_[i]) + (at - starts_[i]));
+    chunk.CopyDataTo(dst);
     received_ += chunk.data_size;
     return absl::OkStatus();
   }
@@ -339,17 +214,114 @@ class PullVariablesReactor final
   grpc::ClientContext* const ctx_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer message_;
-  const std::vector<std::string> names_;
-  const std::vector<void*>& dsts_;
-  const std::vector<size_t>& sizes_;
   bool header_seen_ = false;
-  std::vector<size_t> starts_;
-  std::vector<int64_t> versions_;
   size_t total_ = 0;
   size_t received_ = 0;
   absl::Status local_error_;
   grpc::Status status_;
   Latch latch_;
+};
+
+// Client side of Pull: one variable (or rows) into one buffer, allocated on
+// the header when `alloc` is set.
+class PullReactor final : public ChunkStreamReader {
+ public:
+  PullReactor(grpc::ClientContext* ctx, const v1::PullRequest& request,
+              void* dst, size_t dst_bytes, std::shared_ptr<Buffer>* alloc)
+      : ChunkStreamReader(ctx, request.SerializeAsString()),
+        dst_(static_cast<char*>(dst)),
+        dst_bytes_(dst_bytes),
+        alloc_(alloc) {}
+
+  absl::StatusOr<PullResult> Wait() {
+    STRATA_RETURN_IF_ERROR(WaitDone());
+    return result_;
+  }
+
+ private:
+  absl::StatusOr<size_t> OnHeader(const std::string& bytes) override {
+    v1::PullHeader header;
+    if (!header.ParseFromString(bytes) || header.dtype() == v1::DT_INVALID) {
+      return absl::InternalError("pull stream: bad PullHeader");
+    }
+    result_.dtype = static_cast<DType>(header.dtype());
+    result_.shape.assign(header.shape().begin(), header.shape().end());
+    result_.version = header.version();
+    const size_t payload = static_cast<size_t>(header.payload_bytes());
+    if (alloc_ != nullptr) {
+      *alloc_ = Buffer::Allocate(payload, /*zero=*/false);
+      dst_ = (*alloc_)->data();
+      dst_bytes_ = payload;
+    } else if (payload != dst_bytes_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pull: the variable has ", payload, " bytes (",
+          DTypeName(result_.dtype), " ", ShapeString(result_.shape),
+          "), the destination has ", dst_bytes_));
+    }
+    return payload;
+  }
+
+  char* Destination(size_t offset, size_t n) override { return dst_ + offset; }
+
+  char* dst_;
+  size_t dst_bytes_;
+  std::shared_ptr<Buffer>* alloc_;
+  PullResult result_;
+};
+
+// Client side of PullVariables: scatters chunks to one destination per
+// variable.
+class PullVariablesReactor final : public ChunkStreamReader {
+ public:
+  PullVariablesReactor(grpc::ClientContext* ctx,
+                       const v1::PullVariablesRequest& request,
+                       const std::vector<void*>& dsts,
+                       const std::vector<size_t>& sizes)
+      : ChunkStreamReader(ctx, request.SerializeAsString()),
+        names_(request.names().begin(), request.names().end()),
+        dsts_(dsts),
+        sizes_(sizes) {}
+
+  absl::StatusOr<std::vector<int64_t>> Wait() {
+    STRATA_RETURN_IF_ERROR(WaitDone());
+    return versions_;
+  }
+
+ private:
+  absl::StatusOr<size_t> OnHeader(const std::string& bytes) override {
+    v1::PullVariablesHeader header;
+    if (!header.ParseFromString(bytes) ||
+        header.variables_size() != static_cast<int>(names_.size())) {
+      return absl::InternalError("pull stream: bad PullVariablesHeader");
+    }
+    size_t offset = 0;
+    for (int i = 0; i < header.variables_size(); ++i) {
+      const v1::VariableSlot& slot = header.variables(i);
+      if (static_cast<size_t>(slot.bytes()) != sizes_[i]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "pull: variable '", names_[i], "' has ", slot.bytes(),
+            " bytes, the destination has ", sizes_[i]));
+      }
+      starts_.push_back(offset);
+      offset += static_cast<size_t>(slot.bytes());
+      versions_.push_back(slot.version());
+    }
+    return offset;
+  }
+
+  char* Destination(size_t offset, size_t n) override {
+    // The last variable starting at or before `offset` (skipping empty ones).
+    size_t i = std::upper_bound(starts_.begin(), starts_.end(), offset) -
+               starts_.begin() - 1;
+    if (offset + n > starts_[i] + sizes_[i]) return nullptr;
+    return static_cast<char*>(dsts_[i]) + (offset - starts_[i]);
+  }
+
+  const std::vector<std::string> names_;
+  const std::vector<void*>& dsts_;
+  const std::vector<size_t>& sizes_;
+  std::vector<size_t> starts_;
+  std::vector<int64_t> versions_;
 };
 
 }  // namespace
