@@ -286,4 +286,12 @@ std::string TaskAddress(const TfConfig& config) {
   return it->second[config.task_index];
 }
 
+std::string JoinHostPort(absl::string_view host, int port) {
+  if (host.find(':') != absl::string_view::npos && !host.empty() &&
+      host.front() != '[') {
+    return absl::StrCat("[", host, "]:", port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
 }  // namespace strata

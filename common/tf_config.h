@@ -63,6 +63,9 @@ std::string TfConfigToJson(const TfConfig& config);
 absl::StatusOr<std::pair<std::string, int>> SplitHostPort(
     absl::string_view address);
 
+// The inverse of SplitHostPort: "host:port", with an IPv6 host in brackets.
+std::string JoinHostPort(absl::string_view host, int port);
+
 // The address of config's own task, cluster[task_type][task_index], or ""
 // when the cluster does not list it (an evaluator, or no task).
 std::string TaskAddress(const TfConfig& config);

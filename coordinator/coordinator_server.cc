@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/tf_config.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 
@@ -11,13 +12,6 @@ namespace strata {
 namespace {
 
 constexpr const char* kServiceName = "strata.v1.CoordinatorService";
-
-std::string HostPort(std::string host, int port) {
-  if (host.find(':') != std::string::npos && host.front() != '[') {
-    host = absl::StrCat("[", host, "]");
-  }
-  return absl::StrCat(host, ":", port);
-}
 
 }  // namespace
 
@@ -47,7 +41,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  const std::string address = HostPort(options.host, options.port);
+  const std::string address = JoinHostPort(options.host, options.port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
                            &s->port_);
   builder.RegisterService(s->service_.get());
@@ -83,7 +77,7 @@ int CoordinatorServer::metrics_port() const {
 }
 
 std::string CoordinatorServer::address() const {
-  return HostPort(options_.host, port_);
+  return JoinHostPort(options_.host, port_);
 }
 
 void CoordinatorServer::Shutdown(absl::Duration grace) {

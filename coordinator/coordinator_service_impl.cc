@@ -477,12 +477,12 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportWork(
     grpc::CallbackServerContext* ctx, const v1::ReportWorkRequest* req,
     v1::ReportWorkResponse* resp) {
   const absl::Time start = absl::Now();
-  const v1::JobStatus::State before = state_->GetJob().state();
+  const v1::JobStatus::State before = state_->JobState();
   absl::Status status = state_->ApplyReport(*req);
   // Reports that end an epoch's evaluation or the job are durable on
   // return; plain step reports are batched (see below).
   const bool milestone = req->item().kind() == v1::WorkItem::EVALUATE ||
-                         state_->GetJob().state() != before;
+                         state_->JobState() != before;
   if (status.ok() && req->want_next()) {
     absl::StatusOr<v1::WorkItem> next =
         state_->GetWork(req->task(), req->incarnation());

@@ -1306,6 +1306,11 @@ void CoordinatorState::LogEpochEndLocked(int64_t epoch) {
                  {"examples_per_second", r.examples_per_second()}});
 }
 
+v1::JobStatus::State CoordinatorState::JobState() const {
+  absl::MutexLock lock(&mu_);
+  return job_ ? job_->state : v1::JobStatus::NONE;
+}
+
 v1::JobStatus CoordinatorState::GetJob() const {
   v1::JobStatus status;
   absl::MutexLock lock(&mu_);

@@ -198,6 +198,8 @@ class CoordinatorState {
 
   // The job (state NONE when none was submitted).
   v1::JobStatus GetJob() const;
+  // Only the job's state (cheap: no copy of the job file or epochs).
+  v1::JobStatus::State JobState() const;
 
   // The next item for `task`: TRAIN the lowest pending step of the open
   // epoch, EVALUATE an epoch whose steps are all done, WAIT (no job yet,

@@ -637,8 +637,6 @@ grpc::ServerUnaryReactor* FinishUnary(ParameterServiceImpl* service,
 
 }  // namespace
 
-struct ParameterServiceImpl::MethodMetrics {};
-
 ParameterServiceImpl::ParameterServiceImpl(VariableStore* store,
                                            Logger* logger,
                                            MetricsRegistry* metrics,

@@ -82,7 +82,6 @@ class ParameterServiceImpl final : public ParameterServiceBase {
       grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) override;
 
   // Per-method accounting (public for the reactors in the .cc file).
-  struct MethodMetrics;
   void Record(const char* method, const absl::Status& status,
               absl::Duration elapsed, int64_t bytes_in, int64_t bytes_out);
 

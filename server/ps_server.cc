@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/tf_config.h"
 #include "proto/chunk_codec.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -30,11 +31,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  std::string host = options.host;
-  if (host.find(':') != std::string::npos && host.front() != '[') {
-    host = absl::StrCat("[", host, "]");
-  }
-  const std::string address = absl::StrCat(host, ":", options.port);
+  const std::string address = JoinHostPort(options.host, options.port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
                            &s->port_);
   builder.RegisterService(s->service_.get());
@@ -68,11 +65,7 @@ PsServer::~PsServer() { Shutdown(absl::Seconds(5)); }
 int PsServer::metrics_port() const { return http_ ? http_->port() : -1; }
 
 std::string PsServer::address() const {
-  std::string host = options_.host;
-  if (host.find(':') != std::string::npos && host.front() != '[') {
-    host = absl::StrCat("[", host, "]");
-  }
-  return absl::StrCat(host, ":", port_);
+  return JoinHostPort(options_.host, port_);
 }
 
 void PsServer::Shutdown(absl::Duration grace) {

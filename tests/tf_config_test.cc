@@ -84,6 +84,16 @@ TEST(TfConfigTest, MasterAndIpv6Addresses) {
   EXPECT_EQ(config->environment, "");
 }
 
+TEST(TfConfigTest, JoinHostPortBracketsIpv6) {
+  EXPECT_EQ(JoinHostPort("127.0.0.1", 80), "127.0.0.1:80");
+  EXPECT_EQ(JoinHostPort("::1", 5000), "[::1]:5000");
+  EXPECT_EQ(JoinHostPort("[::1]", 5000), "[::1]:5000");
+  auto split = SplitHostPort(JoinHostPort("::1", 7));
+  ASSERT_TRUE(split.ok());
+  EXPECT_EQ(split->first, "::1");
+  EXPECT_EQ(split->second, 7);
+}
+
 TEST(TfConfigTest, MissingPiecesDefault) {
   absl::StatusOr<TfConfig> config = ParseTfConfig("{}");
   ASSERT_TRUE(config.ok()) << config.status();
