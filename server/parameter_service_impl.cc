@@ -9,6 +9,7 @@
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "proto/chunk_codec.h"
+#include "server/requests.h"
 
 namespace strata {
 namespace {
@@ -149,67 +150,15 @@ class PushReactor final : public ChunkedReceiveReactor {
     }
     name_ = header_.name();
     STRATA_ASSIGN_OR_RETURN(variable_, service_->store()->Get(name_));
-    const std::string var = absl::StrCat("variable '", name_, "'");
-    auto dtype = DTypeFromProto(header_.dtype());
-    if (!dtype.ok() || *dtype != variable_->dtype()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          var, " is ", DTypeName(variable_->dtype()), ", the gradient is ",
-          dtype.ok() ? DTypeName(*dtype) : dtype.status().ToString()));
-    }
-    Shape shape(header_.shape().begin(), header_.shape().end());
-    const size_t esize = DTypeSize(variable_->dtype());
-    if (header_.rows()) {
-      const Shape& vs = variable_->shape();
-      if (vs.size() != 2) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            var, ": row push needs a 2-D variable, it is ", ShapeString(vs)));
-      }
-      if (header_.num_rows() < 0 || shape.size() != 2 ||
-          shape[0] != header_.num_rows() || shape[1] != vs[1]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            var, ": row gradient shape ", ShapeString(shape),
-            " must be [num_rows=", header_.num_rows(), ", ", vs[1], "]"));
-      }
-      uint64_t expected =
-          static_cast<uint64_t>(header_.num_rows()) * (8 + vs[1] * esize);
-      if (static_cast<uint64_t>(header_.payload_bytes()) != expected) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            var, ": row push payload is ", header_.payload_bytes(),
-            " bytes, expected ", expected, " (", header_.num_rows(),
-            " int64 ids then the rows)"));
-      }
-    } else {
-      if (shape != variable_->shape()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            var, " has shape ", ShapeString(variable_->shape()),
-            ", the gradient has shape ", ShapeString(shape)));
-      }
-      if (static_cast<uint64_t>(header_.payload_bytes()) !=
-          variable_->byte_size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            var, ": gradient payload is ", header_.payload_bytes(),
-            " bytes, expected ", variable_->byte_size()));
-      }
-    }
-    payload_bytes_ = header_.payload_bytes();
+    STRATA_ASSIGN_OR_RETURN(payload_bytes_,
+                            ValidatePushHeader(header_, *variable_));
     return absl::OkStatus();
   }
 
   absl::Status OnPayload(const char* data, size_t size,
                          std::string* response) override {
-    PushMeta meta{header_.tag().job(), header_.tag().worker(),
-                  header_.tag().step(), header_.tag().attempt()};
-    PushOutcome outcome;
-    if (header_.rows()) {
-      const size_t n = static_cast<size_t>(header_.num_rows());
-      std::vector<int64_t> ids(n);
-      if (n > 0) std::memcpy(ids.data(), data, n * sizeof(int64_t));
-      STRATA_ASSIGN_OR_RETURN(
-          outcome, variable_->PushRows(meta, ids, data + n * sizeof(int64_t),
-                                       size - n * sizeof(int64_t)));
-    } else {
-      STRATA_ASSIGN_OR_RETURN(outcome, variable_->PushDense(meta, data, size));
-    }
+    STRATA_ASSIGN_OR_RETURN(PushOutcome outcome,
+                            ApplyPush(header_, variable_.get(), data, size));
     service_->store()->RecordPush(outcome, static_cast<int64_t>(size));
     v1::PushResponse resp;
     resp.set_version(outcome.version);
@@ -219,10 +168,10 @@ class PushReactor final : public ChunkedReceiveReactor {
     if (outcome.duplicate) {
       service_->logger()->Log(LogLevel::kInfo, "push_duplicate",
                               {{"variable", name_},
-                               {"job", meta.job},
-                               {"worker", meta.worker},
-                               {"step", meta.step},
-                               {"attempt", meta.attempt}});
+                               {"job", header_.tag().job()},
+                               {"worker", header_.tag().worker()},
+                               {"step", header_.tag().step()},
+                               {"attempt", header_.tag().attempt()}});
     }
     return absl::OkStatus();
   }
@@ -244,24 +193,8 @@ class AssignReactor final : public ChunkedReceiveReactor {
     }
     name_ = header_.name();
     STRATA_ASSIGN_OR_RETURN(variable_, service_->store()->Get(name_));
-    auto dtype = DTypeFromProto(header_.dtype());
-    Shape shape(header_.shape().begin(), header_.shape().end());
-    if (!dtype.ok() || *dtype != variable_->dtype() ||
-        shape != variable_->shape()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "variable '", name_, "' is ", DTypeName(variable_->dtype()), " ",
-          ShapeString(variable_->shape()), ", the assigned value is ",
-          dtype.ok() ? DTypeName(*dtype) : "invalid", " ",
-          ShapeString(shape)));
-    }
-    if (static_cast<uint64_t>(header_.payload_bytes()) !=
-        variable_->byte_size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "variable '", name_, "': assigned payload is ",
-          header_.payload_bytes(), " bytes, expected ",
-          variable_->byte_size()));
-    }
-    payload_bytes_ = header_.payload_bytes();
+    STRATA_ASSIGN_OR_RETURN(payload_bytes_,
+                            ValidateAssignHeader(header_, *variable_));
     return absl::OkStatus();
   }
 
@@ -454,11 +387,8 @@ class PullReactor final : public SnapshotStreamReactor {
       return;
     }
     variable_ = *std::move(variable);
-    if (request_.min_version() < 0 || request_.clock() < 0) {
-      Fail(absl::InvalidArgumentError(absl::StrCat(
-               "Pull of variable '", request_.name(),
-               "': min_version and clock must be >= 0")),
-           request_.name());
+    if (absl::Status s = ValidatePullRequest(request_); !s.ok()) {
+      Fail(s, request_.name());
       return;
     }
     WaitUntilReady({variable_}, request_.min_version(), request_.clock());
@@ -466,20 +396,12 @@ class PullReactor final : public SnapshotStreamReactor {
 
  private:
   void OnReady() override {
-    absl::StatusOr<VariableSnapshot> snap =
-        request_.rows() ? variable_->ReadRows(request_.row_ids())
-                        : absl::StatusOr<VariableSnapshot>(
-                              variable_->Snapshot());
+    absl::StatusOr<VariableSnapshot> snap = ReadPull(request_, *variable_);
     if (!snap.ok()) {
       Fail(snap.status(), request_.name());
       return;
     }
-    v1::PullHeader header;
-    header.set_dtype(DTypeToProto(snap->dtype));
-    for (int64_t d : snap->shape) header.add_shape(d);
-    header.set_version(snap->version);
-    header.set_payload_bytes(static_cast<int64_t>(snap->value->size()));
-    Stream(header.SerializeAsString(), {snap->value});
+    Stream(MakePullHeader(*snap).SerializeAsString(), {snap->value});
   }
 
   v1::PullRequest request_;
@@ -501,10 +423,8 @@ class PullVariablesReactor final : public SnapshotStreamReactor {
            "");
       return;
     }
-    if (request_.min_version() < 0 || request_.clock() < 0) {
-      Fail(absl::InvalidArgumentError(
-               "PullVariables: min_version and clock must be >= 0"),
-           "");
+    if (absl::Status s = ValidatePullVariablesRequest(request_); !s.ok()) {
+      Fail(s, "");
       return;
     }
     for (const std::string& name : request_.names()) {
@@ -520,21 +440,9 @@ class PullVariablesReactor final : public SnapshotStreamReactor {
 
  private:
   void OnReady() override {
-    v1::PullVariablesHeader header;
     std::vector<std::shared_ptr<const Buffer>> buffers;
-    int64_t total = 0;
-    for (const auto& v : variables_) {
-      VariableSnapshot snap = v->Snapshot();
-      v1::VariableSlot* slot = header.add_variables();
-      slot->set_name(v->name());
-      slot->set_dtype(DTypeToProto(snap.dtype));
-      for (int64_t d : snap.shape) slot->add_shape(d);
-      slot->set_bytes(static_cast<int64_t>(snap.value->size()));
-      slot->set_version(snap.version);
-      total += static_cast<int64_t>(snap.value->size());
-      buffers.push_back(std::move(snap.value));
-    }
-    header.set_payload_bytes(total);
+    v1::PullVariablesHeader header =
+        MakePullVariablesPayload(variables_, &buffers);
     Stream(header.SerializeAsString(), std::move(buffers));
   }
 
@@ -556,60 +464,19 @@ class PushVariablesReactor final : public ChunkedReceiveReactor {
       return absl::InvalidArgumentError(
           "PushVariables: the header is not a PushVariablesHeader");
     }
-    uint64_t total = 0;
-    for (const v1::VariableSlot& slot : header_.variables()) {
-      if (name_.empty()) name_ = slot.name();
-      STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v,
-                              service_->store()->Get(slot.name()));
-      auto dtype = DTypeFromProto(slot.dtype());
-      Shape shape(slot.shape().begin(), slot.shape().end());
-      if (!dtype.ok() || *dtype != v->dtype() || shape != v->shape() ||
-          static_cast<uint64_t>(slot.bytes()) != v->byte_size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "variable '", slot.name(), "' is ", DTypeName(v->dtype()), " ",
-            ShapeString(v->shape()), " (", v->byte_size(),
-            " bytes), the gradient is ",
-            dtype.ok() ? DTypeName(*dtype) : "invalid", " ",
-            ShapeString(shape), " (", slot.bytes(), " bytes)"));
-      }
-      total += v->byte_size();
-      variables_.push_back(std::move(v));
-    }
-    if (static_cast<uint64_t>(header_.payload_bytes()) != total) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "PushVariables: payload is ", header_.payload_bytes(),
-          " bytes, the variables need ", total));
-    }
-    payload_bytes_ = total;
+    // The first variable names the call in logs, even when it is unknown.
+    if (!header_.variables().empty()) name_ = header_.variables(0).name();
+    STRATA_ASSIGN_OR_RETURN(
+        variables_, ValidatePushVariablesHeader(header_, *service_->store(),
+                                                &payload_bytes_));
     return absl::OkStatus();
   }
 
   absl::Status OnPayload(const char* data, size_t size,
                          std::string* response) override {
-    // Validate every gradient before applying any.
-    size_t offset = 0;
-    for (const auto& v : variables_) {
-      STRATA_RETURN_IF_ERROR(CheckFinite(
-          v->dtype(), data + offset, NumElements(v->shape()),
-          absl::StrCat("gradient for variable '", v->name(), "'")));
-      offset += v->byte_size();
-    }
-    PushMeta meta{header_.tag().job(), header_.tag().worker(),
-                  header_.tag().step(), header_.tag().attempt()};
-    v1::PushVariablesResponse resp;
-    offset = 0;
-    for (const auto& v : variables_) {
-      STRATA_ASSIGN_OR_RETURN(PushOutcome outcome,
-                              v->PushDense(meta, data + offset, v->byte_size(),
-                                           /*checked=*/true));
-      service_->store()->RecordPush(outcome,
-                                    static_cast<int64_t>(v->byte_size()));
-      v1::PushResponse* r = resp.add_results();
-      r->set_version(outcome.version);
-      r->set_duplicate(outcome.duplicate);
-      r->set_applied(outcome.applied);
-      offset += v->byte_size();
-    }
+    STRATA_ASSIGN_OR_RETURN(
+        v1::PushVariablesResponse resp,
+        ApplyPushVariables(header_, variables_, data, size, service_->store()));
     *response = resp.SerializeAsString();
     return absl::OkStatus();
   }

@@ -1,0 +1,207 @@
+#include "server/requests.h"
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace strata {
+
+absl::StatusOr<uint64_t> ValidatePushHeader(const v1::PushHeader& header,
+                                            const Variable& variable) {
+  const std::string& name = header.name();
+  const std::string var = absl::StrCat("variable '", name, "'");
+  auto dtype = DTypeFromProto(header.dtype());
+  if (!dtype.ok() || *dtype != variable.dtype()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        var, " is ", DTypeName(variable.dtype()), ", the gradient is ",
+        dtype.ok() ? DTypeName(*dtype) : dtype.status().ToString()));
+  }
+  Shape shape(header.shape().begin(), header.shape().end());
+  const size_t esize = DTypeSize(variable.dtype());
+  if (header.rows()) {
+    const Shape& vs = variable.shape();
+    if (vs.size() != 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          var, ": row push needs a 2-D variable, it is ", ShapeString(vs)));
+    }
+    if (header.num_rows() < 0 || shape.size() != 2 ||
+        shape[0] != header.num_rows() || shape[1] != vs[1]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          var, ": row gradient shape ", ShapeString(shape),
+          " must be [num_rows=", header.num_rows(), ", ", vs[1], "]"));
+    }
+    uint64_t expected =
+        static_cast<uint64_t>(header.num_rows()) * (8 + vs[1] * esize);
+    if (static_cast<uint64_t>(header.payload_bytes()) != expected) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          var, ": row push payload is ", header.payload_bytes(),
+          " bytes, expected ", expected, " (", header.num_rows(),
+          " int64 ids then the rows)"));
+    }
+  } else {
+    if (shape != variable.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          var, " has shape ", ShapeString(variable.shape()),
+          ", the gradient has shape ", ShapeString(shape)));
+    }
+    if (static_cast<uint64_t>(header.payload_bytes()) != variable.byte_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          var, ": gradient payload is ", header.payload_bytes(),
+          " bytes, expected ", variable.byte_size()));
+    }
+  }
+  return static_cast<uint64_t>(header.payload_bytes());
+}
+
+absl::StatusOr<PushOutcome> ApplyPush(const v1::PushHeader& header,
+                                      Variable* variable, const char* data,
+                                      size_t size) {
+  PushMeta meta{header.tag().job(), header.tag().worker(), header.tag().step(),
+                header.tag().attempt()};
+  if (header.rows()) {
+    const size_t n = static_cast<size_t>(header.num_rows());
+    std::vector<int64_t> ids(n);
+    if (n > 0) std::memcpy(ids.data(), data, n * sizeof(int64_t));
+    return variable->PushRows(meta, ids, data + n * sizeof(int64_t),
+                              size - n * sizeof(int64_t));
+  }
+  return variable->PushDense(meta, data, size);
+}
+
+absl::StatusOr<uint64_t> ValidateAssignHeader(const v1::AssignHeader& header,
+                                              const Variable& variable) {
+  const std::string& name = header.name();
+  auto dtype = DTypeFromProto(header.dtype());
+  Shape shape(header.shape().begin(), header.shape().end());
+  if (!dtype.ok() || *dtype != variable.dtype() || shape != variable.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable '", name, "' is ", DTypeName(variable.dtype()), " ",
+        ShapeString(variable.shape()), ", the assigned value is ",
+        dtype.ok() ? DTypeName(*dtype) : "invalid", " ", ShapeString(shape)));
+  }
+  if (static_cast<uint64_t>(header.payload_bytes()) != variable.byte_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable '", name, "': assigned payload is ", header.payload_bytes(),
+        " bytes, expected ", variable.byte_size()));
+  }
+  return static_cast<uint64_t>(header.payload_bytes());
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<Variable>>>
+ValidatePushVariablesHeader(const v1::PushVariablesHeader& header,
+                            const VariableStore& store,
+                            uint64_t* payload_bytes) {
+  std::vector<std::shared_ptr<Variable>> variables;
+  uint64_t total = 0;
+  for (const v1::VariableSlot& slot : header.variables()) {
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v, store.Get(slot.name()));
+    auto dtype = DTypeFromProto(slot.dtype());
+    Shape shape(slot.shape().begin(), slot.shape().end());
+    if (!dtype.ok() || *dtype != v->dtype() || shape != v->shape() ||
+        static_cast<uint64_t>(slot.bytes()) != v->byte_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable '", slot.name(), "' is ", DTypeName(v->dtype()), " ",
+          ShapeString(v->shape()), " (", v->byte_size(),
+          " bytes), the gradient is ",
+          dtype.ok() ? DTypeName(*dtype) : "invalid", " ", ShapeString(shape),
+          " (", slot.bytes(), " bytes)"));
+    }
+    total += v->byte_size();
+    variables.push_back(std::move(v));
+  }
+  if (static_cast<uint64_t>(header.payload_bytes()) != total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PushVariables: payload is ", header.payload_bytes(),
+                     " bytes, the variables need ", total));
+  }
+  *payload_bytes = total;
+  return variables;
+}
+
+absl::StatusOr<v1::PushVariablesResponse> ApplyPushVariables(
+    const v1::PushVariablesHeader& header,
+    const std::vector<std::shared_ptr<Variable>>& variables, const char* data,
+    size_t size, VariableStore* store) {
+  // Validate every gradient before applying any.
+  size_t offset = 0;
+  for (const auto& v : variables) {
+    STRATA_RETURN_IF_ERROR(CheckFinite(
+        v->dtype(), data + offset, NumElements(v->shape()),
+        absl::StrCat("gradient for variable '", v->name(), "'")));
+    offset += v->byte_size();
+  }
+  PushMeta meta{header.tag().job(), header.tag().worker(), header.tag().step(),
+                header.tag().attempt()};
+  v1::PushVariablesResponse resp;
+  offset = 0;
+  for (const auto& v : variables) {
+    STRATA_ASSIGN_OR_RETURN(PushOutcome outcome,
+                            v->PushDense(meta, data + offset, v->byte_size(),
+                                         /*checked=*/true));
+    store->RecordPush(outcome, static_cast<int64_t>(v->byte_size()));
+    v1::PushResponse* r = resp.add_results();
+    r->set_version(outcome.version);
+    r->set_duplicate(outcome.duplicate);
+    r->set_applied(outcome.applied);
+    offset += v->byte_size();
+  }
+  return resp;
+}
+
+absl::Status ValidatePullRequest(const v1::PullRequest& request) {
+  if (request.min_version() < 0 || request.clock() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Pull of variable '", request.name(),
+                     "': min_version and clock must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePullVariablesRequest(
+    const v1::PullVariablesRequest& request) {
+  if (request.min_version() < 0 || request.clock() < 0) {
+    return absl::InvalidArgumentError(
+        "PullVariables: min_version and clock must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VariableSnapshot> ReadPull(const v1::PullRequest& request,
+                                          const Variable& variable) {
+  if (request.rows()) return variable.ReadRows(request.row_ids());
+  return variable.Snapshot();
+}
+
+v1::PullHeader MakePullHeader(const VariableSnapshot& snapshot) {
+  v1::PullHeader header;
+  header.set_dtype(DTypeToProto(snapshot.dtype));
+  for (int64_t d : snapshot.shape) header.add_shape(d);
+  header.set_version(snapshot.version);
+  header.set_payload_bytes(static_cast<int64_t>(snapshot.value->size()));
+  return header;
+}
+
+v1::PullVariablesHeader MakePullVariablesPayload(
+    const std::vector<std::shared_ptr<Variable>>& variables,
+    std::vector<std::shared_ptr<const Buffer>>* buffers) {
+  v1::PullVariablesHeader header;
+  int64_t total = 0;
+  for (const auto& v : variables) {
+    VariableSnapshot snap = v->Snapshot();
+    v1::VariableSlot* slot = header.add_variables();
+    slot->set_name(v->name());
+    slot->set_dtype(DTypeToProto(snap.dtype));
+    for (int64_t d : snap.shape) slot->add_shape(d);
+    slot->set_bytes(static_cast<int64_t>(snap.value->size()));
+    slot->set_version(snap.version);
+    total += static_cast<int64_t>(snap.value->size());
+    buffers->push_back(std::move(snap.value));
+  }
+  header.set_payload_bytes(total);
+  return header;
+}
+
+}  // namespace strata

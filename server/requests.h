@@ -1,0 +1,80 @@
+// Validation and application of the parameter service's streamed requests
+// (Push, Assign, PushVariables, Pull, PullVariables), apart from the gRPC
+// adapter so that they can be tested and fuzzed without a server. Pure logic
+// over Variable and VariableStore; ParameterServiceImpl only receives the
+// bytes, calls these and maps the status.
+#ifndef STRATA_SERVER_REQUESTS_H_
+#define STRATA_SERVER_REQUESTS_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/variable.h"
+#include "server/variable_store.h"
+#include "strata/v1/parameter_server.pb.h"
+
+namespace strata {
+
+// Checks a Push header against `variable`: dtype, then for a row push a 2-D
+// variable, shape [num_rows, width] and a payload of num_rows int64 ids
+// followed by the rows; for a dense push the variable's shape and byte size.
+// Returns the payload bytes the stream must carry.
+// Errors: INVALID_ARGUMENT naming the variable and what was expected.
+absl::StatusOr<uint64_t> ValidatePushHeader(const v1::PushHeader& header,
+                                            const Variable& variable);
+
+// Applies a push whose header passed ValidatePushHeader; `data` holds its
+// `size` payload bytes. Errors: those of Variable::PushDense / PushRows.
+absl::StatusOr<PushOutcome> ApplyPush(const v1::PushHeader& header,
+                                      Variable* variable, const char* data,
+                                      size_t size);
+
+// Checks an Assign header (dtype, shape, payload size) against `variable`.
+// Returns the payload bytes. Errors: INVALID_ARGUMENT.
+absl::StatusOr<uint64_t> ValidateAssignHeader(const v1::AssignHeader& header,
+                                              const Variable& variable);
+
+// Looks up every variable a PushVariables header names and checks dtype,
+// shape and bytes of each, and the total payload size. Returns the
+// variables in the header's order; sets `*payload_bytes`.
+// Errors: NOT_FOUND (a variable does not exist), INVALID_ARGUMENT.
+absl::StatusOr<std::vector<std::shared_ptr<Variable>>>
+ValidatePushVariablesHeader(const v1::PushVariablesHeader& header,
+                            const VariableStore& store,
+                            uint64_t* payload_bytes);
+
+// Applies the gradients of a validated PushVariables (`variables` as
+// returned by ValidatePushVariablesHeader): every gradient is checked for
+// NaN/Inf before any variable is updated; each outcome is recorded in
+// `store`. Errors: INVALID_ARGUMENT, and those of Variable::PushDense.
+absl::StatusOr<v1::PushVariablesResponse> ApplyPushVariables(
+    const v1::PushVariablesHeader& header,
+    const std::vector<std::shared_ptr<Variable>>& variables, const char* data,
+    size_t size, VariableStore* store);
+
+// Pull / PullVariables: min_version and clock must be >= 0.
+// Errors: INVALID_ARGUMENT.
+absl::Status ValidatePullRequest(const v1::PullRequest& request);
+absl::Status ValidatePullVariablesRequest(
+    const v1::PullVariablesRequest& request);
+
+// What a ready Pull streams: the whole value, or the requested rows.
+// Errors: INVALID_ARGUMENT from Variable::ReadRows.
+absl::StatusOr<VariableSnapshot> ReadPull(const v1::PullRequest& request,
+                                          const Variable& variable);
+
+// The header streamed before a Pull's payload.
+v1::PullHeader MakePullHeader(const VariableSnapshot& snapshot);
+
+// The header and buffers (in order) a ready PullVariables streams: one
+// consistent snapshot per variable.
+v1::PullVariablesHeader MakePullVariablesPayload(
+    const std::vector<std::shared_ptr<Variable>>& variables,
+    std::vector<std::shared_ptr<const Buffer>>* buffers);
+
+}  // namespace strata
+
+#endif  // STRATA_SERVER_REQUESTS_H_
