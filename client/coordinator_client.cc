@@ -132,6 +132,15 @@ absl::StatusOr<v1::ReportWorkResponse> CoordinatorClient::ReportWork(
   return resp;
 }
 
+absl::StatusOr<v1::GroupAssignment> CoordinatorClient::JoinGroup(
+    const v1::JoinGroupRequest& r) {
+  v1::GroupAssignment resp;
+  absl::Status s = Call(
+      [&](grpc::ClientContext* ctx) { return stub_->JoinGroup(ctx, r, &resp); });
+  if (!s.ok()) return s;
+  return resp;
+}
+
 MembershipAgent::MembershipAgent(CoordinatorClient* client, v1::TaskId task,
                                  std::string address, std::string incarnation,
                                  Logger* logger)
@@ -175,6 +184,7 @@ void MembershipAgent::Loop() {
     auto resp = client_->Heartbeat(req);
     if (resp.ok()) {
       generation_ = resp->generation();
+      group_ = resp->group();
       continue;
     }
     if (resp.status().code() == absl::StatusCode::kNotFound) {

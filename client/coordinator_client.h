@@ -37,6 +37,8 @@ class CoordinatorClient {
   absl::StatusOr<v1::WorkItem> GetWork(const v1::GetWorkRequest& r);
   absl::StatusOr<v1::ReportWorkResponse> ReportWork(
       const v1::ReportWorkRequest& r);
+  absl::StatusOr<v1::GroupAssignment> JoinGroup(
+      const v1::JoinGroupRequest& r);
 
   const std::string& target() const { return target_; }
 
@@ -72,6 +74,8 @@ class MembershipAgent {
   const v1::TaskId& task() const { return task_; }
   const std::string& incarnation() const { return incarnation_; }
   int64_t generation() const { return generation_.load(); }
+  // The newest group the coordinator named in the last heartbeat.
+  int64_t group() const { return group_.load(); }
 
  private:
   void Loop();
@@ -83,6 +87,7 @@ class MembershipAgent {
   const std::string incarnation_;
   Logger* const logger_;
   std::atomic<int64_t> generation_{0};
+  std::atomic<int64_t> group_{0};
   std::atomic<int64_t> heartbeat_ms_{1000};
   absl::Notification stop_;
   std::thread thread_;

@@ -542,6 +542,8 @@ absl::StatusOr<PushResult> PsClient::Push(const std::string& name, DType dtype,
   header.mutable_tag()->set_job(tag.job);
   header.mutable_tag()->set_worker(tag.worker);
   header.mutable_tag()->set_step(tag.step);
+  header.mutable_tag()->set_group(tag.group);
+  header.mutable_tag()->set_group_size(tag.group_size);
   size_t bytes = NumElements(shape) * DTypeSize(dtype);
   return PushPayload(
       name, std::move(header),
@@ -563,6 +565,8 @@ absl::StatusOr<PushResult> PsClient::PushRows(const std::string& name,
   header.mutable_tag()->set_job(tag.job);
   header.mutable_tag()->set_worker(tag.worker);
   header.mutable_tag()->set_step(tag.step);
+  header.mutable_tag()->set_group(tag.group);
+  header.mutable_tag()->set_group_size(tag.group_size);
   size_t value_bytes = ids.size() * row_width * DTypeSize(dtype);
   return PushPayload(
       name, std::move(header),
@@ -625,6 +629,8 @@ absl::StatusOr<std::vector<PushResult>> PsClient::PushVariables(
   header.mutable_tag()->set_job(tag.job);
   header.mutable_tag()->set_worker(tag.worker);
   header.mutable_tag()->set_step(tag.step);
+  header.mutable_tag()->set_group(tag.group);
+  header.mutable_tag()->set_group_size(tag.group_size);
   absl::StatusOr<std::string> raw;
   int attempts = 0;
   for (int attempt = 1;; ++attempt) {

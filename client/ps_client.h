@@ -50,6 +50,9 @@ struct PushTag {
   std::string job;
   int64_t worker = 0;
   int64_t step = 0;
+  // SYNC variables trained by a group: its id and size (0: none).
+  int64_t group = 0;
+  int32_t group_size = 0;
 };
 
 struct PushResult {

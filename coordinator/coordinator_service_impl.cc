@@ -404,7 +404,10 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Heartbeat(
   const absl::Time start = absl::Now();
   absl::StatusOr<int64_t> generation =
       state_->Heartbeat(req->task(), req->incarnation());
-  if (generation.ok()) resp->set_generation(*generation);
+  if (generation.ok()) {
+    resp->set_generation(*generation);
+    resp->set_group(state_->NewestGroup());
+  }
   return FinishUnary(ctx, "Heartbeat", start, generation.status());
 }
 
@@ -473,6 +476,15 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::GetWork(
   return FinishUnary(ctx, "GetWork", start, item.status());
 }
 
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::JoinGroup(
+    grpc::CallbackServerContext* ctx, const v1::JoinGroupRequest* req,
+    v1::GroupAssignment* resp) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<v1::GroupAssignment> a = state_->JoinGroup(*req);
+  if (a.ok()) *resp = *std::move(a);
+  return FinishUnary(ctx, "JoinGroup", start, a.status());
+}
+
 grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportWork(
     grpc::CallbackServerContext* ctx, const v1::ReportWorkRequest* req,
     v1::ReportWorkResponse* resp) {
@@ -483,6 +495,7 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportWork(
   // return; plain step reports are batched (see below).
   const bool milestone = req->item().kind() == v1::WorkItem::EVALUATE ||
                          state_->JobState() != before;
+  if (status.ok()) resp->set_group(state_->NewestGroup());
   if (status.ok() && req->want_next()) {
     absl::StatusOr<v1::WorkItem> next =
         state_->GetWork(req->task(), req->incarnation());

@@ -80,6 +80,9 @@ class CoordinatorServiceImpl final
   grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* ctx,
                                     const v1::BarrierRequest* req,
                                     v1::BarrierResponse* resp) override;
+  grpc::ServerUnaryReactor* JoinGroup(grpc::CallbackServerContext* ctx,
+                                      const v1::JoinGroupRequest* req,
+                                      v1::GroupAssignment* resp) override;
 
  private:
   class WatchReactor;

@@ -201,6 +201,7 @@ absl::StatusOr<CoordinatorJobSpec> ParseCoordinatorJobSpec(
   STRATA_RETURN_IF_ERROR(
       ReadInt(root, "batch_size", "batch_size", 1, &spec.batch_size));
 
+  PolicyConfig policy;
   if (auto it = root.find("strategy"); it != root.end() && !it->is_null()) {
     const json* type = nullptr;
     if (it->is_string()) {
@@ -228,7 +229,29 @@ absl::StatusOr<CoordinatorJobSpec> ParseCoordinatorJobSpec(
                                           "; allowed: ", kStrategiesText));
       }
     }
+    policy.type = spec.strategy;
+    policy.update = spec.strategy == "parameter_server" ? "async" : "sync";
+    if (it->is_object()) {
+      for (const char* key : {"update", "collective"}) {
+        auto f = it->find(key);
+        if (f == it->end() || f->is_null()) continue;
+        if (!f->is_string()) {
+          return JobFieldError(
+              absl::StrCat("strategy.", key),
+              absl::StrCat("expected a string, got ", Show(*f)));
+        }
+        (std::string(key) == "update" ? policy.update : policy.collective) =
+            f->get<std::string>();
+      }
+      if (auto f = it->find("replicas"); f != it->end() && f->is_number()) {
+        policy.replicas = f->get<int>();
+      }
+    }
   }
+  absl::StatusOr<std::unique_ptr<PlacementPolicy>> made =
+      MakePlacementPolicy(policy);
+  if (!made.ok()) return made.status();
+  spec.policy = std::shared_ptr<const PlacementPolicy>(std::move(*made));
 
   const json* checkpoint = nullptr;
   STRATA_RETURN_IF_ERROR(ReadObject(root, "checkpoint", &checkpoint));
@@ -253,6 +276,12 @@ absl::StatusOr<CoordinatorJobSpec> ParseCoordinatorJobSpec(
     STRATA_RETURN_IF_ERROR(ReadInt(*evaluation, "every_epochs",
                                    "evaluation.every_epochs", 0,
                                    &spec.evaluate_every_epochs));
+  }
+  if (!spec.policy->supports_checkpoints()) {
+    // The model state is not (only) on ps tasks, or steps are not
+    // independent: coordinated PS checkpoints do not apply.
+    spec.checkpoint_every_steps = 0;
+    spec.checkpoint_every_seconds = 0;
   }
   return spec;
 }
@@ -464,6 +493,7 @@ std::string CoordinatorState::SerializeLocked() const {
   root["format"] = kStateFormat;
   root["generation"] = generation_;
   root["job_seq"] = job_seq_;
+  root["group_seq"] = group_seq_;
   ordered_json members = ordered_json::array();
   for (const auto& [task, m] : members_) {
     members.push_back({{"role", task.role},
@@ -521,6 +551,7 @@ absl::Status CoordinatorState::LoadLocked(const std::string& text) {
     }
     generation_ = root.at("generation").get<int64_t>();
     job_seq_ = root.value("job_seq", int64_t{0});
+    group_seq_ = root.value("group_seq", int64_t{0});
     if (generation_ < 0 || job_seq_ < 0) {
       return absl::InvalidArgumentError("negative generation or job_seq");
     }
@@ -1025,8 +1056,7 @@ int64_t CoordinatorState::WaitForChange(int64_t after_generation,
 // Job.
 
 bool CoordinatorState::UsesPs() const {
-  const std::string& s = job_->spec.strategy;
-  return s == "parameter_server" || s == "central_storage";
+  return job_->spec.policy != nullptr && job_->spec.policy->needs_ps();
 }
 
 std::string CoordinatorState::MissingRoleLocked() const {
@@ -1145,6 +1175,7 @@ void CoordinatorState::UpdateJobLocked() {
       return;
     }
   }
+  if (SyncGroupJobLocked()) UpdateGroupLocked();
   if (job.restore_pending && job.last_checkpoint.empty() &&
       job.inflight.empty() && !job.action_in_progress) {
     // Nothing to restore from: the workers re-create the variables and

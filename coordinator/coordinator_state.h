@@ -27,6 +27,7 @@
 #include "common/tf_config.h"
 #include "coordinator/ps_checkpointer.h"
 #include "nlohmann/json.hpp"
+#include "strategies/placement_policy.h"
 #include "strata/v1/coordinator.pb.h"
 
 namespace strata {
@@ -59,6 +60,8 @@ struct CoordinatorJobSpec {
   int64_t checkpoint_every_steps = 0;   // 0: off
   double checkpoint_every_seconds = 0;  // 0: off
   int64_t evaluate_every_epochs = 1;    // 0: never
+  // The strategy's placement policy (never null after parsing).
+  std::shared_ptr<const PlacementPolicy> policy;
 };
 
 // Parses epochs, batch_size, strategy.type (or strategy as a string),
@@ -231,6 +234,23 @@ class CoordinatorState {
   // memory and written by the next Flush).
   absl::Status Flush();
 
+  // ---- Groups (synchronous strategies) ----------------------------------
+
+  // `task` joins the group after `request.after_group()` (see
+  // GroupAssignment in coordinator.proto). The group forms once every live
+  // trainer task (chief, workers; only the first for a single-process
+  // policy) has joined with its current incarnation: ranks in (role,
+  // index) order; start_step and source_rank as the proto says. Until then
+  // WAIT. DONE when the job ended. Errors: NOT_FOUND ("re-register") as for
+  // Heartbeat; FAILED_PRECONDITION for a job whose strategy does not train
+  // in groups, or a task that is not a trainer.
+  absl::StatusOr<v1::GroupAssignment> JoinGroup(
+      const v1::JoinGroupRequest& request);
+  // The newest group: the one being formed, else the formed one (0: none).
+  // Starts forming a new group when the live trainers differ from the
+  // formed group's members.
+  int64_t NewestGroup();
+
   // ---- Checkpoint and restore orchestration -----------------------------
 
   // The PS call due now, if any: kSave once a checkpoint is due (every
@@ -307,6 +327,22 @@ class CoordinatorState {
     absl::Time start = absl::InfinitePast();  // first step handed out
     absl::Time end = absl::InfinitePast();    // last step completed
   };
+  struct GroupArrival {
+    std::string incarnation;
+    int64_t next_step = -1;
+    std::string address;
+  };
+  struct Group {
+    int64_t id = 0;  // 0: none formed
+    std::vector<TaskKey> members;  // by rank
+    std::vector<std::string> incarnations;
+    std::vector<std::string> addresses;
+    int64_t start_step = 0;
+    int source_rank = -1;
+    bool forming = false;
+    int64_t pending_id = 0;
+    std::map<TaskKey, GroupArrival> arrivals;
+  };
   struct Job {
     std::string id;
     std::string json;
@@ -342,6 +378,8 @@ class CoordinatorState {
     absl::Time next_restore_attempt = absl::InfinitePast();
     // The outstanding PsAction, and what a save covers.
     bool action_in_progress = false;
+    // Synchronous strategies.
+    Group group;
     StepSet save_completed;
     std::vector<EpochStats> save_epochs;
   };
@@ -386,6 +424,15 @@ class CoordinatorState {
   std::vector<std::string> PsDownLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EvalDueLocked(int64_t epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SyncGroupJobLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Live trainer tasks that form the group, in rank order.
+  std::vector<TaskKey> GroupCandidatesLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts forming a group when the candidates differ from the formed
+  // group; completes the forming group when every candidate has joined.
+  void UpdateGroupLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillAssignmentLocked(const TaskKey& task, v1::GroupAssignment* out)
+      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool EpochDoneLocked(int64_t epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t OpenEpochLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The lowest pending step, or -1.
@@ -428,6 +475,8 @@ class CoordinatorState {
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t change_seq_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t job_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // Group ids grow across jobs and coordinator restarts (persisted).
+  int64_t group_seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<TaskKey, MemberRecord> members_ ABSL_GUARDED_BY(mu_);
   std::optional<Job> job_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Barrier> barriers_ ABSL_GUARDED_BY(mu_);

@@ -403,6 +403,26 @@ class AssignAdd final : public KernelOptimizer<AssignAdd> {
   Kernel MakeKernel(int64_t /*iterations*/) const { return Kernel{}; }
 };
 
+struct AssignKernel {
+  static constexpr bool kIntegers = true;
+
+  template <typename T>
+  void operator()(T* w, const SlotPtrs<T>& /*s*/, const T* g,
+                  Eigen::Index n) const {
+    std::copy(g, g + n, w);
+  }
+};
+
+class Assign final : public KernelOptimizer<Assign> {
+ public:
+  using Kernel = AssignKernel;
+  explicit Assign(const OptimizerConfig& config) : KernelOptimizer(config) {}
+
+  std::vector<std::string> SlotNames() const override { return {}; }
+  size_t NumSlots() const { return 0; }
+  Kernel MakeKernel(int64_t /*iterations*/) const { return Kernel{}; }
+};
+
 // ---------------------------------------------------------------------------
 // Config validation.
 
@@ -436,14 +456,16 @@ absl::Status ResolveLearningRate(double default_lr, OptimizerConfig* config) {
   return absl::OkStatus();
 }
 
-constexpr char kAllowedOptimizers[] = "sgd, adam, adagrad, rmsprop, assign_add";
+constexpr char kAllowedOptimizers[] =
+    "sgd, adam, adagrad, rmsprop, assign_add, assign";
 
 }  // namespace
 
 absl::StatusOr<OptimizerType> ParseOptimizerType(absl::string_view name) {
   static constexpr OptimizerType kAll[] = {
       OptimizerType::kSgd, OptimizerType::kAdam, OptimizerType::kAdagrad,
-      OptimizerType::kRmsprop, OptimizerType::kAssignAdd};
+      OptimizerType::kRmsprop, OptimizerType::kAssignAdd,
+      OptimizerType::kAssign};
   for (OptimizerType type : kAll) {
     if (name == OptimizerTypeName(type)) return type;
   }
@@ -463,6 +485,8 @@ std::string OptimizerTypeName(OptimizerType type) {
       return "rmsprop";
     case OptimizerType::kAssignAdd:
       return "assign_add";
+    case OptimizerType::kAssign:
+      return "assign";
   }
   return absl::StrCat("unknown(", static_cast<int>(type), ")");
 }
@@ -499,6 +523,8 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(
     case OptimizerType::kAssignAdd:
       // The learning rate and every other hyper-parameter are ignored.
       return std::unique_ptr<Optimizer>(std::make_unique<AssignAdd>(c));
+    case OptimizerType::kAssign:
+      return std::unique_ptr<Optimizer>(std::make_unique<Assign>(c));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown optimizer type ", static_cast<int>(t),

@@ -20,7 +20,16 @@
 
 namespace strata {
 
-enum class OptimizerType { kSgd, kAdam, kAdagrad, kRmsprop, kAssignAdd };
+enum class OptimizerType {
+  kSgd,
+  kAdam,
+  kAdagrad,
+  kRmsprop,
+  kAssignAdd,
+  // var = grad: a PS variable that holds the latest (averaged) gradient,
+  // through which multi_worker_mirrored's "ps" backend sums gradients.
+  kAssign,
+};
 
 // Hyper-parameters. learning_rate <= 0 means "the Keras default for this
 // optimizer" (filled in by Create()); the other fields are used as given.
@@ -39,7 +48,7 @@ struct OptimizerConfig {
   bool centered = false;      // RMSprop
 };
 
-// "sgd", "adam", "adagrad", "rmsprop", "assign_add".
+// "sgd", "adam", "adagrad", "rmsprop", "assign_add", "assign".
 absl::StatusOr<OptimizerType> ParseOptimizerType(absl::string_view name);
 std::string OptimizerTypeName(OptimizerType type);
 

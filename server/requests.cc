@@ -59,8 +59,9 @@ absl::StatusOr<uint64_t> ValidatePushHeader(const v1::PushHeader& header,
 absl::StatusOr<PushOutcome> ApplyPush(const v1::PushHeader& header,
                                       Variable* variable, const char* data,
                                       size_t size) {
-  PushMeta meta{header.tag().job(), header.tag().worker(), header.tag().step(),
-                header.tag().attempt()};
+  PushMeta meta{header.tag().job(),     header.tag().worker(),
+                header.tag().step(),    header.tag().attempt(),
+                header.tag().group(),   header.tag().group_size()};
   if (header.rows()) {
     const size_t n = static_cast<size_t>(header.num_rows());
     std::vector<int64_t> ids(n);
@@ -133,8 +134,9 @@ absl::StatusOr<v1::PushVariablesResponse> ApplyPushVariables(
         absl::StrCat("gradient for variable '", v->name(), "'")));
     offset += v->byte_size();
   }
-  PushMeta meta{header.tag().job(), header.tag().worker(), header.tag().step(),
-                header.tag().attempt()};
+  PushMeta meta{header.tag().job(),     header.tag().worker(),
+                header.tag().step(),    header.tag().attempt(),
+                header.tag().group(),   header.tag().group_size()};
   v1::PushVariablesResponse resp;
   offset = 0;
   for (const auto& v : variables) {

@@ -195,7 +195,8 @@ absl::StatusOr<std::shared_ptr<Variable>> Variable::Create(
     return absl::InvalidArgumentError(
         absl::StrCat(var, ": optimizer: ", opt_config.status().message()));
   }
-  if (!IsFloating(*dtype) && opt_config->type != OptimizerType::kAssignAdd) {
+  if (!IsFloating(*dtype) && opt_config->type != OptimizerType::kAssignAdd &&
+      opt_config->type != OptimizerType::kAssign) {
     return absl::InvalidArgumentError(absl::StrCat(
         var, ": optimizer ", OptimizerTypeName(opt_config->type),
         " needs float32 or float64; ", DTypeName(*dtype),
@@ -346,6 +347,20 @@ absl::Status Variable::CheckWorker(const PushMeta& meta) const {
         "variable ", Quote(name()), ": step ", meta.step, " is negative"));
   }
   if (mode_ == v1::UpdateMode::ASYNC) return absl::OkStatus();
+  if (meta.group_size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable ", Quote(name()), ": group_size ", meta.group_size,
+        " is negative"));
+  }
+  if (mode_ == v1::UpdateMode::SYNC && meta.group_size > 0) {
+    if (meta.worker < 0 || meta.worker >= meta.group_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable ", Quote(name()), ": worker ", meta.worker,
+          " is outside [0, ", meta.group_size, ") for group ", meta.group,
+          " of ", meta.group_size, " replicas"));
+    }
+    return absl::OkStatus();
+  }
   if (meta.worker < 0 || meta.worker >= num_replicas_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "variable ", Quote(name()), ": worker ", meta.worker,
@@ -543,7 +558,21 @@ absl::StatusOr<PushOutcome> Variable::SyncAccumulateLocked(
         " is more than ", kMaxStepsAhead, " steps ahead of version ",
         version_));
   }
+  auto found = pending_.find(meta.step);
+  if (found != pending_.end() && meta.group < found->second.group) {
+    return absl::AbortedError(absl::StrCat(
+        "variable ", Quote(name()), ": gradient for step ", meta.step,
+        " comes from group ", meta.group, ", older than group ",
+        found->second.group, " that is running the step"));
+  }
   Accumulator& acc = pending_[meta.step];
+  if (acc.sum != nullptr && meta.group > acc.group) {
+    // A newer group re-runs the step: the older group's partial sum (a
+    // member died before contributing) is dropped.
+    acc = Accumulator();
+  }
+  acc.group = meta.group;
+  acc.group_size = meta.group_size;
   if (acc.sum == nullptr) acc.sum = Buffer::Allocate(byte_size_);
   if (dense != nullptr) {
     AddInto(dtype_, acc.sum->data(), dense, num_elements_);
@@ -568,12 +597,12 @@ absl::StatusOr<PushOutcome> Variable::SyncAccumulateLocked(
   // Apply every complete step in order.
   while (true) {
     auto it = pending_.find(version_);
-    if (it == pending_.end() ||
-        static_cast<int>(it->second.contributors.size()) < num_replicas_) {
-      break;
-    }
+    if (it == pending_.end()) break;
+    const int needed = it->second.group_size > 0 ? it->second.group_size
+                                                 : num_replicas_;
+    if (static_cast<int>(it->second.contributors.size()) < needed) break;
     Accumulator& done = it->second;
-    DivideBy(dtype_, done.sum->data(), num_elements_, num_replicas_);
+    DivideBy(dtype_, done.sum->data(), num_elements_, needed);
     if (done.dense) {
       STRATA_RETURN_IF_ERROR(ApplyDenseLocked(done.sum->data()));
     } else {

@@ -33,6 +33,8 @@ struct PushMeta {
   int64_t worker = 0;
   int64_t step = 0;
   int64_t attempt = 0;
+  int64_t group = 0;     // SYNC groups (see PushTag)
+  int32_t group_size = 0;
 };
 
 struct PushOutcome {
@@ -131,6 +133,8 @@ class Variable {
     std::set<int64_t> rows;       // rows touched by row pushes
     bool dense = false;           // any dense push in this step
     std::set<std::pair<std::string, int64_t>> contributors;  // (job, worker)
+    int64_t group = 0;       // the group whose gradients these are
+    int32_t group_size = 0;  // 0: the variable's num_replicas
   };
   struct DedupWindow {
     std::set<int64_t> steps;

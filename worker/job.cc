@@ -410,6 +410,7 @@ absl::Status ParseOptimizer(const json& value, OptimizerConfig* config) {
                       " for rmsprop"));
       break;
     case OptimizerType::kAssignAdd:
+    case OptimizerType::kAssign:
       return PathError(o.Path("type"),
                        absl::StrCat("'", type, "' is not one of ",
                                     Join(kTypes)));
@@ -517,7 +518,8 @@ absl::Status ParsePartitioner(const json& value, const std::string& path,
 absl::Status ParseStrategy(const json& value, StrategySpec* s) {
   STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, "job.strategy"));
   STRATA_RETURN_IF_ERROR(
-      o.CheckKeys({"type", "update", "partitioner", "sync_replicas"}));
+      o.CheckKeys({"type", "update", "partitioner", "sync_replicas",
+                   "collective", "replicas", "pack_bytes", "timeout_seconds"}));
   STRATA_RETURN_IF_ERROR(o.Enum("type", true,
                                 {"parameter_server", "central_storage",
                                  "multi_worker_mirrored", "mirrored",
@@ -534,6 +536,14 @@ absl::Status ParseStrategy(const json& value, StrategySpec* s) {
   }
   STRATA_RETURN_IF_ERROR(
       o.Int32("sync_replicas", false, 1, &s->sync_replicas));
+  STRATA_RETURN_IF_ERROR(
+      o.Enum("collective", false, {"ring", "ps"}, &s->collective));
+  STRATA_RETURN_IF_ERROR(o.Int32("replicas", false, 1, &s->replicas));
+  STRATA_RETURN_IF_ERROR(
+      o.Int("pack_bytes", false, 1, int64_t{1} << 40, &s->pack_bytes));
+  STRATA_RETURN_IF_ERROR(
+      o.Number("timeout_seconds", false, 1e-3, 86400, false,
+               &s->timeout_seconds));
   if (o.Has("partitioner")) {
     STRATA_RETURN_IF_ERROR(ParsePartitioner(
         o.At("partitioner"), o.Path("partitioner"), &s->partitioner));
@@ -814,6 +824,28 @@ absl::StatusOr<JobSpec> LoadJobFile(const std::string& path) {
                         absl::StrCat(path, ": ", spec.status().message()));
   }
   return spec;
+}
+
+PolicyConfig PolicyConfigFor(const JobSpec& job) {
+  PolicyConfig c;
+  const StrategySpec& s = job.strategy;
+  c.type = s.type;
+  c.update = s.update;
+  c.sync_replicas = s.sync_replicas;
+  c.partitioner = s.partitioner.type;
+  c.num_shards = s.partitioner.num_shards;
+  c.min_shard_bytes = s.partitioner.min_shard_bytes;
+  c.max_shard_bytes = s.partitioner.max_shard_bytes;
+  c.max_shards = s.partitioner.max_shards;
+  c.collective = s.collective;
+  c.replicas = s.replicas;
+  c.pack_bytes = s.pack_bytes;
+  c.collective_timeout = absl::Seconds(s.timeout_seconds);
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<PlacementPolicy>> PolicyFor(const JobSpec& job) {
+  return MakePlacementPolicy(PolicyConfigFor(job));
 }
 
 }  // namespace strata

@@ -19,6 +19,7 @@
 #include "kernels/initializers.h"
 #include "kernels/optimizers.h"
 #include "nlohmann/json.hpp"
+#include "strategies/placement_policy.h"
 
 namespace strata {
 
@@ -102,7 +103,8 @@ struct PartitionerSpec {
 
 // strategy: {"type": "parameter_server" (default) | "central_storage" |
 // "multi_worker_mirrored" | "mirrored" | "one_device", "update": "async" |
-// "sync", "partitioner": {...}}. `update` defaults to "async" for
+// "sync", "partitioner": {...}, "sync_replicas", "collective": "ring" |
+// "ps", "replicas", "pack_bytes", "timeout_seconds"}. `update` defaults to "async" for
 // parameter_server and "sync" for the others, which only support "sync"
 // (one_device accepts either: it has one replica). `options` is the strategy
 // object as written ({} when absent).
@@ -114,6 +116,14 @@ struct StrategySpec {
   // steps are averaged and applied once (SyncReplicasOptimizer's
   // replicas_to_aggregate).
   int sync_replicas = 2;
+  // multi_worker_mirrored: "ring" (default) or "ps".
+  std::string collective = "ring";
+  // mirrored: replicas in the one worker process (>= 1, default 2).
+  int replicas = 2;
+  // Collectives: pack size in bytes (>= 1, default 1 MiB) and the deadline
+  // of one collective in seconds (> 0, default 30).
+  int64_t pack_bytes = 1 << 20;
+  double timeout_seconds = 30;
   nlohmann::json options = nlohmann::json::object();
 };
 
@@ -177,6 +187,11 @@ absl::StatusOr<JobSpec> ParseJobString(absl::string_view text);
 // exist, PERMISSION_DENIED / INTERNAL when it cannot be read, else as
 // ParseJobString (messages prefixed with the path).
 absl::StatusOr<JobSpec> LoadJobFile(const std::string& path);
+
+// The job's strategy as a placement-policy configuration.
+PolicyConfig PolicyConfigFor(const JobSpec& job);
+// MakePlacementPolicy(PolicyConfigFor(job)).
+absl::StatusOr<std::unique_ptr<PlacementPolicy>> PolicyFor(const JobSpec& job);
 
 }  // namespace strata
 

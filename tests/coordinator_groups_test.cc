@@ -1,0 +1,189 @@
+// CoordinatorState groups (synchronous strategies): formation once every
+// live trainer joined, ranks, start step and state source, regrouping after
+// a failure, a rejoin, and a member asking for a new group. Fake clock.
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "coordinator/coordinator_state.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace strata {
+namespace {
+
+v1::TaskId Task(const std::string& role, int index) {
+  v1::TaskId t;
+  t.set_role(role);
+  t.set_index(index);
+  return t;
+}
+
+class CoordinatorGroupsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CoordinatorOptions o;
+    o.clock = [this] { return now_; };
+    auto s = CoordinatorState::Create(std::move(o), &logger_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    state_ = *std::move(s);
+  }
+
+  void Reg(const std::string& role, int index, const std::string& inc = "a") {
+    ASSERT_TRUE(state_->Register(Task(role, index), "", inc).ok());
+  }
+
+  void Submit(const std::string& strategy, int64_t examples = 100,
+              const std::string& collective = "ring") {
+    nlohmann::json j = {
+        {"epochs", 2},
+        {"batch_size", 10},
+        {"strategy", {{"type", strategy}, {"collective", collective}}},
+        {"evaluation", {{"every_epochs", 0}}}};
+    auto id = state_->SubmitJob(j.dump(), examples);
+    ASSERT_TRUE(id.ok()) << id.status();
+  }
+
+  v1::GroupAssignment Join(int worker, int64_t after, int64_t next_step,
+                           const std::string& inc = "a") {
+    v1::JoinGroupRequest r;
+    *r.mutable_task() = Task("worker", worker);
+    r.set_incarnation(inc);
+    r.set_after_group(after);
+    r.set_next_step(next_step);
+    r.set_address("w" + std::to_string(worker) + ":1");
+    auto a = state_->JoinGroup(r);
+    EXPECT_TRUE(a.ok()) << a.status();
+    return a.ok() ? *a : v1::GroupAssignment();
+  }
+
+  void Report(int worker, int64_t step) {
+    v1::ReportWorkRequest r;
+    *r.mutable_task() = Task("worker", worker);
+    r.set_incarnation("a");
+    r.mutable_item()->set_kind(v1::WorkItem::TRAIN);
+    r.mutable_item()->set_step(step);
+    r.set_examples(10);
+    ASSERT_TRUE(state_->ApplyReport(r).ok());
+  }
+
+  absl::Time now_ = absl::FromUnixSeconds(1000);
+  std::ostringstream log_;
+  Logger logger_{"coordinator", &log_, [this] { return now_; }};
+  std::unique_ptr<CoordinatorState> state_;
+};
+
+TEST_F(CoordinatorGroupsTest, FormsWhenEveryTrainerJoinedAndBroadcastsRankZero) {
+  Reg("worker", 0);
+  Reg("worker", 1);
+  Submit("multi_worker_mirrored");
+  v1::GroupAssignment a0 = Join(0, 0, -1);
+  EXPECT_EQ(a0.state(), v1::GroupAssignment::WAIT);
+  v1::GroupAssignment a1 = Join(1, 0, -1);
+  ASSERT_EQ(a1.state(), v1::GroupAssignment::READY);
+  EXPECT_EQ(a1.rank(), 1);
+  EXPECT_EQ(a1.size(), 2);
+  EXPECT_EQ(a1.start_step(), 0);
+  EXPECT_EQ(a1.source_rank(), 0);  // nobody has state: rank 0's is copied
+  ASSERT_EQ(a1.members_size(), 2);
+  EXPECT_EQ(a1.members(1).address(), "w1:1");
+  // Worker 0 asks again (its WAIT retry): the formed group.
+  a0 = Join(0, 0, -1);
+  ASSERT_EQ(a0.state(), v1::GroupAssignment::READY);
+  EXPECT_EQ(a0.group(), a1.group());
+  EXPECT_EQ(a0.rank(), 0);
+  EXPECT_EQ(state_->NewestGroup(), a1.group());
+}
+
+TEST_F(CoordinatorGroupsTest, FailureRegroupsSurvivorsFromTheMostAdvancedState) {
+  Reg("worker", 0);
+  Reg("worker", 1);
+  Reg("worker", 2);
+  Submit("multi_worker_mirrored");
+  Join(0, 0, -1);
+  Join(1, 0, -1);
+  const int64_t g1 = Join(2, 0, -1).group();
+  ASSERT_GT(g1, 0);
+  for (int64_t s = 0; s < 4; ++s) Report(0, s);
+  // Worker 2 stops heartbeating; the others keep their leases fresh.
+  now_ += absl::Seconds(3);
+  state_->Heartbeat(Task("worker", 0), "a").IgnoreError();
+  state_->Heartbeat(Task("worker", 1), "a").IgnoreError();
+  now_ += absl::Seconds(3);
+  state_->CheckLeases();
+  const int64_t g2 = state_->NewestGroup();
+  EXPECT_GT(g2, g1);
+  // Worker 1 applied step 5 already (its all-reduce finished), worker 0 not.
+  EXPECT_EQ(Join(0, g1, 5).state(), v1::GroupAssignment::WAIT);
+  v1::GroupAssignment a = Join(1, g1, 6);
+  ASSERT_EQ(a.state(), v1::GroupAssignment::READY);
+  EXPECT_EQ(a.group(), g2);
+  EXPECT_EQ(a.size(), 2);
+  EXPECT_EQ(a.start_step(), 6);
+  EXPECT_EQ(a.source_rank(), 1);
+  // Steps below the start are in the survivors' state: counted applied.
+  v1::JobStatus job = state_->GetJob();
+  EXPECT_EQ(job.steps_completed(), 6);
+}
+
+TEST_F(CoordinatorGroupsTest, ReturningWorkerTriggersANewGroupAndCopiesState) {
+  Reg("worker", 0);
+  Reg("worker", 1);
+  Submit("multi_worker_mirrored");
+  Join(0, 0, -1);
+  const int64_t g1 = Join(1, 0, -1).group();
+  // Worker 1 restarts (new incarnation): a new group forms.
+  Reg("worker", 1, "b");
+  const int64_t g2 = state_->NewestGroup();
+  EXPECT_GT(g2, g1);
+  EXPECT_EQ(Join(1, 0, -1, "b").state(), v1::GroupAssignment::WAIT);
+  v1::GroupAssignment a = Join(0, g1, 3);
+  ASSERT_EQ(a.state(), v1::GroupAssignment::READY);
+  EXPECT_EQ(a.start_step(), 3);
+  EXPECT_EQ(a.source_rank(), 0);
+}
+
+TEST_F(CoordinatorGroupsTest, MemberAskingAgainStartsANewGroup) {
+  Reg("worker", 0);
+  Reg("worker", 1);
+  Submit("central_storage");
+  Reg("ps", 0);
+  Join(0, 0, -1);
+  const int64_t g1 = Join(1, 0, -1).group();
+  Report(0, 0);
+  Report(0, 1);
+  // A collective failed on worker 0: it asks for a group after g1.
+  EXPECT_EQ(Join(0, g1, -1).state(), v1::GroupAssignment::WAIT);
+  EXPECT_GT(state_->NewestGroup(), g1);
+  v1::GroupAssignment a = Join(1, g1, -1);
+  ASSERT_EQ(a.state(), v1::GroupAssignment::READY);
+  EXPECT_EQ(a.start_step(), 2);     // the first unreported step
+  EXPECT_EQ(a.source_rank(), -1);   // variables live on the ps task
+}
+
+TEST_F(CoordinatorGroupsTest, MirroredGroupsOnlyTheFirstTrainer) {
+  Reg("worker", 0);
+  Reg("worker", 1);
+  Submit("mirrored");
+  v1::GroupAssignment a = Join(0, 0, -1);
+  ASSERT_EQ(a.state(), v1::GroupAssignment::READY);
+  EXPECT_EQ(a.size(), 1);
+}
+
+TEST_F(CoordinatorGroupsTest, StepQueueJobsRefuseGroups) {
+  Reg("worker", 0);
+  Reg("ps", 0);
+  Submit("parameter_server");
+  v1::JoinGroupRequest r;
+  *r.mutable_task() = Task("worker", 0);
+  r.set_incarnation("a");
+  auto a = state_->JoinGroup(r);
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition);
+  r.mutable_task()->set_role("ps");
+  EXPECT_EQ(state_->JoinGroup(r).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace strata
