@@ -30,7 +30,8 @@ ABSL_FLAG(int, task_index, -1, "Index of this PS task (default: TF_CONFIG "
 ABSL_FLAG(int64_t, max_variable_bytes, int64_t{16} << 30,
           "Largest variable, push or pull in bytes");
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port to register "
-          "with (role ps); empty runs standalone");
+          "with (role ps); default: the chief task of TF_CONFIG, else none "
+          "(standalone)");
 ABSL_FLAG(std::string, advertise, "", "Address others reach this task by "
           "(default HOST:PORT, or the TF_CONFIG address)");
 ABSL_FLAG(double, drain_seconds, 10, "Grace period for in-flight calls on "
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
   options.port = 0;
   int task_index = 0;
   std::string tf_config_address;
+  std::string coordinator_address = absl::GetFlag(FLAGS_coordinator);
   if (const char* tf_config = std::getenv("TF_CONFIG");
       tf_config != nullptr && *tf_config != '\0') {
     auto config = strata::ParseTfConfig(tf_config);
@@ -76,6 +78,14 @@ int main(int argc, char** argv) {
         // interfaces at that port.
         options.host = "0.0.0.0";
         options.port = hp->second;
+      }
+    }
+    // The chief (or master) task runs the coordinator.
+    for (const char* chief : {"chief", "master"}) {
+      auto it = config->cluster.jobs.find(chief);
+      if (coordinator_address.empty() && it != config->cluster.jobs.end() &&
+          !it->second.empty()) {
+        coordinator_address = it->second[0];
       }
     }
   }
@@ -107,9 +117,8 @@ int main(int argc, char** argv) {
   if (advertise.empty()) advertise = (*server)->address();
   std::unique_ptr<strata::CoordinatorClient> coordinator;
   std::unique_ptr<strata::MembershipAgent> agent;
-  if (!absl::GetFlag(FLAGS_coordinator).empty()) {
-    coordinator =
-        strata::CoordinatorClient::Connect(absl::GetFlag(FLAGS_coordinator));
+  if (!coordinator_address.empty()) {
+    coordinator = strata::CoordinatorClient::Connect(coordinator_address);
     strata::v1::TaskId task;
     task.set_role("ps");
     task.set_index(task_index);

@@ -1,7 +1,10 @@
 // strata: the command-line tool.
 //   strata launch --job FILE [--strategy S] [--ps N] [--workers N]
 //                 [--epochs N] [--summary FILE] [--run-dir DIR]
+//   strata submit --job FILE [--coordinator HOST:PORT] [--wait]
+//                 [--summary FILE] [--wait-ps N] [--wait-workers N]
 //   strata tfconfig [--task-type T] [--task-index I] [--cluster JSON]
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -15,6 +18,7 @@
 #include "common/tf_config.h"
 #include "nlohmann/json.hpp"
 #include "tools/launcher.h"
+#include "tools/submit.h"
 
 ABSL_FLAG(std::string, job, "", "launch: the job file (JSON)");
 ABSL_FLAG(std::string, strategy, "", "launch: overrides the job's strategy");
@@ -28,6 +32,16 @@ ABSL_FLAG(std::string, bin_dir, "", "launch: directory of strata-ps, "
           "strata-worker, strata-coordinator (default: found beside strata)");
 ABSL_FLAG(int, steps_in_flight, 2, "launch: steps each worker runs "
           "concurrently");
+ABSL_FLAG(std::string, coordinator, "", "submit: the coordinator's "
+          "host:port (default: the chief task of TF_CONFIG)");
+ABSL_FLAG(bool, wait, false, "submit: follow the job to its end (exit 0 "
+          "when it succeeded)");
+ABSL_FLAG(int, wait_ps, -1, "submit: first wait until this many ps tasks "
+          "are listed (default: as many as TF_CONFIG lists, else 0)");
+ABSL_FLAG(int, wait_workers, -1, "submit: first wait until this many "
+          "worker tasks are listed (default: as TF_CONFIG, else 0)");
+ABSL_FLAG(int, wait_timeout_seconds, 600, "submit: bound on waiting for the "
+          "coordinator and the tasks");
 ABSL_FLAG(std::string, task_type, "", "tfconfig: overrides task.type");
 ABSL_FLAG(int, task_index, -1, "tfconfig: overrides task.index");
 
@@ -74,6 +88,77 @@ int Launch(const char* argv0) {
   return 0;
 }
 
+// Exit codes: 0 submitted (with --wait: succeeded), 1 failed, 2 bad flags or
+// job file, 3 another job is running, 130 interrupted.
+int Submit() {
+  strata::SubmitOptions options;
+  options.job_path = absl::GetFlag(FLAGS_job);
+  if (options.job_path.empty()) {
+    std::cerr << "strata submit: --job FILE is required\n";
+    return 2;
+  }
+  options.coordinator = absl::GetFlag(FLAGS_coordinator);
+  options.wait_ps = absl::GetFlag(FLAGS_wait_ps);
+  options.wait_workers = absl::GetFlag(FLAGS_wait_workers);
+  if (const char* env = std::getenv("TF_CONFIG"); env != nullptr && *env) {
+    auto config = strata::ParseTfConfig(env);
+    if (!config.ok()) {
+      std::cerr << "strata submit: TF_CONFIG: " << config.status().message()
+                << "\n";
+      return 2;
+    }
+    const auto& jobs = config->cluster.jobs;
+    auto size = [&jobs](const char* name) {
+      auto it = jobs.find(name);
+      return it == jobs.end() ? 0 : static_cast<int>(it->second.size());
+    };
+    if (options.wait_ps < 0) options.wait_ps = size("ps");
+    if (options.wait_workers < 0) options.wait_workers = size("worker");
+    for (const char* chief : {"chief", "master"}) {
+      auto it = jobs.find(chief);
+      if (options.coordinator.empty() && it != jobs.end() &&
+          !it->second.empty()) {
+        options.coordinator = it->second[0];
+      }
+    }
+  }
+  options.wait_ps = std::max(0, options.wait_ps);
+  options.wait_workers = std::max(0, options.wait_workers);
+  if (options.coordinator.empty()) {
+    std::cerr << "strata submit: --coordinator HOST:PORT is required (or a "
+                 "chief task in TF_CONFIG)\n";
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_wait_timeout_seconds) <= 0) {
+    std::cerr << "strata submit: --wait-timeout-seconds must be > 0\n";
+    return 2;
+  }
+  options.register_timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_wait_timeout_seconds));
+  options.wait = absl::GetFlag(FLAGS_wait);
+  options.summary_path = absl::GetFlag(FLAGS_summary);
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  auto result = strata::Submit(options, std::cout, &g_stop);
+  if (!result.ok()) {
+    std::cerr << "strata submit: " << result.status().message() << "\n";
+    switch (result.status().code()) {
+      case absl::StatusCode::kInvalidArgument:
+      case absl::StatusCode::kNotFound:
+        return 2;
+      case absl::StatusCode::kFailedPrecondition:
+        return 3;
+      case absl::StatusCode::kCancelled:
+        return 130;
+      default:
+        return 1;
+    }
+  }
+  return 0;
+}
+
 int TfConfig() {
   strata::TfConfig config;
   if (const char* env = std::getenv("TF_CONFIG"); env != nullptr && *env) {
@@ -108,10 +193,11 @@ int TfConfig() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "strata launch --job FILE [--strategy S] [--ps N] [--workers N] "
-      "[--epochs N] [--summary FILE]\n  strata tfconfig [--task-type T] "
-      "[--task-index I]");
+      "[--epochs N] [--summary FILE]\n  strata submit --job FILE "
+      "[--coordinator HOST:PORT] [--wait] [--summary FILE]\n  strata tfconfig "
+      "[--task-type T] [--task-index I]");
   if (argc < 2) {
-    std::cerr << "usage: strata launch|tfconfig [flags]\n";
+    std::cerr << "usage: strata launch|submit|tfconfig [flags]\n";
     return 2;
   }
   const std::string command = argv[1];
@@ -120,8 +206,9 @@ int main(int argc, char** argv) {
   args.erase(args.begin() + 1);  // the subcommand
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   if (command == "launch") return Launch(argv[0]);
+  if (command == "submit") return Submit();
   if (command == "tfconfig") return TfConfig();
   std::cerr << "strata: unknown command '" << command
-            << "'; commands: launch, tfconfig\n";
+            << "'; commands: launch, submit, tfconfig\n";
   return 2;
 }

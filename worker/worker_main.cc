@@ -1,5 +1,7 @@
 // strata-worker: one worker task. Registers with the coordinator, takes the
-// running job's steps until it is done, then exits 0.
+// running job's steps until it is done, then exits 0 (or, with
+// --wait-after-job, stays up until SIGTERM). With --port it serves
+// grpc.health.v1 for the kubelet's probes and prints "listening on HOST:PORT".
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -9,16 +11,27 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client/coordinator_client.h"
 #include "common/cli.h"
 #include "common/logging.h"
 #include "common/tf_config.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "worker/ps_worker.h"
 
-ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (required)");
+ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (default: "
+          "the chief task of TF_CONFIG; required without it)");
 ABSL_FLAG(int, steps_in_flight, 2, "Training steps run concurrently");
 ABSL_FLAG(int, task_index, -1, "Index of this worker (default: TF_CONFIG "
           "task.index, else 0)");
+ABSL_FLAG(std::string, host, "", "Address the health server listens on "
+          "(default 127.0.0.1, or 0.0.0.0 when TF_CONFIG lists this task)");
+ABSL_FLAG(int, port, -1, "Port of the grpc.health.v1 server; 0 picks one, "
+          "-1 (default) serves none unless TF_CONFIG lists this task");
+ABSL_FLAG(bool, wait_after_job, false, "When the job has ended, stay up "
+          "(healthy) until SIGTERM instead of exiting, so that a controller "
+          "that restarts exited containers (a StatefulSet) leaves it alone");
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -32,6 +45,9 @@ int main(int argc, char** argv) {
 
   int task_index = 0;
   std::string role = "worker";
+  std::string health_host = "127.0.0.1";
+  int health_port = -1;
+  std::string coordinator = absl::GetFlag(FLAGS_coordinator);
   if (const char* env = std::getenv("TF_CONFIG"); env != nullptr && *env) {
     auto config = strata::ParseTfConfig(env);
     if (!config.ok()) {
@@ -42,14 +58,35 @@ int main(int argc, char** argv) {
     if (config->task_type == "worker" || config->task_type == "chief") {
       role = config->task_type;
       task_index = config->task_index;
+      const std::string address = strata::TaskAddress(*config);
+      if (!address.empty()) {
+        auto hp = strata::SplitHostPort(address);
+        if (!hp.ok()) {
+          std::cerr << "strata-worker: TF_CONFIG address: "
+                    << hp.status().message() << "\n";
+          return 2;
+        }
+        health_host = "0.0.0.0";
+        health_port = hp->second;
+      }
+    }
+    // The chief (or master) task runs the coordinator.
+    for (const char* chief : {"chief", "master"}) {
+      auto it = config->cluster.jobs.find(chief);
+      if (coordinator.empty() && it != config->cluster.jobs.end() &&
+          !it->second.empty()) {
+        coordinator = it->second[0];
+      }
     }
   }
+  if (!absl::GetFlag(FLAGS_host).empty()) health_host = absl::GetFlag(FLAGS_host);
+  if (absl::GetFlag(FLAGS_port) >= 0) health_port = absl::GetFlag(FLAGS_port);
   if (absl::GetFlag(FLAGS_task_index) >= 0) {
     task_index = absl::GetFlag(FLAGS_task_index);
   }
-  const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
   if (coordinator.empty()) {
-    std::cerr << "strata-worker: --coordinator HOST:PORT is required\n";
+    std::cerr << "strata-worker: --coordinator HOST:PORT is required (or a "
+                 "chief task in TF_CONFIG)\n";
     return 2;
   }
   struct sigaction sa {};
@@ -58,6 +95,23 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
 
   strata::Logger logger(absl::StrCat(role, ":", task_index));
+  std::unique_ptr<grpc::Server> health_server;
+  if (health_port >= 0) {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    int bound = 0;
+    const std::string address = strata::JoinHostPort(health_host, health_port);
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
+                             &bound);
+    health_server = builder.BuildAndStart();
+    if (health_server == nullptr || bound == 0) {
+      std::cerr << "strata-worker: cannot listen on " << address << "\n";
+      return 1;
+    }
+    health_server->GetHealthCheckService()->SetServingStatus(true);
+    std::cout << "listening on " << strata::JoinHostPort(health_host, bound)
+              << std::endl;
+  }
   auto client = strata::CoordinatorClient::Connect(coordinator);
   strata::PsWorkerOptions options;
   options.task_index = task_index;
@@ -75,6 +129,15 @@ int main(int argc, char** argv) {
                {{"error", s.ToString()}});
     std::cerr << "strata-worker: " << s.message() << "\n";
     return 1;
+  }
+  if (absl::GetFlag(FLAGS_wait_after_job) && !g_stop) {
+    logger.Log(strata::LogLevel::kInfo, "job_ended_waiting", {});
+    while (!g_stop) absl::SleepFor(absl::Milliseconds(200));
+  }
+  if (health_server) {
+    health_server->GetHealthCheckService()->SetServingStatus(false);
+    health_server->Shutdown(std::chrono::system_clock::now() +
+                            std::chrono::seconds(1));
   }
   return 0;
 }

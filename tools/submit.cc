@@ -1,0 +1,233 @@
+#include "tools/submit.h"
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/coordinator_client.h"
+#include "client/ps_client.h"
+#include "common/status_macros.h"
+#include "worker/dataset.h"
+#include "worker/job.h"
+#include "worker/ps_worker.h"
+
+namespace strata {
+namespace {
+
+constexpr absl::Duration kPoll = absl::Milliseconds(200);
+
+// The coordinator's cluster spec (TF_CONFIG form) as JSON; {} when absent.
+nlohmann::json ClusterOf(const v1::GetClusterSpecResponse& spec) {
+  auto j = nlohmann::json::parse(spec.tf_config(), nullptr, false);
+  if (!j.is_object() || !j.contains("cluster") || !j["cluster"].is_object()) {
+    return nlohmann::json::object();
+  }
+  return j["cluster"];
+}
+
+size_t Tasks(const nlohmann::json& cluster, const char* job) {
+  return cluster.contains(job) && cluster[job].is_array() ? cluster[job].size()
+                                                          : 0;
+}
+
+// Applied steps as the PS tasks count them: the smallest version over all
+// variables (each step pushes every shard once); -1 when a task cannot be
+// asked.
+int64_t PsAppliedSteps(const nlohmann::json& cluster) {
+  if (Tasks(cluster, "ps") == 0) return -1;
+  int64_t applied = -1;
+  for (const auto& address : cluster["ps"]) {
+    if (!address.is_string()) return -1;
+    auto client = PsClient::Connect(address.get<std::string>());
+    auto list = client->ListVariables();
+    if (!list.ok()) return -1;
+    for (const auto& v : list->variables()) {
+      if (applied < 0 || v.version() < applied) applied = v.version();
+    }
+  }
+  return applied < 0 ? 0 : applied;
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
+                                      std::ostream& out,
+                                      const std::atomic<bool>* stop) {
+  auto stopped = [stop] { return stop != nullptr && stop->load(); };
+  if (options.coordinator.empty()) {
+    return absl::InvalidArgumentError("--coordinator HOST:PORT is required");
+  }
+  STRATA_ASSIGN_OR_RETURN(JobSpec job, LoadJobFile(options.job_path));
+  if (job.strategy.type == "parameter_server") {
+    STRATA_RETURN_IF_ERROR(CheckPsJob(job));
+  }
+  STRATA_ASSIGN_OR_RETURN(int64_t train_examples, CountTrainExamples(job));
+
+  auto coord =
+      CoordinatorClient::Connect(options.coordinator, options.register_timeout);
+  const absl::Time deadline = absl::Now() + options.register_timeout;
+  nlohmann::json cluster = nlohmann::json::object();
+  while (true) {
+    if (stopped()) return absl::CancelledError("interrupted before submitting");
+    auto spec = coord->GetClusterSpec();
+    if (spec.ok()) {
+      cluster = ClusterOf(*spec);
+      const size_t ps = Tasks(cluster, "ps");
+      const size_t workers = Tasks(cluster, "worker");
+      if (ps >= static_cast<size_t>(std::max(0, options.wait_ps)) &&
+          workers >= static_cast<size_t>(std::max(0, options.wait_workers))) {
+        break;
+      }
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrFormat(
+            "waited %s for %d ps and %d worker tasks; the coordinator at %s "
+            "lists %d and %d",
+            absl::FormatDuration(options.register_timeout), options.wait_ps,
+            options.wait_workers, options.coordinator, ps, workers));
+      }
+    } else if (spec.status().code() != absl::StatusCode::kUnavailable ||
+               absl::Now() > deadline) {
+      return absl::Status(spec.status().code(),
+                          absl::StrCat("coordinator ", options.coordinator,
+                                       ": ", spec.status().message()));
+    }
+    absl::SleepFor(kPoll);
+  }
+
+  v1::SubmitJobRequest submit;
+  submit.set_job_json(job.json);
+  submit.set_train_examples(train_examples);
+  auto submitted = coord->SubmitJob(submit);
+  std::string job_id;
+  if (submitted.ok()) {
+    job_id = submitted->job_id();
+    out << "strata submit: job '" << job.name << "' submitted as " << job_id
+        << " to " << options.coordinator << " (" << Tasks(cluster, "ps")
+        << " ps, " << Tasks(cluster, "worker") << " workers listed)"
+        << std::endl;
+  } else if (submitted.status().code() ==
+             absl::StatusCode::kFailedPrecondition) {
+    // A job is running. When it is this very job (a retried submit whose
+    // first attempt got through), follow it rather than fail.
+    auto running = coord->GetJob();
+    if (!running.ok() || running->state() != v1::JobStatus::RUNNING ||
+        running->job_json() != job.json) {
+      return submitted.status();
+    }
+    job_id = running->job_id();
+    out << "strata submit: job '" << job.name << "' is already running as "
+        << job_id << " on " << options.coordinator << std::endl;
+  } else {
+    return submitted.status();
+  }
+  nlohmann::json result = {{"job_id", job_id}};
+  if (!options.wait) return result;
+
+  // Follow the job until it ends.
+  size_t printed = 0;
+  v1::JobStatus status;
+  while (true) {
+    if (stopped()) {
+      return absl::CancelledError(
+          absl::StrCat("interrupted; job ", job_id, " goes on"));
+    }
+    STRATA_ASSIGN_OR_RETURN(status, coord->GetJob());
+    if (status.job_id() != job_id) {
+      return absl::AbortedError(absl::StrCat("the coordinator now runs job '",
+                                             status.job_id(), "', not ",
+                                             job_id));
+    }
+    const int64_t spe =
+        job.epochs > 0 ? status.steps_scheduled() / job.epochs : 0;
+    for (; printed < static_cast<size_t>(status.epochs_size()); ++printed) {
+      const v1::EpochResult& e = status.epochs(printed);
+      // An epoch is complete when all its steps and its evaluation are done
+      // (or the next epoch started, or the job ended).
+      const bool complete =
+          e.steps() >= spe &&
+          (e.evaluated() ||
+           status.epochs_size() > static_cast<int>(printed) + 1 ||
+           status.state() != v1::JobStatus::RUNNING);
+      if (!complete) break;
+      std::string line = absl::StrFormat(
+          "Epoch %d/%d - %d steps - loss: %.4f - accuracy: %.4f",
+          e.epoch() + 1, job.epochs, e.steps(), e.loss(), e.accuracy());
+      if (e.evaluated()) {
+        absl::StrAppendFormat(&line, " - test_loss: %.4f - test_accuracy: %.4f",
+                              e.test_loss(), e.test_accuracy());
+      }
+      absl::StrAppendFormat(&line, " - %.0f examples/s - %.1fs elapsed",
+                            e.examples_per_second(), e.elapsed_seconds());
+      out << line << std::endl;
+    }
+    if (status.state() == v1::JobStatus::FAILED) {
+      return absl::AbortedError(absl::StrCat("job ", status.job_id(),
+                                             " failed: ", status.error()));
+    }
+    if (status.state() == v1::JobStatus::SUCCEEDED) break;
+    absl::SleepFor(kPoll);
+  }
+
+  if (auto spec = coord->GetClusterSpec(); spec.ok()) cluster = ClusterOf(*spec);
+  int64_t ps_applied = PsAppliedSteps(cluster);
+  if (ps_applied >= 0 && job.strategy.update == "sync") {
+    // Versions count aggregated steps of sync_replicas steps each.
+    ps_applied = std::min<int64_t>(ps_applied * job.strategy.sync_replicas,
+                                   status.steps_scheduled());
+  }
+  double test_accuracy = 0, test_loss = 0;
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const auto& e : status.epochs()) {
+    nlohmann::json row = {{"epoch", e.epoch() + 1},
+                          {"steps", e.steps()},
+                          {"loss", e.loss()},
+                          {"accuracy", e.accuracy()},
+                          {"examples_per_second", e.examples_per_second()},
+                          {"elapsed_seconds", e.elapsed_seconds()}};
+    if (e.evaluated()) {
+      test_accuracy = e.test_accuracy();
+      test_loss = e.test_loss();
+      row["test_loss"] = e.test_loss();
+      row["test_accuracy"] = e.test_accuracy();
+    }
+    epochs.push_back(row);
+  }
+  result = {
+      {"job", job.name},
+      {"job_id", status.job_id()},
+      {"strategy", job.strategy.type},
+      {"coordinator", options.coordinator},
+      {"cluster", cluster},
+      {"epochs", job.epochs},
+      {"batch_size", job.batch_size},
+      {"test_accuracy", test_accuracy},
+      {"test_loss", test_loss},
+      {"steps_scheduled", status.steps_scheduled()},
+      {"steps_applied", status.steps_completed()},
+      {"steps_applied_ps", ps_applied},
+      {"lost_steps", status.lost_steps()},
+      {"wall_seconds", status.wall_seconds()},
+      {"examples_per_second",
+       status.wall_seconds() > 0
+           ? static_cast<double>(status.examples()) / status.wall_seconds()
+           : 0.0},
+      {"epochs_detail", epochs}};
+  out << absl::StrFormat("Test accuracy: %.4f (test loss %.4f)", test_accuracy,
+                         test_loss)
+      << std::endl;
+  if (!options.summary_path.empty()) {
+    std::ofstream f(options.summary_path);
+    f << result.dump(2) << "\n";
+    if (!f) {
+      return absl::InternalError(
+          absl::StrCat("cannot write the summary to ", options.summary_path));
+    }
+  }
+  return result;
+}
+
+}  // namespace strata

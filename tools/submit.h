@@ -1,0 +1,47 @@
+// `strata submit`: hands a job file to a running coordinator (the one a
+// cluster of strata-ps / strata-worker daemons registered with, as on
+// Kubernetes), optionally after waiting for the tasks to register, and
+// optionally follows the job to its end.
+#ifndef STRATA_TOOLS_SUBMIT_H_
+#define STRATA_TOOLS_SUBMIT_H_
+
+#include <atomic>
+#include <iosfwd>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
+namespace strata {
+
+struct SubmitOptions {
+  std::string coordinator;  // host:port
+  std::string job_path;
+  // Before submitting, wait until the coordinator's cluster spec lists at
+  // least this many ps and worker tasks (a static TF_CONFIG cluster lists
+  // them all at once; otherwise they are the registered members).
+  int wait_ps = 0;
+  int wait_workers = 0;
+  // Bounds the wait for the coordinator and the tasks.
+  absl::Duration register_timeout = absl::Minutes(10);
+  // Follow the job until it ends: one line per completed epoch, then the
+  // summary (also written to summary_path when set).
+  bool wait = false;
+  std::string summary_path;
+};
+
+// Validates the job file (and counts its training examples) before it
+// contacts the coordinator. Returns {"job_id": ...} without `wait`, else the
+// run summary. Errors: the job file's INVALID_ARGUMENT / NOT_FOUND;
+// DEADLINE_EXCEEDED when the tasks did not register in time;
+// FAILED_PRECONDITION when a job is already running on the coordinator;
+// ABORTED when the followed job failed (its error in the message);
+// CANCELLED when `stop` was set.
+absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
+                                      std::ostream& out,
+                                      const std::atomic<bool>* stop);
+
+}  // namespace strata
+
+#endif  // STRATA_TOOLS_SUBMIT_H_
