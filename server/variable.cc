@@ -99,6 +99,26 @@ absl::Status ValidateSpecShape(const v1::VariableSpec& spec, DType dtype,
   return absl::OkStatus();
 }
 
+// Reads the non-negative integer `json[key]` (or `json` itself when `key`
+// is null) of a checkpoint's metadata into `out`; an absent key leaves
+// `out` as it is. Errors: DATA_LOSS naming `where` and the key.
+absl::Status MetaInt(const nlohmann::json& json, const char* key,
+                     const std::string& where, int64_t* out) {
+  const nlohmann::json* value = &json;
+  if (key != nullptr) {
+    auto it = json.find(key);
+    if (it == json.end()) return absl::OkStatus();
+    value = &*it;
+  }
+  if (!value->is_number_integer() || value->get<int64_t>() < 0) {
+    return absl::DataLossError(
+        absl::StrCat(where, ": ", key != nullptr ? key : "a clock",
+                     " is not a non-negative integer"));
+  }
+  *out = value->get<int64_t>();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<DType> DTypeFromProto(v1::DType dtype) {
@@ -320,22 +340,54 @@ absl::StatusOr<std::shared_ptr<Variable>> Variable::FromCheckpoint(
     }
     v->slots_[i] = Buffer::Copy(*entry.slots[i].second);
   }
+  // The metadata comes from a file: every field is checked before use (a
+  // wrong type is DATA_LOSS, never an exception or a read of a missing key).
   const nlohmann::json& m = entry.meta;
-  v->version_ = m.value("version", int64_t{0});
-  v->iterations_ = m.value("iterations", int64_t{0});
-  if (m.contains("dedup") && m["dedup"].is_array()) {
-    for (const auto& d : m["dedup"]) {
+  const std::string where = absl::StrCat("checkpoint variable ", Quote(entry.name));
+  STRATA_RETURN_IF_ERROR(MetaInt(m, "version", where, &v->version_));
+  STRATA_RETURN_IF_ERROR(MetaInt(m, "iterations", where, &v->iterations_));
+  if (auto dedup = m.find("dedup"); dedup != m.end() && dedup->is_array()) {
+    for (const auto& d : *dedup) {
+      if (!d.is_object()) {
+        return absl::DataLossError(
+            absl::StrCat(where, ": a dedup entry is not an object"));
+      }
       DedupWindow w;
-      w.floor = d.value("floor", int64_t{0});
-      for (const auto& s : d["steps"]) w.steps.insert(s.get<int64_t>());
-      v->dedup_[{d.value("job", std::string()), d.value("worker", int64_t{0})}] =
+      STRATA_RETURN_IF_ERROR(MetaInt(d, "floor", where, &w.floor));
+      auto job = d.find("job");
+      if (job != d.end() && !job->is_string()) {
+        return absl::DataLossError(
+            absl::StrCat(where, ": dedup job is not a string"));
+      }
+      auto worker = d.find("worker");
+      if (worker != d.end() && !worker->is_number_integer()) {
+        return absl::DataLossError(
+            absl::StrCat(where, ": dedup worker is not an integer"));
+      }
+      if (auto steps = d.find("steps"); steps != d.end()) {
+        if (!steps->is_array()) {
+          return absl::DataLossError(
+              absl::StrCat(where, ": dedup steps is not an array"));
+        }
+        for (const auto& step : *steps) {
+          if (!step.is_number_integer() || step.get<int64_t>() < 0) {
+            return absl::DataLossError(absl::StrCat(
+                where, ": a dedup step is not a non-negative integer"));
+          }
+          w.steps.insert(step.get<int64_t>());
+        }
+      }
+      v->dedup_[{job != d.end() ? job->get<std::string>() : std::string(),
+                 worker != d.end() ? worker->get<int64_t>() : int64_t{0}}] =
           std::move(w);
     }
   }
-  if (m.contains("clocks") && m["clocks"].is_array() &&
-      m["clocks"].size() == v->clocks_.size()) {
+  if (auto clocks = m.find("clocks"); clocks != m.end() &&
+                                      clocks->is_array() &&
+                                      clocks->size() == v->clocks_.size()) {
     for (size_t i = 0; i < v->clocks_.size(); ++i) {
-      v->clocks_[i] = m["clocks"][i].get<int64_t>();
+      STRATA_RETURN_IF_ERROR(
+          MetaInt((*clocks)[i], nullptr, where, &v->clocks_[i]));
     }
   }
   return v;

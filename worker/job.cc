@@ -792,7 +792,8 @@ absl::StatusOr<JobSpec> ParseJobString(absl::string_view text) {
     try {
       json reparsed = json::parse(text.begin(), text.end());
       (void)reparsed;
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
+      // parse_error, or out_of_range for a number that overflows.
       detail = e.what();
     }
     return absl::InvalidArgumentError(absl::StrCat("job: ", detail));

@@ -6,8 +6,8 @@
 //   0.bin  16 bytes  (f32 [4] or [2,2], i64 [2], ...), 1.bin 16 bytes,
 //   2.bin  0 bytes,  3.bin 48 bytes;
 // their CRC32C values are in the seed manifests. Invariant: a restore that
-// succeeds leaves the store holding the manifest's variables, each the
-// size its dtype and shape say.
+// succeeds leaves the store holding the manifest's variables, each found
+// under its own name and the size its dtype and shape say.
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
@@ -61,6 +61,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(*restored == static_cast<int64_t>(store.List().size()),
              "restored count");
   for (const auto& v : store.List()) {
+    absl::StatusOr<std::shared_ptr<Variable>> found = store.Get(v->name());
+    FUZZ_CHECK(found.ok() && *found == v,
+               "restored variable '" + v->name() + "' is not found by its name");
     VariableSnapshot snap = v->Snapshot();
     FUZZ_CHECK(snap.value->size() == v->byte_size() &&
                    v->byte_size() == static_cast<size_t>(NumElements(v->shape())) *

@@ -16,6 +16,7 @@
 #include "proto/chunk_codec.h"
 #include "strata/v1/tensor.pb.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/quiet_protobuf.h"
 
 namespace {
 
@@ -30,6 +31,7 @@ std::string Payload(const DecodedChunk& chunk) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  strata::fuzz::QuietProtobuf();
   fuzz::FuzzInput in(data, size);
   const uint8_t cuts = in.Byte();
   const std::string message = in.Rest();

@@ -10,9 +10,11 @@
 #include "server/variable_store.h"
 #include "strata/v1/parameter_server.pb.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/quiet_protobuf.h"
 #include "tests/fuzz/ps_fixture.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  strata::fuzz::QuietProtobuf();
   using namespace strata;
   fuzz::FuzzInput in(data, size);
   VariableStoreOptions options;

@@ -15,6 +15,7 @@
 #include "server/variable_store.h"
 #include "strata/v1/parameter_server.pb.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/quiet_protobuf.h"
 #include "tests/fuzz/ps_fixture.h"
 
 namespace {
@@ -111,6 +112,7 @@ void PullVariables(VariableStore* store, const std::string& bytes) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  strata::fuzz::QuietProtobuf();
   fuzz::FuzzInput in(data, size);
   std::unique_ptr<VariableStore> store = fuzz::MakeFixtureStore();
   for (const char* name : {"dense", "adam", "emb", "stale"}) {

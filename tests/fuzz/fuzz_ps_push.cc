@@ -17,6 +17,7 @@
 #include "server/variable_store.h"
 #include "strata/v1/parameter_server.pb.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/quiet_protobuf.h"
 #include "tests/fuzz/ps_fixture.h"
 
 namespace {
@@ -94,6 +95,7 @@ void PushVariables(VariableStore* store, const std::string& header_bytes,
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  strata::fuzz::QuietProtobuf();
   fuzz::FuzzInput in(data, size);
   std::unique_ptr<VariableStore> store = fuzz::MakeFixtureStore();
   while (!in.empty()) {

@@ -18,6 +18,7 @@
 #include "strata/v1/parameter_server.pb.h"
 #include "tests/fuzz/fuzz_sandbox.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/quiet_protobuf.h"
 #include "tests/fuzz/ps_fixture.h"
 
 namespace {
@@ -53,6 +54,7 @@ void Save(VariableStore* store, const std::string& path) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  strata::fuzz::QuietProtobuf();
   const fuzz::Sandbox& sandbox = fuzz::GetSandbox();
   sandbox.Clear();
   const std::string dir = sandbox.path() + "/ckpt";
