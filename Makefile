@@ -22,7 +22,7 @@ DEB_PACKAGES := \
   libcpp-httplib-dev libgoogle-perftools-dev dataset-fashion-mnist \
   iproute2 procps
 
-.PHONY: all deps build build-tsa test bench run ps-smoke train-compare clean
+.PHONY: all deps build build-tsa test bench run ps-smoke train-compare strategies clean
 
 all: build
 
@@ -81,6 +81,10 @@ run: build
 	$(BUILD_DIR)/bin/strata launch --job examples/fashion_mnist/job.json \
 	  --ps 2 --workers 2 --summary $(BUILD_DIR)/run-summary.json
 	@echo "run: summary written to $(BUILD_DIR)/run-summary.json"
+
+# Every strategy on the reference job beside the single-process run.
+strategies: build
+	bench/strategies.sh
 
 # One PS and the quick data-plane benchmark against it, then SIGTERM.
 ps-smoke: build

@@ -17,147 +17,14 @@
 #include <vector>
 
 #include "client/coordinator_client.h"
+#include "tests/launch_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-
-extern char** environ;
 
 namespace strata {
 namespace {
 
-namespace fs = std::filesystem;
-constexpr char kJob[] = STRATA_SOURCE_DIR "/tests/data/small_job.json";
-constexpr auto kRunLimit = std::chrono::minutes(8);
-
-// Waits up to 100 ms for a child to change state (SIGCHLD); the polling
-// loops below recheck their condition after each wake and stop at their
-// deadline.
-void AwaitChildEvent() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGCHLD);
-  timespec ts{0, 100 * 1000 * 1000};
-  sigtimedwait(&set, nullptr, &ts);
-}
-
-// SIGCHLD is blocked in this process so that AwaitChildEvent can take it.
-class BlockSigchld : public ::testing::Environment {
- public:
-  void SetUp() override {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  }
-};
-const auto* const kBlockSigchld =
-    ::testing::AddGlobalTestEnvironment(new BlockSigchld);
-
-bool HaveData() {
-  return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
-}
-
-struct LaunchRun {
-  pid_t pid = -1;
-  std::string dir;
-  std::string summary;
-};
-
-LaunchRun StartLaunch(const std::string& name, std::vector<std::string> extra) {
-  LaunchRun run;
-  run.dir = (fs::path(::testing::TempDir()) /
-             ("launch_" + name + "_" + std::to_string(getpid())))
-                .string();
-  fs::remove_all(run.dir);
-  fs::create_directories(run.dir);
-  run.summary = run.dir + "/summary.json";
-  std::vector<std::string> args = {STRATA_BIN_DIR "/strata", "launch",
-                                   std::string("--job=") + kJob,
-                                   "--run-dir=" + run.dir + "/run",
-                                   "--summary=" + run.summary};
-  args.insert(args.end(), extra.begin(), extra.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  std::string log = run.dir + "/launch.log";
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  EXPECT_EQ(posix_spawn(&run.pid, argv[0], &actions, &attr, argv.data(),
-                        environ),
-            0);
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
-  return run;
-}
-
-// Waits (bounded) for the launcher; returns its exit code or -1.
-int Wait(const LaunchRun& run) {
-  auto deadline = std::chrono::steady_clock::now() + kRunLimit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    int status = 0;
-    if (waitpid(run.pid, &status, WNOHANG) == run.pid) {
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    AwaitChildEvent();
-  }
-  kill(run.pid, SIGTERM);
-  waitpid(run.pid, nullptr, 0);
-  return -1;
-}
-
-std::string Log(const LaunchRun& run) {
-  std::ifstream f(run.dir + "/launch.log");
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-nlohmann::json Cluster(const LaunchRun& run) {
-  std::ifstream f(run.dir + "/run/cluster.json");
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
-  return j.is_discarded() ? nlohmann::json::array() : j;
-}
-
-// Waits until the cluster file lists the coordinator and the job has
-// completed at least `steps` steps; returns the cluster file.
-nlohmann::json WaitForProgress(const LaunchRun& run, int64_t steps) {
-  auto deadline = std::chrono::steady_clock::now() + kRunLimit;
-  std::unique_ptr<CoordinatorClient> client;
-  while (std::chrono::steady_clock::now() < deadline) {
-    nlohmann::json cluster = Cluster(run);
-    for (const auto& c : cluster) {
-      if (c["name"] == "coordinator" && !client) {
-        client = CoordinatorClient::Connect(c["address"].get<std::string>(),
-                                            absl::Seconds(2));
-      }
-    }
-    if (client) {
-      auto job = client->GetJob();
-      if (job.ok() && job->steps_completed() >= steps) return cluster;
-    }
-    AwaitChildEvent();
-  }
-  return nlohmann::json::array();
-}
-
-pid_t PidOf(const nlohmann::json& cluster, const std::string& name) {
-  for (const auto& c : cluster) {
-    if (c["name"] == name) return c["pid"].get<pid_t>();
-  }
-  return -1;
-}
-
-nlohmann::json Summary(const LaunchRun& run) {
-  std::ifstream f(run.summary);
-  return nlohmann::json::parse(f, nullptr, false);
-}
+using namespace launch_util;  // NOLINT: the helpers of these tests
 
 void ExpectCompleted(const LaunchRun& run, const nlohmann::json& summary) {
   ASSERT_FALSE(summary.is_discarded()) << Log(run);

@@ -63,6 +63,9 @@ void WriteClusterFile(const std::string& path,
 // Applied steps as the PS tasks count them: the smallest version over all
 // variables (each step pushes every shard once).
 absl::StatusOr<int64_t> PsAppliedSteps(const std::vector<ChildProcess>& ps) {
+  if (ps.empty()) {
+    return absl::FailedPreconditionError("no ps task (reported as -1)");
+  }
   int64_t applied = -1;
   for (const ChildProcess& p : ps) {
     auto client = PsClient::Connect(p.address);
@@ -84,27 +87,59 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   // before any process starts.
   STRATA_ASSIGN_OR_RETURN(JobSpec base, LoadJobFile(options.job_path));
   nlohmann::json job_json = nlohmann::json::parse(base.json);
-  if (!options.strategy.empty()) job_json["strategy"]["type"] = options.strategy;
-  if (options.epochs > 0) job_json["epochs"] = options.epochs;
-  STRATA_ASSIGN_OR_RETURN(JobSpec job, ParseJob(job_json));
-  if (job.strategy.type == "parameter_server") {
-    STRATA_RETURN_IF_ERROR(CheckPsJob(job));
-  }
   if (options.num_ps < 0 || options.num_workers < 1) {
     return absl::InvalidArgumentError(
         "--ps must be >= 0 and --workers must be >= 1");
+  }
+  if (!job_json.contains("strategy") || !job_json["strategy"].is_object()) {
+    job_json["strategy"] = nlohmann::json::object();
+  }
+  nlohmann::json& strategy_json = job_json["strategy"];
+  if (!options.strategy.empty() &&
+      strategy_json.value("type", std::string()) != options.strategy) {
+    // Another strategy: its own update default ("sync" for the synchronous
+    // ones).
+    strategy_json["type"] = options.strategy;
+    strategy_json.erase("update");
+  }
+  if (!options.collective.empty()) {
+    strategy_json["collective"] = options.collective;
+  }
+  if (options.epochs > 0) job_json["epochs"] = options.epochs;
+  STRATA_ASSIGN_OR_RETURN(JobSpec probe, ParseJob(job_json));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<PlacementPolicy> policy,
+                          PolicyFor(probe));
+  int num_ps = options.num_ps;
+  int num_workers = options.num_workers;
+  if (!policy->needs_ps()) num_ps = 0;
+  if (!policy->multi_worker()) {
+    // One process runs the replicas as threads: --workers sets how many.
+    strategy_json["replicas"] = num_workers;
+    num_workers = 1;
+  }
+  if (policy->needs_ps() && num_ps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ps: strategy ", policy->name(), " needs at least one ps task"));
+  }
+  STRATA_ASSIGN_OR_RETURN(JobSpec job, ParseJob(job_json));
+  STRATA_ASSIGN_OR_RETURN(policy, PolicyFor(job));
+  if (policy->loop() == TrainingLoop::kStepQueue) {
+    STRATA_RETURN_IF_ERROR(CheckPsJob(job));
   }
   STRATA_ASSIGN_OR_RETURN(int64_t train_examples, CountTrainExamples(job));
 
   const std::string run_dir = MakeRunDir(options.run_dir);
   const std::string bin = options.bin_dir;
   out << "strata launch: job '" << job.name << "', strategy "
-      << job.strategy.type << ", " << options.num_ps << " ps, "
-      << options.num_workers << " workers, run dir " << run_dir << std::endl;
+      << job.strategy.type << ", " << num_ps << " ps, " << num_workers
+      << (policy->multi_worker() ? " workers"
+                                 : absl::StrCat(" worker (", job.strategy.replicas,
+                                                " replicas)"))
+      << ", run dir " << run_dir << std::endl;
 
   ChildProcess coordinator;
-  std::vector<ChildProcess> ps(options.num_ps);
-  std::vector<ChildProcess> workers(options.num_workers);
+  std::vector<ChildProcess> ps(num_ps);
+  std::vector<ChildProcess> workers(num_workers);
   auto all = [&]() {
     std::vector<ChildProcess*> v = {&coordinator};
     for (auto& p : ps) v.push_back(&p);
@@ -124,7 +159,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
                       "--port=0", "--state-dir=" + run_dir + "/coordinator"};
   coordinator.log_path = run_dir + "/coordinator.log";
   STRATA_RETURN_IF_ERROR(Spawn(&coordinator, true, kStartTimeout));
-  for (int i = 0; i < options.num_ps; ++i) {
+  for (int i = 0; i < num_ps; ++i) {
     ps[i].name = absl::StrCat("ps:", i);
     ps[i].argv = {bin + "/strata-ps", "--host=127.0.0.1", "--port=0",
                   absl::StrCat("--task-index=", i),
@@ -151,7 +186,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
             j["cluster"].contains("ps")) {
           n = j["cluster"]["ps"].size();
         }
-        if (static_cast<int>(n) >= options.num_ps) break;
+        if (static_cast<int>(n) >= num_ps) break;
       }
       if (absl::Now() > deadline) {
         stop_all();
@@ -169,13 +204,16 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
     stop_all();
     return submitted.status();
   }
-  for (int i = 0; i < options.num_workers; ++i) {
+  for (int i = 0; i < num_workers; ++i) {
     workers[i].name = absl::StrCat("worker:", i);
     workers[i].argv = {bin + "/strata-worker",
                        "--coordinator=" + coordinator.address,
                        absl::StrCat("--task-index=", i),
                        absl::StrCat("--steps-in-flight=",
                                     options.steps_in_flight)};
+    if (!options.export_dir.empty()) {
+      workers[i].argv.push_back("--export-dir=" + options.export_dir);
+    }
     workers[i].log_path = run_dir + absl::StrCat("/worker-", i, ".log");
     absl::Status s = Spawn(&workers[i], false, kStartTimeout);
     if (!s.ok()) {
@@ -294,7 +332,8 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
       }
     }
     auto ps_applied = PsAppliedSteps(ps);
-    if (ps_applied.ok() && job.strategy.update == "sync") {
+    if (ps_applied.ok() && policy->loop() == TrainingLoop::kStepQueue &&
+        job.strategy.update == "sync") {
       // Versions count aggregated steps of sync_replicas steps each.
       ps_applied = std::min<int64_t>(*ps_applied * job.strategy.sync_replicas,
                                      status.steps_scheduled());
@@ -302,8 +341,14 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
     summary = {
         {"job", job.name},
         {"strategy", job.strategy.type},
-        {"ps", options.num_ps},
-        {"workers", options.num_workers},
+        {"collective", policy->backend() == CollectiveBackend::kRing ? "ring"
+                       : policy->backend() == CollectiveBackend::kPs ? "ps"
+                       : policy->backend() == CollectiveBackend::kInProcess
+                           ? "in_process"
+                           : "none"},
+        {"replicas_per_worker", policy->local_replicas()},
+        {"ps", num_ps},
+        {"workers", num_workers},
         {"epochs", job.epochs},
         {"batch_size", job.batch_size},
         {"test_accuracy", test_accuracy},

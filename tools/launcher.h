@@ -17,6 +17,14 @@ namespace strata {
 struct LaunchOptions {
   std::string job_path;
   std::string strategy;   // overrides the job's strategy.type when set
+  // Overrides the job's strategy.collective ("ring" or "ps") when set.
+  std::string collective;
+  // Policies whose variables live on the replicas (multi_worker_mirrored,
+  // mirrored): rank 0 writes its final state there as
+  // EXPORT_DIR/final_state.pb (a serialized strata.v1.WorkerState: one
+  // float32 NamedTensor per model variable, named as the model names them,
+  // then "NAME/SLOT" for optimizer slots). Empty: not written.
+  std::string export_dir;
   int num_ps = 2;
   int num_workers = 2;
   int epochs = 0;         // overrides the job's epochs when > 0

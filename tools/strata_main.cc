@@ -22,6 +22,8 @@
 
 ABSL_FLAG(std::string, job, "", "launch: the job file (JSON)");
 ABSL_FLAG(std::string, strategy, "", "launch: overrides the job's strategy");
+ABSL_FLAG(std::string, collective, "", "launch: overrides the job's "
+          "strategy.collective (multi_worker_mirrored: ring or ps)");
 ABSL_FLAG(int, ps, 2, "launch: parameter-server tasks");
 ABSL_FLAG(int, workers, 2, "launch: worker tasks");
 ABSL_FLAG(int, epochs, 0, "launch: overrides the job's epochs");
@@ -68,6 +70,7 @@ int Launch(const char* argv0) {
     return 2;
   }
   options.strategy = absl::GetFlag(FLAGS_strategy);
+  options.collective = absl::GetFlag(FLAGS_collective);
   options.num_ps = absl::GetFlag(FLAGS_ps);
   options.num_workers = absl::GetFlag(FLAGS_workers);
   options.epochs = absl::GetFlag(FLAGS_epochs);
@@ -192,7 +195,8 @@ int TfConfig() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "strata launch --job FILE [--strategy S] [--ps N] [--workers N] "
+      "strata launch --job FILE [--strategy S] [--collective ring|ps] "
+      "[--ps N] [--workers N] "
       "[--epochs N] [--summary FILE]\n  strata submit --job FILE "
       "[--coordinator HOST:PORT] [--wait] [--summary FILE]\n  strata tfconfig "
       "[--task-type T] [--task-index I]");

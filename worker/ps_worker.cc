@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "worker/group_worker.h"
 
 namespace strata {
 namespace {
@@ -74,19 +75,15 @@ absl::Status CheckPsJob(const JobSpec& job) {
 
 absl::StatusOr<std::vector<ShardSlice>> PartitionFor(const JobSpec& job,
                                                      const Shape& shape) {
-  const PartitionerSpec& p = job.strategy.partitioner;
-  if (p.type == "fixed") return FixedShardsPartition(shape, p.num_shards);
-  if (p.type == "min_size") {
-    return MinSizePartition(shape, DType::kFloat32, p.min_shard_bytes,
-                            p.max_shards > 0 ? p.max_shards : 1);
-  }
-  if (p.type == "max_size") {
-    return MaxSizePartition(shape, DType::kFloat32, p.max_shard_bytes,
-                            p.max_shards);
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "job.strategy.partitioner.type: '", p.type,
-      "' is not one of fixed, min_size, max_size"));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<PlacementPolicy> policy,
+                          PolicyFor(job));
+  // The slices only: PsCluster places shard i on task i % num_ps, as the
+  // parameter_server policy does.
+  STRATA_ASSIGN_OR_RETURN(std::vector<PlacementPolicy::Shard> shards,
+                          policy->Place(shape, DType::kFloat32, 1));
+  std::vector<ShardSlice> slices;
+  for (const auto& shard : shards) slices.push_back(shard.slice);
+  return slices;
 }
 
 PsWorker::PsWorker(CoordinatorClient* coordinator, Logger* logger,
@@ -117,6 +114,23 @@ absl::Status PsWorker::Run() {
       return absl::OkStatus();
     }
     absl::SleepFor(absl::Milliseconds(100));
+  }
+  {
+    // Synchronous strategies train in groups (worker/group_worker.h).
+    STRATA_ASSIGN_OR_RETURN(JobSpec spec, ParseJobString(job.job_json()));
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<PlacementPolicy> policy,
+                            PolicyFor(spec));
+    if (policy->loop() == TrainingLoop::kSyncGroup) {
+      GroupWorkerOptions group_options;
+      group_options.host = options_.host;
+      group_options.worker_port = options_.worker_port;
+      group_options.stop = options_.stop;
+      group_options.export_dir = options_.export_dir;
+      absl::Status s = RunGroupTraining(coordinator_, logger_, agent_.get(),
+                                        job, group_options);
+      agent_->Stop();
+      return s;
+    }
   }
   STRATA_RETURN_IF_ERROR(Setup(job));
 

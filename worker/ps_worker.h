@@ -29,6 +29,11 @@ struct PsWorkerOptions {
   // own buffers), so that one step's RPCs overlap another's compute, as
   // ClusterCoordinator keeps several closures in flight per worker.
   int steps_in_flight = 2;
+  // Synchronous strategies: where this task's WorkerService listens.
+  std::string host = "127.0.0.1";
+  int worker_port = 0;
+  // See GroupWorkerOptions::export_dir.
+  std::string export_dir;
 };
 
 // The variable specs a job places on the PS tasks: one per model variable,

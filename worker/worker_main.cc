@@ -23,6 +23,11 @@
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (default: "
           "the chief task of TF_CONFIG; required without it)");
 ABSL_FLAG(int, steps_in_flight, 2, "Training steps run concurrently");
+ABSL_FLAG(std::string, export_dir, "", "Synchronous strategies with "
+          "variables on the replicas: rank 0 writes its final state to "
+          "DIR/final_state.pb when the job ends");
+ABSL_FLAG(int, worker_port, 0, "Port of the WorkerService that synchronous "
+          "strategies use (ring all-reduce, state copies); 0 picks one");
 ABSL_FLAG(int, task_index, -1, "Index of this worker (default: TF_CONFIG "
           "task.index, else 0)");
 ABSL_FLAG(std::string, host, "", "Address the health server listens on "
@@ -118,6 +123,9 @@ int main(int argc, char** argv) {
   options.role = role;
   options.stop = &g_stop;
   options.steps_in_flight = absl::GetFlag(FLAGS_steps_in_flight);
+  options.host = health_host;
+  options.worker_port = absl::GetFlag(FLAGS_worker_port);
+  options.export_dir = absl::GetFlag(FLAGS_export_dir);
   if (options.steps_in_flight < 1) {
     std::cerr << "strata-worker: --steps-in-flight must be >= 1\n";
     return 2;

@@ -1,0 +1,219 @@
+// Process-level tests of the synchronous strategies through `strata
+// launch`: each trains the small Fashion-MNIST job to completion; a worker
+// killed with SIGKILL under central_storage and multi_worker_mirrored is
+// survived (the group re-forms, the global batch is re-divided) with the
+// accuracy of a run without the fault; a restarted worker rejoins the group
+// with state copied from a survivor.
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/launch_util.h"
+
+namespace strata {
+namespace {
+
+using namespace launch_util;  // NOLINT: the helpers of these tests
+
+// The small job with more epochs (so that a fault lands mid-run) and no
+// checkpoints (the synchronous strategies keep their state elsewhere).
+std::string Job(const std::string& name, int epochs) {
+  std::ifstream in(kJob);
+  nlohmann::json job = nlohmann::json::parse(in);
+  job["epochs"] = epochs;
+  job["checkpoint"]["every_steps"] = 0;
+  std::string path = ::testing::TempDir() + "/strategies_" + name + ".json";
+  std::ofstream out(path);
+  out << job.dump();
+  return path;
+}
+
+struct Outcome {
+  int exit_code = -1;
+  nlohmann::json summary;
+};
+
+Outcome RunToEnd(const std::string& name, std::vector<std::string> flags) {
+  flags.push_back("--job=" + Job(name, 3));
+  LaunchRun run = StartLaunch(name, flags);
+  Outcome out;
+  out.exit_code = Wait(run);
+  EXPECT_EQ(out.exit_code, 0) << Log(run);
+  out.summary = Summary(run);
+  EXPECT_FALSE(out.summary.is_discarded()) << Log(run);
+  if (!out.summary.is_discarded()) {
+    EXPECT_EQ(out.summary["steps_applied"], out.summary["steps_scheduled"])
+        << Log(run);
+  }
+  return out;
+}
+
+double Accuracy(const Outcome& o) {
+  return o.summary.is_discarded() ? 0.0
+                                  : o.summary["test_accuracy"].get<double>();
+}
+
+// JSON lines of a log file whose "event" is `event`.
+std::vector<nlohmann::json> Events(const std::string& path,
+                                   const std::string& event) {
+  std::ifstream f(path);
+  std::vector<nlohmann::json> out;
+  std::string line;
+  while (std::getline(f, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.value("event", "") == event) {
+      out.push_back(j);
+    }
+  }
+  return out;
+}
+
+class StrategiesLaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveData()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  }
+
+  // Accuracy of a fault-free run per strategy flags (computed once).
+  static double Baseline(const std::string& key,
+                         const std::vector<std::string>& flags) {
+    static std::map<std::string, double>* cache =
+        new std::map<std::string, double>();
+    auto it = cache->find(key);
+    if (it != cache->end()) return it->second;
+    Outcome o = RunToEnd("baseline_" + key, flags);
+    return (*cache)[key] = Accuracy(o);
+  }
+
+  // Kills worker 1 mid-run; the run must end on worker 0 alone with the
+  // accuracy of the fault-free run.
+  static void KillOneWorker(const std::string& key,
+                            std::vector<std::string> flags) {
+    const double baseline = Baseline(key, flags);
+    flags.push_back("--job=" + Job("kill_" + key, 3));
+    LaunchRun run = StartLaunch("kill_" + key, flags);
+    nlohmann::json cluster = WaitForProgress(run, 60);
+    pid_t victim = PidOf(cluster, "worker:1");
+    ASSERT_GT(victim, 0) << Log(run);
+    ASSERT_EQ(kill(victim, SIGKILL), 0);
+    ASSERT_EQ(Wait(run), 0) << Log(run);
+    nlohmann::json s = Summary(run);
+    ASSERT_FALSE(s.is_discarded()) << Log(run);
+    EXPECT_EQ(s["steps_applied"], s["steps_scheduled"]) << Log(run);
+    EXPECT_NEAR(s["test_accuracy"].get<double>(), baseline, 0.01) << Log(run);
+    // The coordinator formed a group of the survivor.
+    bool alone = false;
+    for (const auto& e :
+         Events(run.dir + "/run/coordinator.log", "group_formed")) {
+      alone = alone || e["members"] == "worker:0";
+    }
+    EXPECT_TRUE(alone) << "no group of worker:0 alone was formed";
+  }
+};
+
+TEST_F(StrategiesLaunchTest, CentralStorageTrains) {
+  Outcome o = RunToEnd("central_storage",
+                       {"--strategy=central_storage", "--ps=1", "--workers=2"});
+  EXPECT_GT(Accuracy(o), 0.75);
+  EXPECT_EQ(o.summary["steps_applied_ps"], o.summary["steps_scheduled"]);
+}
+
+TEST_F(StrategiesLaunchTest, MultiWorkerMirroredRingTrains) {
+  double a = Baseline("mwm_ring", {"--strategy=multi_worker_mirrored",
+                                   "--collective=ring", "--workers=2"});
+  EXPECT_GT(a, 0.75);
+}
+
+TEST_F(StrategiesLaunchTest, MultiWorkerMirroredThroughPsTrains) {
+  Outcome o = RunToEnd("mwm_ps", {"--strategy=multi_worker_mirrored",
+                                  "--collective=ps", "--ps=1", "--workers=2"});
+  EXPECT_GT(Accuracy(o), 0.75);
+  // The same math as the ring: the accuracies agree closely.
+  EXPECT_NEAR(Accuracy(o),
+              Baseline("mwm_ring", {"--strategy=multi_worker_mirrored",
+                                    "--collective=ring", "--workers=2"}),
+              0.01);
+}
+
+TEST_F(StrategiesLaunchTest, MirroredTrainsReplicasInOneProcess) {
+  Outcome o = RunToEnd("mirrored", {"--strategy=mirrored", "--workers=3"});
+  EXPECT_GT(Accuracy(o), 0.75);
+  EXPECT_EQ(o.summary["workers"], 1);
+  EXPECT_EQ(o.summary["replicas_per_worker"], 3);
+}
+
+TEST_F(StrategiesLaunchTest, CentralStorageSurvivesAKilledWorker) {
+  KillOneWorker("central_storage",
+                {"--strategy=central_storage", "--ps=1", "--workers=2"});
+}
+
+TEST_F(StrategiesLaunchTest, MultiWorkerMirroredSurvivesAKilledWorker) {
+  KillOneWorker("mwm_ring", {"--strategy=multi_worker_mirrored",
+                             "--collective=ring", "--workers=2"});
+}
+
+TEST_F(StrategiesLaunchTest, RestartedWorkerRejoinsWithASurvivorsState) {
+  LaunchRun run = StartLaunch(
+      "rejoin", {"--strategy=multi_worker_mirrored", "--workers=2",
+                 "--job=" + Job("rejoin", 6)});
+  nlohmann::json cluster = WaitForProgress(run, 60);
+  pid_t victim = PidOf(cluster, "worker:1");
+  std::string coordinator;
+  for (const auto& c : cluster) {
+    if (c["name"] == "coordinator") coordinator = c["address"];
+  }
+  ASSERT_GT(victim, 0) << Log(run);
+  ASSERT_FALSE(coordinator.empty());
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  // Bring worker 1 back as a new process (a new incarnation).
+  const std::string log = run.dir + "/worker-1-again.log";
+  std::vector<std::string> args = {STRATA_BIN_DIR "/strata-worker",
+                                   "--coordinator=" + coordinator,
+                                   "--task-index=1"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t again = -1;
+  ASSERT_EQ(posix_spawn(&again, argv[0], &actions, nullptr, argv.data(),
+                        environ),
+            0);
+  posix_spawn_file_actions_destroy(&actions);
+  ASSERT_EQ(Wait(run), 0) << Log(run);
+  // The returning worker ends with the job (bounded wait).
+  int status = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (waitpid(again, &status, WNOHANG) != again &&
+         std::chrono::steady_clock::now() < deadline) {
+    AwaitChildEvent();
+  }
+  if (kill(again, 0) == 0) {
+    kill(again, SIGKILL);
+    waitpid(again, &status, 0);
+  }
+  nlohmann::json s = Summary(run);
+  ASSERT_FALSE(s.is_discarded()) << Log(run);
+  EXPECT_EQ(s["steps_applied"], s["steps_scheduled"]);
+  EXPECT_GT(s["test_accuracy"].get<double>(), 0.75);
+  // It joined a group and copied a survivor's state.
+  auto copied = Events(log, "state_copied");
+  EXPECT_FALSE(copied.empty()) << "the returning worker copied no state";
+  bool pair_again = false;
+  for (const auto& e :
+       Events(run.dir + "/run/coordinator.log", "group_formed")) {
+    pair_again = pair_again || e["members"] == "worker:0,worker:1";
+  }
+  EXPECT_TRUE(pair_again);
+}
+
+}  // namespace
+}  // namespace strata
