@@ -1,10 +1,16 @@
-// ParameterServerStrategy::Local: a local cluster per Fit (tools/launcher.h),
-// and the trained variables pulled back from its PS tasks.
+// The cluster strategies (ParameterServer, CentralStorage,
+// MultiWorkerMirrored ::Local): one local cluster per Fit
+// (tools/launcher.h), launched by the same code for each, and the trained
+// variables read back from wherever the strategy keeps them.
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
 #include <optional>
 #include <streambuf>
 #include <string>
@@ -15,10 +21,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
+#include "client/ps_client.h"
 #include "client/ps_cluster.h"
 #include "common/status_macros.h"
 #include "sdk/internal.h"
 #include "sdk/strata.h"
+#include "strata/v1/worker_service.pb.h"
 #include "tools/launcher.h"
 #include "worker/job.h"
 #include "worker/model.h"
@@ -79,15 +87,12 @@ class LineTee : public std::streambuf {
 };
 
 // Pulls every variable of `model` from the PS tasks at `addresses` into
-// *params (Keras's order). Creating a variable is idempotent for the spec
-// the workers used, and gives its placement (shards and their tasks).
-absl::Status PullWeights(const std::vector<std::string>& addresses,
-                         const JobSpec& job, const Model& model,
-                         std::vector<std::vector<float>>* params) {
-  if (addresses.empty()) {
-    return absl::FailedPreconditionError(
-        "the cluster has no PS task to read the trained variables from");
-  }
+// *params (Keras's order), sharded as ParameterServerStrategy places them.
+// Creating a variable is idempotent for the spec the workers used, and gives
+// its placement (shards and their tasks).
+absl::Status PullShardedWeights(const std::vector<std::string>& addresses,
+                                const JobSpec& job, const Model& model,
+                                std::vector<std::vector<float>>* params) {
   std::unique_ptr<PsCluster> cluster = PsCluster::Connect(addresses);
   const std::vector<v1::VariableSpec> specs = PsVariableSpecs(job, model);
   params->assign(specs.size(), {});
@@ -104,6 +109,74 @@ absl::Status PullWeights(const std::vector<std::string>& addresses,
     dsts.push_back((*params)[i].data());
   }
   return cluster->PullMany(names, dsts);
+}
+
+// Pulls every variable of `model`, each whole on PS task 0 under its own
+// name (CentralStorageStrategy's placement), into *params in one call.
+absl::Status PullWholeWeights(const std::vector<std::string>& addresses,
+                              const JobSpec& /*job*/, const Model& model,
+                              std::vector<std::vector<float>>* params) {
+  std::unique_ptr<PsClient> ps0 = PsClient::Connect(addresses[0]);
+  params->assign(model.variables().size(), {});
+  std::vector<std::string> names;
+  std::vector<void*> dsts;
+  std::vector<size_t> sizes;
+  for (size_t i = 0; i < model.variables().size(); ++i) {
+    const VariableDef& v = model.variables()[i];
+    (*params)[i].resize(NumElements(v.shape));
+    names.push_back(v.name);
+    dsts.push_back((*params)[i].data());
+    sizes.push_back((*params)[i].size() * sizeof(float));
+  }
+  return ps0->PullVariables(names, dsts, sizes).status();
+}
+
+// Reads the weights of `model` from the state the first worker exported
+// (a serialized strata.v1.WorkerState, tensors named as the model's
+// variables), checking that it is the state after `steps` steps when
+// `steps` >= 0. Errors: NOT_FOUND without the file, DATA_LOSS for a file
+// that does not hold the model's final weights.
+absl::Status ReadExportedWeights(const std::string& path, int64_t steps,
+                                 const Model& model,
+                                 std::vector<std::vector<float>>* params) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    return absl::NotFoundError(absl::StrCat(
+        "the first worker did not export its final state to ", path));
+  }
+  const std::string bytes{std::istreambuf_iterator<char>(f),
+                          std::istreambuf_iterator<char>()};
+  v1::WorkerState state;
+  if (!state.ParseFromString(bytes)) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": not a serialized strata.v1.WorkerState"));
+  }
+  if (steps >= 0 && state.step() != steps) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": the exported state is after step ", state.step(),
+        ", the job ran ", steps));
+  }
+  std::map<std::string, const v1::NamedTensor*> by_name;
+  for (const v1::NamedTensor& t : state.tensors()) by_name[t.name()] = &t;
+  params->assign(model.variables().size(), {});
+  for (size_t i = 0; i < model.variables().size(); ++i) {
+    const VariableDef& v = model.variables()[i];
+    const size_t n = static_cast<size_t>(NumElements(v.shape));
+    auto it = by_name.find(v.name);
+    if (it == by_name.end()) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": no tensor '", v.name, "'"));
+    }
+    const v1::NamedTensor& t = *it->second;
+    if (t.dtype() != v1::DT_FLOAT32 || t.data().size() != n * sizeof(float)) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": tensor '", v.name, "' has ", t.data().size(),
+          " bytes; the model's variable is ", n, " float32 values"));
+    }
+    (*params)[i].resize(n);
+    std::memcpy((*params)[i].data(), t.data().data(), n * sizeof(float));
+  }
+  return absl::OkStatus();
 }
 
 // The job's final per-epoch results from its coordinator, whose address
@@ -173,10 +246,11 @@ History HistoryFrom(const json& summary,
   return history;
 }
 
-absl::Status CheckOptions(const LocalClusterOptions& o) {
-  if (o.num_ps < 1) {
+absl::Status CheckOptions(const LocalClusterOptions& o, int min_ps) {
+  if (o.num_ps < min_ps) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "LocalClusterOptions.num_ps: must be >= 1, got ", o.num_ps));
+        "LocalClusterOptions.num_ps: must be >= ", min_ps, ", got ",
+        o.num_ps));
   }
   if (o.num_workers < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -212,38 +286,40 @@ absl::Status CheckFirstExample(const Dataset& data, const Model& model,
   return internal::CheckFeatures(*one, model, what);
 }
 
-}  // namespace
+// How one cluster strategy runs on a local cluster: what the job says, and
+// where the trained weights are read from afterwards.
+struct ClusterFit {
+  nlohmann::json strategy;  // the job's "strategy" object
+  int min_ps = 1;           // PS tasks the strategy needs
+  // Reads the weights from the PS tasks (task order), after the job has
+  // succeeded and while they still run. Null: the first worker exports its
+  // final state, read after the cluster has stopped.
+  std::function<absl::Status(const std::vector<std::string>& ps_addresses,
+                             const JobSpec& job, const Model& model,
+                             std::vector<std::vector<float>>* params)>
+      read_from_ps;
+};
 
-std::unique_ptr<ParameterServerStrategy> ParameterServerStrategy::Local(
-    LocalClusterOptions options) {
-  return std::make_unique<ParameterServerStrategy>(std::move(options));
-}
-
-std::unique_ptr<Strategy> ParameterServerStrategy::Clone() const {
-  return std::make_unique<ParameterServerStrategy>(*this);
-}
-
-absl::StatusOr<History> ParameterServerStrategy::Fit(
-    internal::ModelState& m, const Dataset& train,
-    const FitOptions& options) const {
-  const LocalClusterOptions& c = options_;
-  STRATA_RETURN_IF_ERROR(CheckOptions(c));
+// Fit on a local cluster started for it: validates everything it can
+// before any process starts, writes the job into the run directory,
+// launches and supervises the cluster, and reads the trained weights back
+// into m.cluster_params.
+absl::StatusOr<History> FitOnLocalCluster(internal::ModelState& m,
+                                          const Dataset& train,
+                                          const FitOptions& options,
+                                          const LocalClusterOptions& c,
+                                          const ClusterFit& how) {
+  STRATA_RETURN_IF_ERROR(CheckOptions(c, how.min_ps));
   if (m.cluster_params.has_value()) {
-    return absl::FailedPreconditionError(
-        "Fit: this model was already fit on a local cluster, and "
-        "ParameterServerStrategy::Local starts each Fit from the initial "
-        "weights; train in one Fit (more epochs), or Compile again to start "
-        "over");
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Fit: this model was already fit on a local cluster, and ",
+        how.strategy.value("type", std::string()),
+        " starts each Fit from the initial weights; train in one Fit (more "
+        "epochs), or Compile again to start over"));
   }
   STRATA_ASSIGN_OR_RETURN(json data,
                           internal::DataJson(train, options.validation));
-  const json strategy = {
-      {"type", name()},
-      {"update", c.update},
-      {"partitioner",
-       {{"type", "fixed"},
-        {"num_shards", c.num_shards > 0 ? c.num_shards : c.num_ps}}}};
-  const json job_json = m.JobJson(options, std::move(data), strategy);
+  const json job_json = m.JobJson(options, std::move(data), how.strategy);
   STRATA_ASSIGN_OR_RETURN(JobSpec job, ParseJob(job_json));
   STRATA_RETURN_IF_ERROR(CheckFirstExample(train, m.model(), "training data"));
   if (options.validation.has_value()) {
@@ -286,7 +362,7 @@ absl::StatusOr<History> ParameterServerStrategy::Fit(
   LineTee tee(&progress.stream());
   std::ostream out(&tee);
   std::vector<std::vector<float>> pulled;
-  bool pulled_ok = false;
+  absl::Status read = absl::UnknownError("the job did not succeed");
   LaunchOptions launch;
   launch.job_path = job_path;
   launch.num_ps = c.num_ps;
@@ -294,13 +370,19 @@ absl::StatusOr<History> ParameterServerStrategy::Fit(
   launch.run_dir = dir + "/cluster";
   launch.bin_dir = bin_dir;
   launch.restart_servers = c.restart_servers;
+  if (!how.read_from_ps) launch.export_dir = dir + "/export";
   std::optional<History> from_coordinator;
   launch.on_finished = [&](const std::vector<std::string>& addresses) {
-    absl::Status s = PullWeights(addresses, job, m.model(), &pulled);
-    pulled_ok = s.ok();
     from_coordinator =
         HistoryFromCoordinator(launch.run_dir + "/cluster.json");
-    return s;
+    if (!how.read_from_ps) return absl::OkStatus();
+    if (addresses.empty()) {
+      read = absl::FailedPreconditionError(
+          "the cluster has no PS task to read the trained variables from");
+    } else {
+      read = how.read_from_ps(addresses, job, m.model(), &pulled);
+    }
+    return read;
   };
   absl::StatusOr<json> summary = Launch(launch, out, options.stop);
   out.flush();
@@ -310,16 +392,94 @@ absl::StatusOr<History> ParameterServerStrategy::Fit(
         absl::StrCat("Fit on a local cluster: ", summary.status().message(),
                      " (job and logs in ", dir, ")"));
   }
-  if (!pulled_ok) {
+  if (!how.read_from_ps) {
+    // The workers have stopped, so the export is complete.
+    const json& total = (*summary)["steps_scheduled"];
+    read = ReadExportedWeights(launch.export_dir + "/final_state.pb",
+                               total.is_number_integer()
+                                   ? total.get<int64_t>()
+                                   : int64_t{-1},
+                               m.model(), &pulled);
+  }
+  if (!read.ok()) {
     return absl::InternalError(absl::StrCat(
         "Fit on a local cluster: the job succeeded but its variables were "
-        "not read back (job and logs in ",
-        dir, ")"));
+        "not read back: ",
+        read.message(), " (job and logs in ", dir, ")"));
   }
   m.cluster_params = std::move(pulled);
   m.epochs_trained += job.epochs;
   if (temporary && !c.keep_run_dir) fs::remove_all(dir, ec);
   return HistoryFrom(*summary, from_coordinator, tee.lines());
+}
+
+}  // namespace
+
+// ParameterServerStrategy ----------------------------------------------------
+
+std::unique_ptr<ParameterServerStrategy> ParameterServerStrategy::Local(
+    LocalClusterOptions options) {
+  return std::make_unique<ParameterServerStrategy>(std::move(options));
+}
+
+std::unique_ptr<Strategy> ParameterServerStrategy::Clone() const {
+  return std::make_unique<ParameterServerStrategy>(*this);
+}
+
+absl::StatusOr<History> ParameterServerStrategy::Fit(
+    internal::ModelState& m, const Dataset& train,
+    const FitOptions& options) const {
+  const LocalClusterOptions& c = options_;
+  ClusterFit how;
+  how.strategy = {
+      {"type", name()},
+      {"update", c.update},
+      {"partitioner",
+       {{"type", "fixed"},
+        {"num_shards", c.num_shards > 0 ? c.num_shards : c.num_ps}}}};
+  how.read_from_ps = PullShardedWeights;
+  return FitOnLocalCluster(m, train, options, c, how);
+}
+
+// CentralStorageStrategy -----------------------------------------------------
+
+std::unique_ptr<CentralStorageStrategy> CentralStorageStrategy::Local(
+    LocalClusterOptions options) {
+  return std::make_unique<CentralStorageStrategy>(std::move(options));
+}
+
+std::unique_ptr<Strategy> CentralStorageStrategy::Clone() const {
+  return std::make_unique<CentralStorageStrategy>(*this);
+}
+
+absl::StatusOr<History> CentralStorageStrategy::Fit(
+    internal::ModelState& m, const Dataset& train,
+    const FitOptions& options) const {
+  ClusterFit how;
+  how.strategy = {{"type", name()}};
+  how.read_from_ps = PullWholeWeights;
+  return FitOnLocalCluster(m, train, options, options_, how);
+}
+
+// MultiWorkerMirroredStrategy ------------------------------------------------
+
+std::unique_ptr<MultiWorkerMirroredStrategy>
+MultiWorkerMirroredStrategy::Local(LocalClusterOptions options) {
+  return std::make_unique<MultiWorkerMirroredStrategy>(std::move(options));
+}
+
+std::unique_ptr<Strategy> MultiWorkerMirroredStrategy::Clone() const {
+  return std::make_unique<MultiWorkerMirroredStrategy>(*this);
+}
+
+absl::StatusOr<History> MultiWorkerMirroredStrategy::Fit(
+    internal::ModelState& m, const Dataset& train,
+    const FitOptions& options) const {
+  ClusterFit how;
+  how.strategy = {{"type", name()}, {"collective", options_.collective}};
+  // The "ps" collective sums gradients through a PS task; "ring" needs none.
+  how.min_ps = options_.collective == "ps" ? 1 : 0;
+  return FitOnLocalCluster(m, train, options, options_, how);
 }
 
 }  // namespace strata::sdk

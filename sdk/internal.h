@@ -5,6 +5,7 @@
 #define STRATA_SDK_INTERNAL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -81,12 +82,23 @@ struct ModelState {
   std::vector<std::string> metrics;
   std::unique_ptr<LocalTrainer> trainer;  // model, weights, optimizer slots
   int epochs_trained = 0;  // by every Fit since Compile
-  // Weights pulled from a cluster after a ParameterServerStrategy Fit; they
-  // replace the trainer's.
+  // Weights read back from a cluster after a Fit under a cluster strategy;
+  // they replace the trainer's.
   std::optional<std::vector<std::vector<float>>> cluster_params;
+
+  // Replica 0's weights, optimizer slots and update count once a
+  // MirroredStrategy Fit has trained (they replace the trainer's; a later
+  // Fit continues from them).
+  struct ReplicaState {
+    std::vector<std::vector<float>> params;
+    std::vector<std::vector<std::vector<float>>> slots;  // [variable][slot]
+    int64_t iterations = 0;
+  };
+  std::optional<ReplicaState> mirrored;
 
   const Model& model() const { return trainer->model(); }
   const std::vector<std::vector<float>>& params() const {
+    if (mirrored) return mirrored->params;
     return cluster_params ? *cluster_params : trainer->params();
   }
 
@@ -95,6 +107,31 @@ struct ModelState {
   nlohmann::json JobJson(const FitOptions& fit, nlohmann::json data,
                          nlohmann::json strategy) const;
 };
+
+// The data of a Fit in this process, loaded and checked against the model.
+struct LocalFit {
+  JobSpec job;  // the model's job with the Fit's options
+  std::shared_ptr<const ::strata::Dataset> train;
+  std::shared_ptr<const ::strata::Dataset> test;  // null without validation
+};
+
+// Validates the Fit's options as job fields (with `strategy` as the job's
+// "strategy" object) and loads the data; any dataset works, in memory too.
+// Errors: INVALID_ARGUMENT naming the job field or the data that does not
+// fit the model (or has no examples); the loaders' errors.
+absl::StatusOr<LocalFit> PrepareLocalFit(const ModelState& m,
+                                         const Dataset& train,
+                                         const FitOptions& options,
+                                         nlohmann::json strategy);
+
+// Trains fit.job.epochs epochs with train_epoch(epoch), where `epoch`
+// counts every epoch since Compile (so each gets its own order), evaluating
+// m.params() on the validation data when due and printing a line per epoch.
+// Checks options.stop before each epoch. Errors: train_epoch's and
+// evaluation's; CANCELLED when stopped.
+absl::StatusOr<History> RunLocalEpochs(
+    ModelState& m, const LocalFit& fit, const FitOptions& options,
+    const std::function<absl::StatusOr<StepStats>(int epoch)>& train_epoch);
 
 // The model's layers as the job's "model" object. Errors: INVALID_ARGUMENT
 // for a missing input shape or one on a layer other than the first.

@@ -218,6 +218,7 @@ absl::Status Sequential::Compile(Optimizer optimizer, std::string loss,
   s.compiled = false;
   s.trainer.reset();
   s.cluster_params.reset();
+  s.mirrored.reset();
   s.epochs_trained = 0;
   STRATA_ASSIGN_OR_RETURN(json model_json, internal::ModelJson(s.layers));
   json optimizer_json = internal::OptimizerJson(optimizer);

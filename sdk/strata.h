@@ -25,20 +25,47 @@
 // errors name the job path of the offending value
 // ("job.model.layers[1].activation: 'relux' is not one of ...").
 //
-// Strategies: OneDeviceStrategy (the default) trains in this process.
-// ParameterServerStrategy::Local starts a whole local cluster (coordinator,
-// PS tasks, workers; tools/launcher.h) for each Fit and, when the job has
-// succeeded, pulls the trained variables back into the model, so Evaluate,
-// Predict and GetWeights afterwards run here on the trained parameters.
+// Strategies (the same Sequential / Compile / Fit code runs under each):
+// - OneDeviceStrategy (the default) trains in this process.
+// - MirroredStrategy::Create(n) trains n replicas in this process, one thread
+//   each, their gradients all-reduced in process every step.
+// - ParameterServerStrategy::Local, CentralStorageStrategy::Local and
+//   MultiWorkerMirroredStrategy::Local start a whole local cluster
+//   (coordinator, PS tasks, workers; tools/launcher.h) for each Fit and, when
+//   the job has succeeded, read the trained variables back into the model
+//   (from the PS tasks, or from the state the first worker exports), so
+//   Evaluate, Predict and GetWeights afterwards run here on the trained
+//   parameters.
+//
+// Beside Fit, a strategy offers tf.distribute's replica API for code of
+// one's own: Run(fn) calls fn once per replica of this process (with its
+// ReplicaContext) and returns a PerReplica of the results, Reduce(kSum |
+// kMean, per_replica) combines them, and DistributeDataset(data, batch)
+// splits each global batch between the replicas:
+//
+//   auto strategy = *sdk::MirroredStrategy::Create(4);
+//   absl::StatusOr<sdk::DistributedDataset> dist =
+//       strategy->DistributeDataset(data, /*global_batch_size=*/256);
+//   for (int64_t b = 0; b < dist->num_batches(); ++b) {
+//     sdk::PerReplica<double> sums =
+//         strategy->Run([&](const sdk::ReplicaContext& ctx) {
+//           double sum = 0;
+//           for (int32_t y : dist->Batch(b, ctx).labels) sum += y;
+//           return sum;
+//         });
+//     double total = strategy->Reduce(sdk::ReduceOp::kSum, sums);
+//   }
 #ifndef STRATA_SDK_STRATA_H_
 #define STRATA_SDK_STRATA_H_
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -200,8 +227,8 @@ struct FitOptions {
   int verbose = 1;
   std::ostream* out = nullptr;  // nullptr: std::cout
   // Set (e.g. by a signal handler) to end Fit early with CANCELLED: between
-  // epochs under OneDeviceStrategy; the cluster is stopped under
-  // ParameterServerStrategy.
+  // epochs under OneDeviceStrategy and MirroredStrategy; the cluster is
+  // stopped under the cluster strategies.
   const std::atomic<bool>* stop = nullptr;
 };
 
@@ -252,7 +279,7 @@ class Sequential {
                        std::vector<std::string> metrics = {});
 
   // Trains under the model's strategy. Errors: FAILED_PRECONDITION before
-  // a successful Compile, or (ParameterServerStrategy) when the model was
+  // a successful Compile, or (the cluster strategies) when the model was
   // already fit on a cluster; INVALID_ARGUMENT for bad options or data that
   // does not fit the model; the loaders' errors; CANCELLED when `stop` was
   // set; from a cluster run, the launcher's errors with the run directory.
@@ -297,16 +324,99 @@ class Sequential {
 
 class StrategyScope;
 
+// How Strategy::Reduce combines the replicas' values.
+enum class ReduceOp { kSum, kMean };
+
+// The replica a function given to Strategy::Run runs as (tf.distribute's
+// ReplicaContext).
+class ReplicaContext {
+ public:
+  ReplicaContext(int replica_id_in_sync_group, int num_replicas_in_sync)
+      : replica_id_(replica_id_in_sync_group),
+        num_replicas_(num_replicas_in_sync) {}
+  // 0 .. num_replicas_in_sync() - 1.
+  int replica_id_in_sync_group() const { return replica_id_; }
+  int num_replicas_in_sync() const { return num_replicas_; }
+
+ private:
+  int replica_id_;
+  int num_replicas_;
+};
+
+// One value per replica that ran in this process, in replica order
+// (tf.distribute's PerReplica; values() is its experimental_local_results).
+template <typename T>
+class PerReplica {
+ public:
+  explicit PerReplica(std::vector<T> values) : values_(std::move(values)) {}
+  int num_replicas() const { return static_cast<int>(values_.size()); }
+  const T& operator[](int replica) const {
+    return values_[static_cast<size_t>(replica)];
+  }
+  const std::vector<T>& values() const { return values_; }
+
+ private:
+  std::vector<T> values_;
+};
+
+// A dataset split between a strategy's replicas (tf.distribute's
+// DistributedDataset), from Strategy::DistributeDataset. Global batch b holds
+// examples [b * global_batch_size, (b + 1) * global_batch_size) in the
+// dataset's order (the last one possibly smaller), and replica r of n
+// computes a contiguous part of it, as Fit splits batches
+// (strategies/placement_policy.h ReplicaRows: as even as possible, the first
+// replicas one example more). Batches are views into the loaded examples, no
+// copies. Immutable; thread-safe (Run's replicas may read it at once).
+class DistributedDataset {
+ public:
+  // One replica's part of a global batch.
+  struct ReplicaBatch {
+    absl::Span<const float> x;        // examples() rows of `features` values
+    absl::Span<const int32_t> labels;
+    int64_t features = 0;
+    // Examples in the whole global batch: a replica's mean weighted by
+    // examples() / global_examples and summed over the replicas is the
+    // global batch's mean.
+    int64_t global_examples = 0;
+    int64_t examples() const { return static_cast<int64_t>(labels.size()); }
+  };
+
+  int64_t num_examples() const;
+  int64_t global_batch_size() const { return global_batch_size_; }
+  // ceil(num_examples / global_batch_size).
+  int64_t num_batches() const;
+  int num_replicas_in_sync() const { return num_replicas_; }
+
+  // Replica `replica`'s part of global batch `batch`. Empty (no examples)
+  // for a batch or replica out of range, and for a replica with no share
+  // (a batch of fewer examples than replicas).
+  ReplicaBatch Batch(int64_t batch, const ReplicaContext& replica) const;
+
+ private:
+  friend class Strategy;
+  DistributedDataset(std::shared_ptr<const ::strata::Dataset> data,
+                     int64_t global_batch_size, int num_replicas)
+      : data_(std::move(data)),
+        global_batch_size_(global_batch_size),
+        num_replicas_(num_replicas) {}
+
+  std::shared_ptr<const ::strata::Dataset> data_;
+  int64_t global_batch_size_;
+  int num_replicas_;
+};
+
 // Where a model's variables live and how its replicas train (as
 // tf.distribute.Strategy). Immutable after construction; thread-safe.
 class Strategy {
  public:
   virtual ~Strategy() = default;
 
-  // The job's strategy.type: "one_device", "parameter_server".
+  // The job's strategy.type: "one_device", "mirrored", "parameter_server",
+  // "central_storage", "multi_worker_mirrored".
   virtual std::string name() const = 0;
   // Replicas whose gradients each step combines (tf.distribute's
-  // num_replicas_in_sync): 1 for OneDevice, the workers for PS.
+  // num_replicas_in_sync): 1 for OneDevice, the replicas for Mirrored, the
+  // workers for the cluster strategies.
   virtual int num_replicas_in_sync() const = 0;
 
   // Makes (a copy of) this strategy the current one on this thread until
@@ -314,6 +424,35 @@ class Strategy {
   // nest; each restores the strategy that was current before it, so they
   // must end in reverse order (as locals do) on the thread that made them.
   StrategyScope Scope() const;
+
+  // Calls fn(const ReplicaContext&) once for each replica that runs in this
+  // process and returns their results by replica (tf.distribute's
+  // strategy.run). MirroredStrategy runs its replicas here: fn runs on
+  // num_replicas_in_sync() threads at once (replica 0 on the calling
+  // thread), so it must be safe to call concurrently. Every other strategy
+  // runs fn once, as replica 0 of num_replicas_in_sync(): under the cluster
+  // strategies the other replicas are worker processes that exist only
+  // during Fit, and no function of this process runs in them. fn must
+  // return a value (e.g. an absl::Status for code run for its effects).
+  template <typename Fn>
+  auto Run(Fn&& fn) const
+      -> PerReplica<std::invoke_result_t<Fn&, const ReplicaContext&>>;
+
+  // Combines the values of a PerReplica in replica order: their sum, or
+  // their mean over value.num_replicas() (the replicas that ran here).
+  // Vectors are combined element-wise; INVALID_ARGUMENT when their sizes
+  // differ or there are no values.
+  float Reduce(ReduceOp op, const PerReplica<float>& value) const;
+  double Reduce(ReduceOp op, const PerReplica<double>& value) const;
+  absl::StatusOr<std::vector<float>> Reduce(
+      ReduceOp op, const PerReplica<std::vector<float>>& value) const;
+
+  // `data` (loaded now) split into global batches of `global_batch_size`
+  // examples, each split between num_replicas_in_sync() replicas (see
+  // DistributedDataset). Errors: INVALID_ARGUMENT for global_batch_size < 1;
+  // Dataset::Load's errors.
+  absl::StatusOr<DistributedDataset> DistributeDataset(
+      const Dataset& data, int64_t global_batch_size) const;
 
   virtual std::unique_ptr<Strategy> Clone() const = 0;
 
@@ -323,7 +462,31 @@ class Strategy {
   virtual absl::StatusOr<History> Fit(internal::ModelState& model,
                                       const Dataset& train,
                                       const FitOptions& options) const = 0;
+  // Replicas whose functions Run calls in this process.
+  virtual int num_local_replicas() const { return 1; }
+  // Calls fn for replicas 0 .. num_local_replicas() - 1, on threads when
+  // there are several (replica 0 on this one); returns when all returned.
+  void RunReplicas(const std::function<void(const ReplicaContext&)>& fn) const;
 };
+
+template <typename Fn>
+auto Strategy::Run(Fn&& fn) const
+    -> PerReplica<std::invoke_result_t<Fn&, const ReplicaContext&>> {
+  using T = std::invoke_result_t<Fn&, const ReplicaContext&>;
+  static_assert(!std::is_void_v<T>,
+                "Strategy::Run: the function must return a value (an "
+                "absl::Status for code run for its effects)");
+  std::vector<std::optional<T>> results(
+      static_cast<size_t>(num_local_replicas()));
+  RunReplicas([&](const ReplicaContext& replica) {
+    results[static_cast<size_t>(replica.replica_id_in_sync_group())].emplace(
+        fn(replica));
+  });
+  std::vector<T> values;
+  values.reserve(results.size());
+  for (std::optional<T>& r : results) values.push_back(std::move(*r));
+  return PerReplica<T>(std::move(values));
+}
 
 // See Strategy::Scope. Neither copyable nor movable.
 class StrategyScope {
@@ -359,15 +522,51 @@ class OneDeviceStrategy : public Strategy {
                               const FitOptions& options) const override;
 };
 
+// Replicas of the model in this process, one thread each
+// (tf.distribute.MirroredStrategy on CPU). Fit splits every global batch
+// between the replicas (ReplicaRows); each computes the gradient of its
+// share, weighted by its share of the batch; one in-process all-reduce per
+// step sums them (collective/in_process.h); and each replica applies the
+// same optimizer update to its own copy of the weights, so the copies stay
+// identical and training follows OneDeviceStrategy's up to float rounding
+// (dropout masks differ with more than one replica). A later Fit continues
+// from the weights and optimizer state reached. Run calls its function on
+// the replicas' threads.
+class MirroredStrategy : public Strategy {
+ public:
+  static constexpr int kMaxReplicas = 256;
+  // Errors: INVALID_ARGUMENT unless 1 <= num_replicas <= kMaxReplicas.
+  static absl::StatusOr<std::unique_ptr<MirroredStrategy>> Create(
+      int num_replicas = 2);
+
+  std::string name() const override { return "mirrored"; }
+  int num_replicas_in_sync() const override { return num_replicas_; }
+  std::unique_ptr<Strategy> Clone() const override;
+
+ private:
+  explicit MirroredStrategy(int num_replicas) : num_replicas_(num_replicas) {}
+  absl::StatusOr<History> Fit(internal::ModelState& model,
+                              const Dataset& train,
+                              const FitOptions& options) const override;
+  int num_local_replicas() const override { return num_replicas_; }
+
+  int num_replicas_;
+};
+
 // A local cluster started for each Fit (tools/launcher.h Launch): the
 // coordinator, `num_ps` PS tasks and `num_workers` workers as processes on
 // 127.0.0.1.
 struct LocalClusterOptions {
-  int num_ps = 2;        // >= 1
+  // >= 1 where the strategy needs PS tasks (parameter_server,
+  // central_storage, multi_worker_mirrored with collective "ps"); ignored
+  // by multi_worker_mirrored with collective "ring".
+  int num_ps = 2;
   int num_workers = 2;   // >= 1
-  std::string update = "async";  // or "sync" (num_workers replicas a step)
-  // Axis-0 shards per variable (a fixed partitioner), placed round-robin
-  // over the PS tasks. 0: num_ps.
+  // parameter_server: "async" or "sync" (num_workers replicas a step). The
+  // other cluster strategies are synchronous and ignore it.
+  std::string update = "async";
+  // parameter_server: axis-0 shards per variable (a fixed partitioner),
+  // placed round-robin over the PS tasks. 0: num_ps.
   int num_shards = 0;
   // Where strata-coordinator, strata-ps and strata-worker live. Empty: the
   // directory of the running executable (/proc/self/exe), as in build/bin.
@@ -379,6 +578,9 @@ struct LocalClusterOptions {
   bool keep_run_dir = false;
   // Restart a PS task or the coordinator that dies (as Kubernetes would).
   bool restart_servers = true;
+  // multi_worker_mirrored: how gradients are all-reduced, "ring" (between
+  // the workers) or "ps" (summed through a PS task).
+  std::string collective = "ring";
 };
 
 class ParameterServerStrategy : public Strategy {
@@ -391,6 +593,59 @@ class ParameterServerStrategy : public Strategy {
   explicit ParameterServerStrategy(LocalClusterOptions options)
       : options_(std::move(options)) {}
   std::string name() const override { return "parameter_server"; }
+  int num_replicas_in_sync() const override { return options_.num_workers; }
+  const LocalClusterOptions& options() const { return options_; }
+  std::unique_ptr<Strategy> Clone() const override;
+
+ private:
+  absl::StatusOr<History> Fit(internal::ModelState& model,
+                              const Dataset& train,
+                              const FitOptions& options) const override;
+
+  LocalClusterOptions options_;
+};
+
+// Every variable whole on PS task 0 of a local cluster per Fit
+// (tf.distribute's CentralStorageStrategy with workers as its replicas):
+// every worker runs every step on its share of the global batch, the store
+// averages the workers' gradients of a step, applies them once, and every
+// worker reads the new version. After Fit the weights are read from PS task
+// 0. Options as ParameterServerStrategy's (update and num_shards do not
+// apply); Fit checks them.
+class CentralStorageStrategy : public Strategy {
+ public:
+  static std::unique_ptr<CentralStorageStrategy> Local(
+      LocalClusterOptions options = {});
+
+  explicit CentralStorageStrategy(LocalClusterOptions options)
+      : options_(std::move(options)) {}
+  std::string name() const override { return "central_storage"; }
+  int num_replicas_in_sync() const override { return options_.num_workers; }
+  const LocalClusterOptions& options() const { return options_; }
+  std::unique_ptr<Strategy> Clone() const override;
+
+ private:
+  absl::StatusOr<History> Fit(internal::ModelState& model,
+                              const Dataset& train,
+                              const FitOptions& options) const override;
+
+  LocalClusterOptions options_;
+};
+
+// A full copy of the model on every worker of a local cluster per Fit
+// (tf.distribute's MultiWorkerMirroredStrategy): every worker runs every
+// step on its share of the global batch, the gradients are all-reduced
+// (options.collective: "ring" between the workers, or "ps" through a PS
+// task) and every worker applies the same update. The first worker exports
+// its final state, from which the weights are read after Fit.
+class MultiWorkerMirroredStrategy : public Strategy {
+ public:
+  static std::unique_ptr<MultiWorkerMirroredStrategy> Local(
+      LocalClusterOptions options = {});
+
+  explicit MultiWorkerMirroredStrategy(LocalClusterOptions options)
+      : options_(std::move(options)) {}
+  std::string name() const override { return "multi_worker_mirrored"; }
   int num_replicas_in_sync() const override { return options_.num_workers; }
   const LocalClusterOptions& options() const { return options_; }
   std::unique_ptr<Strategy> Clone() const override;

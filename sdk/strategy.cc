@@ -1,5 +1,9 @@
-// Strategy scopes, OneDeviceStrategy, and the progress lines.
+// Strategy scopes, the replica API (Run, Reduce, DistributeDataset),
+// OneDeviceStrategy and the epoch loop it shares with MirroredStrategy, and
+// the progress lines.
+#include <algorithm>
 #include <iostream>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -13,6 +17,7 @@
 #include "common/status_macros.h"
 #include "sdk/internal.h"
 #include "sdk/strata.h"
+#include "strategies/placement_policy.h"
 #include "worker/dataset.h"
 #include "worker/job.h"
 #include "worker/model.h"
@@ -54,39 +59,144 @@ std::shared_ptr<const Strategy> GetStrategy() {
 
 bool HasStrategy() { return tls_current_strategy != nullptr; }
 
-// OneDeviceStrategy ----------------------------------------------------------
+// Replicas -------------------------------------------------------------------
 
-std::unique_ptr<Strategy> OneDeviceStrategy::Clone() const {
-  return std::make_unique<OneDeviceStrategy>(*this);
+void Strategy::RunReplicas(
+    const std::function<void(const ReplicaContext&)>& fn) const {
+  const int local = num_local_replicas();
+  const int in_sync = num_replicas_in_sync();
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(std::max(0, local - 1)));
+  for (int r = 1; r < local; ++r) {
+    threads.emplace_back([&fn, r, in_sync] { fn(ReplicaContext(r, in_sync)); });
+  }
+  fn(ReplicaContext(0, in_sync));
+  for (std::thread& t : threads) t.join();
 }
 
-absl::StatusOr<History> OneDeviceStrategy::Fit(internal::ModelState& m,
-                                                const Dataset& train,
-                                                const FitOptions& options)
-    const {
+namespace {
+
+template <typename T>
+T ReduceScalars(ReduceOp op, const std::vector<T>& values) {
+  double sum = 0;
+  for (const T& v : values) sum += static_cast<double>(v);
+  if (op == ReduceOp::kMean && !values.empty()) {
+    sum /= static_cast<double>(values.size());
+  }
+  return static_cast<T>(sum);
+}
+
+}  // namespace
+
+float Strategy::Reduce(ReduceOp op, const PerReplica<float>& value) const {
+  return ReduceScalars(op, value.values());
+}
+
+double Strategy::Reduce(ReduceOp op, const PerReplica<double>& value) const {
+  return ReduceScalars(op, value.values());
+}
+
+absl::StatusOr<std::vector<float>> Strategy::Reduce(
+    ReduceOp op, const PerReplica<std::vector<float>>& value) const {
+  const std::vector<std::vector<float>>& values = value.values();
+  if (values.empty()) {
+    return absl::InvalidArgumentError("Reduce: no replica values");
+  }
+  const size_t n = values[0].size();
+  for (size_t r = 1; r < values.size(); ++r) {
+    if (values[r].size() != n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Reduce: replica ", r, " has ", values[r].size(),
+          " values, replica 0 has ", n));
+    }
+  }
+  std::vector<double> sum(n, 0.0);
+  for (const std::vector<float>& v : values) {
+    for (size_t i = 0; i < n; ++i) sum[i] += v[i];
+  }
+  const double scale =
+      op == ReduceOp::kMean ? 1.0 / static_cast<double>(values.size()) : 1.0;
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(sum[i] * scale);
+  return out;
+}
+
+absl::StatusOr<DistributedDataset> Strategy::DistributeDataset(
+    const Dataset& data, int64_t global_batch_size) const {
+  if (global_batch_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DistributeDataset: global_batch_size must be >= 1, got ",
+        global_batch_size));
+  }
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const ::strata::Dataset> loaded,
+                          data.Load());
+  return DistributedDataset(std::move(loaded), global_batch_size,
+                            num_replicas_in_sync());
+}
+
+int64_t DistributedDataset::num_examples() const { return data_->size; }
+
+int64_t DistributedDataset::num_batches() const {
+  return StepsPerEpoch(data_->size, global_batch_size_);
+}
+
+DistributedDataset::ReplicaBatch DistributedDataset::Batch(
+    int64_t batch, const ReplicaContext& replica) const {
+  ReplicaBatch out;
+  out.features = data_->features;
+  const int r = replica.replica_id_in_sync_group();
+  if (batch < 0 || batch >= num_batches() || r < 0 || r >= num_replicas_) {
+    return out;
+  }
+  const int64_t first = batch * global_batch_size_;
+  out.global_examples = std::min(global_batch_size_, data_->size - first);
+  const auto [begin, end] = ReplicaRows(out.global_examples, r, num_replicas_);
+  const int64_t f = data_->features;
+  out.x = absl::MakeConstSpan(data_->x).subspan(
+      static_cast<size_t>((first + begin) * f),
+      static_cast<size_t>((end - begin) * f));
+  out.labels = absl::MakeConstSpan(data_->labels)
+                   .subspan(static_cast<size_t>(first + begin),
+                            static_cast<size_t>(end - begin));
+  return out;
+}
+
+// Training in this process ---------------------------------------------------
+
+namespace internal {
+
+absl::StatusOr<LocalFit> PrepareLocalFit(const ModelState& m,
+                                         const Dataset& train,
+                                         const FitOptions& options,
+                                         nlohmann::json strategy) {
   // The job validates the options (epochs, batch size, ...) with the same
   // messages as a job file; the data stays in this process, so its section
   // is a placeholder and any dataset (in memory too) works.
   const nlohmann::json data = {{"format", "csv"},
                                {"train", {{"path", "(in-process)"}}}};
+  LocalFit fit;
   STRATA_ASSIGN_OR_RETURN(
-      JobSpec job, ParseJob(m.JobJson(options, data, {{"type", name()}})));
-  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const ::strata::Dataset> train_data,
-                          train.Load());
+      fit.job, ParseJob(m.JobJson(options, data, std::move(strategy))));
+  STRATA_ASSIGN_OR_RETURN(fit.train, train.Load());
   STRATA_RETURN_IF_ERROR(
-      internal::CheckFeatures(*train_data, m.model(), "training data"));
-  if (train_data->size == 0) {
+      CheckFeatures(*fit.train, m.model(), "training data"));
+  if (fit.train->size == 0) {
     return absl::InvalidArgumentError("training data: no examples");
   }
-  std::shared_ptr<const ::strata::Dataset> test;
   if (options.validation.has_value()) {
-    STRATA_ASSIGN_OR_RETURN(test, options.validation->Load());
+    STRATA_ASSIGN_OR_RETURN(fit.test, options.validation->Load());
     STRATA_RETURN_IF_ERROR(
-        internal::CheckFeatures(*test, m.model(), "validation data"));
+        CheckFeatures(*fit.test, m.model(), "validation data"));
   }
+  return fit;
+}
 
-  internal::ProgressStream progress(options);
-  const int64_t steps = StepsPerEpoch(train_data->size, job.batch_size);
+absl::StatusOr<History> RunLocalEpochs(
+    ModelState& m, const LocalFit& fit, const FitOptions& options,
+    const std::function<absl::StatusOr<StepStats>(int epoch)>& train_epoch) {
+  const JobSpec& job = fit.job;
+  ProgressStream progress(options);
+  const int64_t steps = StepsPerEpoch(fit.train->size, job.batch_size);
   History history;
   for (int e = 0; e < job.epochs; ++e) {
     if (options.stop != nullptr && options.stop->load()) {
@@ -96,10 +206,7 @@ absl::StatusOr<History> OneDeviceStrategy::Fit(internal::ModelState& m,
     }
     const absl::Time start = absl::Now();
     // Epochs of earlier Fit calls count, so each epoch gets a new order.
-    STRATA_ASSIGN_OR_RETURN(
-        StepStats stats, m.trainer->TrainEpoch(*train_data, job.batch_size,
-                                               job.shuffle_seed,
-                                               m.epochs_trained));
+    STRATA_ASSIGN_OR_RETURN(StepStats stats, train_epoch(m.epochs_trained));
     ++m.epochs_trained;
     const double train_seconds = SecondsSince(start);
     EpochResult r;
@@ -111,18 +218,41 @@ absl::StatusOr<History> OneDeviceStrategy::Fit(internal::ModelState& m,
         train_seconds > 0 ? static_cast<double>(stats.examples) / train_seconds
                           : 0.0;
     const int freq = job.evaluation.every_epochs;
-    if (test != nullptr &&
+    if (fit.test != nullptr &&
         ((freq > 0 && (e + 1) % freq == 0) || e + 1 == job.epochs)) {
-      STRATA_ASSIGN_OR_RETURN(StepStats t, m.trainer->Evaluate(*test));
+      STRATA_ASSIGN_OR_RETURN(
+          StepStats t, m.model().Evaluate(Model::Views(m.params()), *fit.test));
       r.evaluated = true;
       r.test_loss = t.loss;
       r.test_accuracy = t.accuracy;
     }
     r.seconds = SecondsSince(start);
-    progress.stream() << internal::EpochLine(r, job.epochs) << std::endl;
+    progress.stream() << EpochLine(r, job.epochs) << std::endl;
     history.epochs.push_back(r);
   }
   return history;
+}
+
+}  // namespace internal
+
+// OneDeviceStrategy ----------------------------------------------------------
+
+std::unique_ptr<Strategy> OneDeviceStrategy::Clone() const {
+  return std::make_unique<OneDeviceStrategy>(*this);
+}
+
+absl::StatusOr<History> OneDeviceStrategy::Fit(internal::ModelState& m,
+                                                const Dataset& train,
+                                                const FitOptions& options)
+    const {
+  STRATA_ASSIGN_OR_RETURN(
+      internal::LocalFit fit,
+      internal::PrepareLocalFit(m, train, options, {{"type", name()}}));
+  return internal::RunLocalEpochs(
+      m, fit, options, [&](int epoch) -> absl::StatusOr<StepStats> {
+        return m.trainer->TrainEpoch(*fit.train, fit.job.batch_size,
+                                     fit.job.shuffle_seed, epoch);
+      });
 }
 
 // Progress lines -------------------------------------------------------------

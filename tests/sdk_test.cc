@@ -12,12 +12,16 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
 #include "sdk/internal.h"
 #include "sdk/strata.h"
 #include "tests/test_util.h"
@@ -360,6 +364,319 @@ TEST(SdkTest, ScopeNestingRestoresThePreviousStrategy) {
   EXPECT_EQ(kept->strategy().name(), "parameter_server");
 }
 
+// --- The replica API (Run, Reduce, DistributeDataset) ----------------------
+
+std::unique_ptr<MirroredStrategy> Mirrored(int n) {
+  absl::StatusOr<std::unique_ptr<MirroredStrategy>> s =
+      MirroredStrategy::Create(n);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *std::move(s);
+}
+
+TEST(SdkStrategyTest, MirroredRunCallsEveryReplicaOnceOnItsOwnThread) {
+  auto strategy = Mirrored(4);
+  EXPECT_EQ(strategy->name(), "mirrored");
+  EXPECT_EQ(strategy->num_replicas_in_sync(), 4);
+  const std::thread::id caller = std::this_thread::get_id();
+  PerReplica<std::pair<int, std::thread::id>> seen =
+      strategy->Run([](const ReplicaContext& ctx) {
+        EXPECT_EQ(ctx.num_replicas_in_sync(), 4);
+        return std::make_pair(ctx.replica_id_in_sync_group(),
+                              std::this_thread::get_id());
+      });
+  ASSERT_EQ(seen.num_replicas(), 4);
+  std::set<std::thread::id> threads;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(seen[r].first, r);
+    threads.insert(seen[r].second);
+  }
+  EXPECT_EQ(threads.size(), 4u);
+  EXPECT_EQ(seen[0].second, caller);  // replica 0 runs on the caller
+
+  // Status-returning functions (code run for its effects) work too.
+  std::vector<int> calls(4, 0);
+  PerReplica<absl::Status> done =
+      strategy->Run([&](const ReplicaContext& ctx) {
+        ++calls[static_cast<size_t>(ctx.replica_id_in_sync_group())];
+        return absl::OkStatus();
+      });
+  EXPECT_EQ(done.num_replicas(), 4);
+  EXPECT_THAT(calls, ::testing::ElementsAre(1, 1, 1, 1));
+}
+
+TEST(SdkStrategyTest, OtherStrategiesRunOnceAsReplicaZero) {
+  OneDeviceStrategy one;
+  PerReplica<int> a = one.Run([](const ReplicaContext& ctx) {
+    return ctx.replica_id_in_sync_group() * 10 + ctx.num_replicas_in_sync();
+  });
+  ASSERT_EQ(a.num_replicas(), 1);
+  EXPECT_EQ(a[0], 1);
+  // A cluster strategy's other replicas are worker processes during Fit.
+  const std::vector<std::shared_ptr<Strategy>> clusters = {
+      ParameterServerStrategy::Local({/*num_ps=*/1, /*num_workers=*/3}),
+      CentralStorageStrategy::Local({1, 3}),
+      MultiWorkerMirroredStrategy::Local({0, 3})};
+  for (const auto& strategy : clusters) {
+    EXPECT_EQ(strategy->num_replicas_in_sync(), 3) << strategy->name();
+    PerReplica<int> b = strategy->Run([](const ReplicaContext& ctx) {
+      return ctx.replica_id_in_sync_group() * 10 + ctx.num_replicas_in_sync();
+    });
+    ASSERT_EQ(b.num_replicas(), 1) << strategy->name();
+    EXPECT_EQ(b[0], 3) << strategy->name();
+  }
+}
+
+TEST(SdkStrategyTest, ReduceSumsAndAveragesInReplicaOrder) {
+  auto strategy = Mirrored(3);
+  PerReplica<float> f = strategy->Run([](const ReplicaContext& ctx) {
+    return static_cast<float>(ctx.replica_id_in_sync_group() + 1);
+  });
+  EXPECT_FLOAT_EQ(strategy->Reduce(ReduceOp::kSum, f), 6.0f);
+  EXPECT_FLOAT_EQ(strategy->Reduce(ReduceOp::kMean, f), 2.0f);
+  PerReplica<double> d({0.5, 1.5});
+  EXPECT_DOUBLE_EQ(strategy->Reduce(ReduceOp::kSum, d), 2.0);
+  EXPECT_DOUBLE_EQ(strategy->Reduce(ReduceOp::kMean, d), 1.0);
+
+  PerReplica<std::vector<float>> v =
+      strategy->Run([](const ReplicaContext& ctx) {
+        const float r = static_cast<float>(ctx.replica_id_in_sync_group());
+        return std::vector<float>{r, 2 * r, 1.0f};
+      });
+  absl::StatusOr<std::vector<float>> sum = strategy->Reduce(ReduceOp::kSum, v);
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_THAT(*sum, ::testing::ElementsAre(3.0f, 6.0f, 3.0f));
+  absl::StatusOr<std::vector<float>> mean =
+      strategy->Reduce(ReduceOp::kMean, v);
+  ASSERT_TRUE(mean.ok()) << mean.status();
+  EXPECT_THAT(*mean, ::testing::ElementsAre(1.0f, 2.0f, 1.0f));
+
+  EXPECT_THAT(strategy->Reduce(ReduceOp::kSum,
+                               PerReplica<std::vector<float>>({{1, 2}, {3}})),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "replica 1 has 1 values, replica 0 has 2"));
+  EXPECT_THAT(
+      strategy->Reduce(ReduceOp::kMean, PerReplica<std::vector<float>>({})),
+      StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(SdkStrategyTest, DistributeDatasetSplitsEachGlobalBatch) {
+  // 10 examples of 2 features: example i is (i, -i), label i.
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  for (int i = 0; i < 10; ++i) {
+    x.push_back(static_cast<float>(i));
+    x.push_back(static_cast<float>(-i));
+    y.push_back(i);
+  }
+  const Dataset data = datasets::FromArrays(x, y, 2);
+  auto strategy = Mirrored(3);
+  absl::StatusOr<DistributedDataset> dist =
+      strategy->DistributeDataset(data, /*global_batch_size=*/4);
+  ASSERT_TRUE(dist.ok()) << dist.status();
+  EXPECT_EQ(dist->num_examples(), 10);
+  EXPECT_EQ(dist->num_batches(), 3);
+  EXPECT_EQ(dist->global_batch_size(), 4);
+  EXPECT_EQ(dist->num_replicas_in_sync(), 3);
+
+  // Batch 0 is examples 0-3: replicas get 2, 1 and 1 of them.
+  DistributedDataset::ReplicaBatch b = dist->Batch(0, ReplicaContext(0, 3));
+  EXPECT_THAT(std::vector<int32_t>(b.labels.begin(), b.labels.end()),
+              ::testing::ElementsAre(0, 1));
+  EXPECT_THAT(std::vector<float>(b.x.begin(), b.x.end()),
+              ::testing::ElementsAre(0, 0, 1, -1));
+  EXPECT_EQ(b.features, 2);
+  EXPECT_EQ(b.global_examples, 4);
+  b = dist->Batch(0, ReplicaContext(2, 3));
+  EXPECT_THAT(std::vector<int32_t>(b.labels.begin(), b.labels.end()),
+              ::testing::ElementsAre(3));
+  // The last batch has 2 examples: the third replica gets none.
+  b = dist->Batch(2, ReplicaContext(1, 3));
+  EXPECT_THAT(std::vector<int32_t>(b.labels.begin(), b.labels.end()),
+              ::testing::ElementsAre(9));
+  EXPECT_EQ(b.global_examples, 2);
+  EXPECT_EQ(dist->Batch(2, ReplicaContext(2, 3)).examples(), 0);
+  EXPECT_EQ(dist->Batch(3, ReplicaContext(0, 3)).examples(), 0);
+  EXPECT_EQ(dist->Batch(0, ReplicaContext(3, 3)).examples(), 0);
+
+  // With Run and Reduce: every example is seen once per pass, and the
+  // share-weighted means add up to each global batch's mean.
+  double label_sum = 0;
+  for (int64_t batch = 0; batch < dist->num_batches(); ++batch) {
+    PerReplica<double> sums = strategy->Run([&](const ReplicaContext& ctx) {
+      double sum = 0;
+      for (int32_t label : dist->Batch(batch, ctx).labels) sum += label;
+      return sum;
+    });
+    label_sum += strategy->Reduce(ReduceOp::kSum, sums);
+    PerReplica<double> weighted =
+        strategy->Run([&](const ReplicaContext& ctx) {
+          DistributedDataset::ReplicaBatch mine = dist->Batch(batch, ctx);
+          if (mine.examples() == 0) return 0.0;
+          double sum = 0;
+          for (int32_t label : mine.labels) sum += label;
+          return sum / static_cast<double>(mine.global_examples);
+        });
+    const int64_t first = batch * 4;
+    const int64_t n = std::min<int64_t>(4, 10 - first);
+    EXPECT_DOUBLE_EQ(strategy->Reduce(ReduceOp::kSum, weighted),
+                     static_cast<double>(first) + (n - 1) / 2.0);
+  }
+  EXPECT_DOUBLE_EQ(label_sum, 45.0);
+
+  EXPECT_THAT(strategy->DistributeDataset(data, 0),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "global_batch_size must be >= 1"));
+  EXPECT_THAT(strategy->DistributeDataset(data.Take(0), 4),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// --- MirroredStrategy ------------------------------------------------------
+
+TEST(SdkStrategyTest, MirroredRefusesAReplicaCountOutOfRange) {
+  EXPECT_THAT(MirroredStrategy::Create(0),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "num_replicas must be in [1, 256], got 0"));
+  EXPECT_THAT(MirroredStrategy::Create(MirroredStrategy::kMaxReplicas + 1),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Trains a fresh model (same seed) under `strategy`: two Fit calls of
+// `epochs` epochs each, so the second continues from the first.
+struct Trained {
+  std::vector<std::vector<float>> weights;
+  History first;
+  History second;
+};
+Trained TrainToy(const Strategy& strategy, const Optimizer& optimizer,
+                 std::vector<Layer> layers, int64_t batch_size, int epochs) {
+  auto scope = strategy.Scope();
+  Sequential model(std::move(layers), {"toy", /*seed=*/5});
+  EXPECT_TRUE(
+      model.Compile(optimizer, "sparse_categorical_crossentropy", {"accuracy"})
+          .ok());
+  FitOptions fit{epochs, batch_size, /*validation=*/ToyData(50, 9)};
+  fit.verbose = 0;
+  fit.shuffle_seed = 3;
+  Trained out;
+  absl::StatusOr<History> h = model.Fit(ToyData(95, 4), fit);
+  EXPECT_TRUE(h.ok()) << h.status();
+  if (h.ok()) out.first = *h;
+  h = model.Fit(ToyData(95, 4), fit);
+  EXPECT_TRUE(h.ok()) << h.status();
+  if (h.ok()) out.second = *h;
+  out.weights = *model.GetWeights();
+  return out;
+}
+
+// max |a - b| / max(1, |b|) over every weight.
+double MaxRelativeDifference(const std::vector<std::vector<float>>& a,
+                             const std::vector<std::vector<float>>& b) {
+  double worst = 0;
+  EXPECT_EQ(a.size(), b.size());
+  for (size_t v = 0; v < a.size() && v < b.size(); ++v) {
+    EXPECT_EQ(a[v].size(), b[v].size());
+    for (size_t i = 0; i < a[v].size() && i < b[v].size(); ++i) {
+      const double d = std::abs(static_cast<double>(a[v][i]) - b[v][i]) /
+                       std::max(1.0, std::abs(static_cast<double>(b[v][i])));
+      worst = std::max(worst, d);
+    }
+  }
+  return worst;
+}
+
+TEST(SdkStrategyTest, OneMirroredReplicaTrainsExactlyAsOneDevice) {
+  // Bitwise, dropout included: replica 0 draws OneDevice's dropout seeds.
+  const std::vector<Layer> layers = {Dense(16, "relu", 2), Dropout(0.25),
+                                     Dense(2, "softmax")};
+  Trained one = TrainToy(OneDeviceStrategy(), Adam(0.01), layers, 10, 2);
+  Trained mirrored = TrainToy(*Mirrored(1), Adam(0.01), layers, 10, 2);
+  EXPECT_EQ(mirrored.weights, one.weights);
+  ASSERT_EQ(mirrored.second.epochs.size(), 2u);
+  EXPECT_DOUBLE_EQ(mirrored.second.epochs[1].test_accuracy,
+                   one.second.epochs[1].test_accuracy);
+}
+
+TEST(SdkStrategyTest, MirroredReplicasMatchOneDeviceWithinFloatTolerance) {
+  const std::vector<Layer> layers = {Dense(16, "relu", 2),
+                                     Dense(8, "tanh"), Dense(2, "softmax")};
+  struct Case {
+    Optimizer optimizer;
+    int replicas;
+    int64_t batch_size;
+  };
+  // 95 examples: uneven shares, a short last batch, and with 4 replicas on
+  // a batch of 3 a replica without examples.
+  const std::vector<Case> cases = {{SGD(0.1, 0.9), 3, 10},
+                                   {Adam(0.01), 2, 16},
+                                   {Adam(0.01), 4, 3},
+                                   {RMSprop(0.01), 5, 32}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.optimizer.type, ", ", c.replicas,
+                              " replicas, batch ", c.batch_size));
+    Trained one = TrainToy(OneDeviceStrategy(), c.optimizer, layers,
+                           c.batch_size, 2);
+    Trained mirrored = TrainToy(*Mirrored(c.replicas), c.optimizer, layers,
+                                c.batch_size, 2);
+    EXPECT_LT(MaxRelativeDifference(mirrored.weights, one.weights), 1e-5);
+    ASSERT_EQ(mirrored.second.epochs.size(), 2u);
+    EXPECT_EQ(mirrored.second.epochs[1].steps, one.second.epochs[1].steps);
+    EXPECT_NEAR(mirrored.first.epochs[0].loss, one.first.epochs[0].loss, 1e-5);
+    EXPECT_NEAR(mirrored.second.epochs[1].loss, one.second.epochs[1].loss,
+                1e-5);
+    EXPECT_NEAR(mirrored.second.epochs[1].accuracy,
+                one.second.epochs[1].accuracy, 1e-6);
+  }
+}
+
+TEST(SdkStrategyTest, MirroredLearnsAndEvaluatesItsWeights) {
+  auto strategy = Mirrored(4);
+  auto scope = strategy->Scope();
+  Sequential model = ToyModel();
+  ASSERT_TRUE(model.Compile(Adam(0.01), "sparse_categorical_crossentropy",
+                            {"accuracy"})
+                  .ok());
+  EXPECT_THAT(*model.Summary(), HasSubstr("(mirrored, 4 replicas in sync)"));
+  std::ostringstream out;
+  FitOptions fit{/*epochs=*/15, /*batch_size=*/16,
+                 /*validation=*/ToyData(200, 2)};
+  fit.out = &out;
+  absl::StatusOr<History> h = model.Fit(ToyData(400, 1), fit);
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->epochs.size(), 15u);
+  EXPECT_EQ(h->epochs[0].steps, 25);
+  EXPECT_GT(h->epochs.back().test_accuracy, 0.9);
+  EXPECT_THAT(out.str(), HasSubstr("Epoch 15/15 - 25 steps - loss: "));
+  absl::StatusOr<EvalResult> r = model.Evaluate(ToyData(200, 2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(r->accuracy, h->epochs.back().test_accuracy);
+
+  // Compile again: the replicas' state is dropped with the old weights.
+  const std::vector<std::vector<float>> trained = *model.GetWeights();
+  ASSERT_TRUE(model.Compile(Adam(0.01), "sparse_categorical_crossentropy")
+                  .ok());
+  EXPECT_NE(*model.GetWeights(), trained);
+}
+
+TEST(SdkStrategyTest, AFailingMirroredReplicaEndsTheFitWithItsError) {
+  auto strategy = Mirrored(3);
+  auto scope = strategy->Scope();
+  Sequential model = ToyModel();
+  ASSERT_TRUE(model.Compile("adam", "sparse_categorical_crossentropy").ok());
+  // Label 7 is out of range for 2 outputs; it lands in one replica's share
+  // (the data is not shuffled between replicas' checks: any order works).
+  std::vector<float> x(60, 0.5f);
+  std::vector<int32_t> y(30, 0);
+  y[17] = 7;
+  FitOptions quiet;
+  quiet.verbose = 0;
+  quiet.batch_size = 6;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THAT(model.Fit(datasets::FromArrays(x, y, 2), quiet),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // The others' all-reduce is aborted, not left to its 30 s deadline.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
 TEST(SdkTest, ParameterServerRefusesBadOptionsBeforeStartingProcesses) {
   const std::string csv = WriteToyCsv("toy_ps.csv", 50);
   struct Case {
@@ -577,8 +894,9 @@ TEST(SdkClusterTest, FashionMnistTrainRejectsAnUnknownStrategy) {
   ChildRun run = RunProcess({STRATA_FASHION_MNIST_TRAIN, "--strategy=mirror"},
                             log, std::chrono::seconds(60));
   EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_THAT(run.output, HasSubstr("--strategy must be one_device or "
-                                    "parameter_server"));
+  EXPECT_THAT(run.output, HasSubstr("--strategy must be one of one_device, "
+                                    "mirrored, parameter_server, "
+                                    "central_storage, multi_worker_mirrored"));
 }
 
 }  // namespace

@@ -8,10 +8,16 @@
 //   model.fit(x_train, y_train, epochs=10, batch_size=128,
 //             validation_data=(x_test, y_test))
 //
-//   fashion_mnist_train [--strategy one_device|parameter_server] [--ps N]
-//                       [--workers N] [--epochs N] [--batch-size N]
+//   fashion_mnist_train [--strategy one_device|mirrored|parameter_server|
+//                        central_storage|multi_worker_mirrored]
+//                       [--workers N] [--ps N] [--update async|sync]
+//                       [--collective ring|ps] [--epochs N] [--batch-size N]
 //                       [--limit-train N] [--limit-test N] [--data-dir DIR]
-//                       [--bin-dir DIR] [--update async|sync]
+//                       [--bin-dir DIR]
+//
+// Only the strategy differs between the runs: the model, Compile and Fit are
+// the same code for every one. mirrored trains --workers replicas as threads
+// here; the others after one_device start a local cluster of processes.
 //
 // Prints a line per epoch, the history, and the test accuracy of the
 // trained weights evaluated in this process. Exits 0 on success, 1 when
@@ -30,11 +36,16 @@
 #include "sdk/strata.h"
 
 ABSL_FLAG(std::string, strategy, "one_device",
-          "one_device (in this process) or parameter_server (a local "
-          "cluster of processes)");
-ABSL_FLAG(int, ps, 2, "parameter_server: PS tasks");
-ABSL_FLAG(int, workers, 2, "parameter_server: worker tasks");
+          "one_device or mirrored (in this process), parameter_server, "
+          "central_storage or multi_worker_mirrored (a local cluster of "
+          "processes)");
+ABSL_FLAG(int, ps, 2, "parameter_server, central_storage, "
+          "multi_worker_mirrored with --collective=ps: PS tasks");
+ABSL_FLAG(int, workers, 2, "Replicas: worker tasks of a cluster strategy, "
+          "threads of mirrored");
 ABSL_FLAG(std::string, update, "async", "parameter_server: async or sync");
+ABSL_FLAG(std::string, collective, "ring", "multi_worker_mirrored: ring "
+          "(all-reduce between the workers) or ps (through a PS task)");
 ABSL_FLAG(int, epochs, 10, "Training epochs");
 ABSL_FLAG(int64_t, batch_size, 128, "Examples per step");
 ABSL_FLAG(int64_t, limit_train, 0, "Use only the first N training examples "
@@ -43,7 +54,7 @@ ABSL_FLAG(int64_t, limit_test, 0, "Use only the first N test examples "
           "(0 = all 10000)");
 ABSL_FLAG(std::string, data_dir, "/usr/share/datasets/fashion-mnist",
           "Directory of the Fashion-MNIST .gz files");
-ABSL_FLAG(std::string, bin_dir, "", "parameter_server: directory of "
+ABSL_FLAG(std::string, bin_dir, "", "Cluster strategies: directory of "
           "strata-coordinator, strata-ps, strata-worker (default: this "
           "program's directory)");
 
@@ -68,19 +79,34 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
 
   const std::string strategy_name = absl::GetFlag(FLAGS_strategy);
+  sdk::LocalClusterOptions cluster;
+  cluster.num_ps = absl::GetFlag(FLAGS_ps);
+  cluster.num_workers = absl::GetFlag(FLAGS_workers);
+  cluster.update = absl::GetFlag(FLAGS_update);
+  cluster.collective = absl::GetFlag(FLAGS_collective);
+  cluster.bin_dir = absl::GetFlag(FLAGS_bin_dir);
   std::unique_ptr<sdk::Strategy> strategy;
   if (strategy_name == "one_device") {
     strategy = std::make_unique<sdk::OneDeviceStrategy>();
+  } else if (strategy_name == "mirrored") {
+    absl::StatusOr<std::unique_ptr<sdk::MirroredStrategy>> mirrored =
+        sdk::MirroredStrategy::Create(cluster.num_workers);
+    if (!mirrored.ok()) {
+      std::cerr << "fashion_mnist_train: --workers: "
+                << mirrored.status().message() << "\n";
+      return 2;
+    }
+    strategy = *std::move(mirrored);
   } else if (strategy_name == "parameter_server") {
-    sdk::LocalClusterOptions cluster;
-    cluster.num_ps = absl::GetFlag(FLAGS_ps);
-    cluster.num_workers = absl::GetFlag(FLAGS_workers);
-    cluster.update = absl::GetFlag(FLAGS_update);
-    cluster.bin_dir = absl::GetFlag(FLAGS_bin_dir);
     strategy = sdk::ParameterServerStrategy::Local(cluster);
+  } else if (strategy_name == "central_storage") {
+    strategy = sdk::CentralStorageStrategy::Local(cluster);
+  } else if (strategy_name == "multi_worker_mirrored") {
+    strategy = sdk::MultiWorkerMirroredStrategy::Local(cluster);
   } else {
-    std::cerr << "fashion_mnist_train: --strategy must be one_device or "
-                 "parameter_server, got '"
+    std::cerr << "fashion_mnist_train: --strategy must be one of one_device, "
+                 "mirrored, parameter_server, central_storage, "
+                 "multi_worker_mirrored; got '"
               << strategy_name << "'\n";
     return 2;
   }

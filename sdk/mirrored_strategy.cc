@@ -1,0 +1,265 @@
+// MirroredStrategy: replicas of the model as threads of this process, their
+// gradients all-reduced in process every step (collective/in_process.h), as
+// worker/group_worker.cc does between the replicas of a mirrored worker.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "collective/collective.h"
+#include "collective/in_process.h"
+#include "common/status_macros.h"
+#include "kernels/optimizers.h"
+#include "sdk/internal.h"
+#include "sdk/strata.h"
+#include "strategies/placement_policy.h"
+#include "worker/dataset.h"
+#include "worker/model.h"
+
+namespace strata::sdk {
+namespace {
+
+// SplitMix64's finalizer, as worker/model.cc derives LocalTrainer's dropout
+// seeds: replica 0 uses LocalTrainer's seed for each step, so one mirrored
+// replica trains exactly as OneDeviceStrategy does.
+uint64_t Mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// The replicas of one Fit. Replica 0 trains the model's persistent state
+// (ModelState::mirrored) in place; the others train copies of it, kept
+// identical by applying the same all-reduced gradients. Each replica is
+// driven by one thread; its buffers are its own.
+class MirroredTrainer {
+ public:
+  MirroredTrainer(const Model& model, const ::strata::Optimizer& optimizer,
+                  uint64_t seed, int num_replicas,
+                  internal::ModelState::ReplicaState* state)
+      : model_(model),
+        optimizer_(optimizer),
+        seed_(seed),
+        state_(state),
+        transports_(collective::NewInProcessGroup(num_replicas)),
+        replicas_(static_cast<size_t>(num_replicas)) {
+    for (const VariableDef& v : model_.variables()) {
+      offsets_.push_back(num_params_);
+      sizes_.push_back(NumElements(v.shape));
+      num_params_ += sizes_.back();
+    }
+    for (size_t r = 0; r < replicas_.size(); ++r) {
+      Replica& rep = replicas_[r];
+      if (r > 0) rep.own = *state_;
+      rep.state = r == 0 ? state_ : &rep.own;
+      rep.flat.assign(static_cast<size_t>(num_params_ + 2), 0.0f);
+    }
+  }
+
+  // One epoch over `train` in the order EpochPermutation(train.size,
+  // shuffle_seed, epoch) gives, in global batches of `batch_size`; returns
+  // the example-weighted mean loss and accuracy (as LocalTrainer).
+  absl::StatusOr<StepStats> TrainEpoch(const ::strata::Dataset& train,
+                                       int64_t batch_size,
+                                       uint64_t shuffle_seed, int epoch) {
+    const std::vector<int64_t> perm =
+        EpochPermutation(train.size, shuffle_seed, epoch);
+    const int n = static_cast<int>(replicas_.size());
+    std::vector<absl::Status> results(static_cast<size_t>(n));
+    std::vector<std::thread> threads;
+    for (int r = 1; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        results[r] = ReplicaEpoch(r, train, perm, batch_size);
+      });
+    }
+    results[0] = ReplicaEpoch(0, train, perm, batch_size);
+    for (std::thread& t : threads) t.join();
+    // The first error that is not a peer's abort caused the others.
+    for (const absl::Status& s : results) {
+      if (!s.ok() && s.code() != absl::StatusCode::kAborted) return s;
+    }
+    for (const absl::Status& s : results) STRATA_RETURN_IF_ERROR(s);
+    StepStats stats;
+    stats.examples = epoch_examples_;
+    if (epoch_examples_ > 0) {
+      stats.loss = epoch_loss_ / static_cast<double>(epoch_examples_);
+      stats.accuracy = epoch_correct_ / static_cast<double>(epoch_examples_);
+    }
+    return stats;
+  }
+
+ private:
+  struct Replica {
+    internal::ModelState::ReplicaState own;  // replicas > 0
+    internal::ModelState::ReplicaState* state = nullptr;
+    std::vector<std::vector<float>> grads;
+    std::vector<float> flat;  // gradients, then loss and accuracy
+    std::vector<float> x;
+    std::vector<int32_t> y;
+    ModelWorkspace workspace;
+  };
+
+  // Replica r's steps of one epoch. Every replica runs every step (an empty
+  // share contributes zeros), so the all-reduces line up.
+  absl::Status ReplicaEpoch(int r, const ::strata::Dataset& train,
+                            const std::vector<int64_t>& perm,
+                            int64_t batch_size) {
+    Replica& rep = replicas_[static_cast<size_t>(r)];
+    collective::Transport* transport =
+        transports_[static_cast<size_t>(r)].get();
+    const int n = static_cast<int>(replicas_.size());
+    const int64_t steps = StepsPerEpoch(train.size, batch_size);
+    if (r == 0) {
+      epoch_loss_ = 0;
+      epoch_correct_ = 0;
+      epoch_examples_ = 0;
+    }
+    for (int64_t i = 0; i < steps; ++i) {
+      const int64_t step = rep.state->iterations;
+      const int64_t first = i * batch_size;
+      const int64_t batch = std::min(batch_size, train.size - first);
+      const auto [begin, end] = ReplicaRows(batch, r, n);
+      const int64_t rows = end - begin;
+      const int64_t f = train.features;
+      rep.x.resize(static_cast<size_t>(rows * f));
+      rep.y.resize(static_cast<size_t>(rows));
+      for (int64_t k = 0; k < rows; ++k) {
+        const int64_t e = perm[static_cast<size_t>(first + begin + k)];
+        std::memcpy(rep.x.data() + k * f, train.x.data() + e * f,
+                    static_cast<size_t>(f) * sizeof(float));
+        rep.y[static_cast<size_t>(k)] = train.labels[static_cast<size_t>(e)];
+      }
+      StepStats stats{};
+      if (rows > 0) {
+        const uint64_t base = Mix64(seed_ ^ Mix64(static_cast<uint64_t>(step)));
+        absl::StatusOr<StepStats> s = model_.TrainStep(
+            Model::Views(rep.state->params), rep.x.data(), rep.y.data(), rows,
+            r == 0 ? base : Mix64(base ^ static_cast<uint64_t>(r)),
+            &rep.grads, &rep.workspace);
+        if (!s.ok()) return Leave(transport, s.status());
+        stats = *s;
+      } else {
+        rep.grads.resize(sizes_.size());
+        for (size_t v = 0; v < sizes_.size(); ++v) {
+          rep.grads[v].assign(static_cast<size_t>(sizes_[v]), 0.0f);
+        }
+      }
+      // Each replica's mean weighted by its share of the batch: the sum over
+      // the replicas is the global batch's mean.
+      const float share = static_cast<float>(rows) / static_cast<float>(batch);
+      float* flat = rep.flat.data();
+      for (size_t v = 0; v < sizes_.size(); ++v) {
+        const float* g = rep.grads[v].data();
+        float* dst = flat + offsets_[v];
+        for (int64_t k = 0; k < sizes_[v]; ++k) dst[k] = g[k] * share;
+      }
+      flat[num_params_] = static_cast<float>(stats.loss) * share;
+      flat[num_params_ + 1] = static_cast<float>(stats.accuracy) * share;
+      // On failure the group is aborted, so every replica's wait ends.
+      STRATA_RETURN_IF_ERROR(collective::AllReduceSum(
+          transport, DType::kFloat32, flat, num_params_ + 2,
+          absl::StrCat("step", step), options_));
+      for (size_t v = 0; v < sizes_.size(); ++v) {
+        std::vector<void*> slots;
+        for (std::vector<float>& s : rep.state->slots[v]) {
+          slots.push_back(s.data());
+        }
+        absl::Status applied = optimizer_.ApplyDense(
+            DType::kFloat32, step, rep.state->params[v].data(), slots,
+            flat + offsets_[v], sizes_[v]);
+        if (!applied.ok()) return Leave(transport, applied);
+      }
+      rep.state->iterations = step + 1;
+      if (r == 0) {
+        epoch_loss_ += static_cast<double>(flat[num_params_]) *
+                       static_cast<double>(batch);
+        epoch_correct_ += static_cast<double>(flat[num_params_ + 1]) *
+                          static_cast<double>(batch);
+        epoch_examples_ += batch;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Aborts the group (the other replicas' all-reduce fails at once) and
+  // returns `status`.
+  static absl::Status Leave(collective::Transport* transport,
+                            absl::Status status) {
+    transport->Abort(absl::AbortedError(
+        absl::StrCat("a replica failed: ", status.message())));
+    return status;
+  }
+
+  const Model& model_;
+  const ::strata::Optimizer& optimizer_;
+  const uint64_t seed_;
+  internal::ModelState::ReplicaState* const state_;
+  std::vector<std::unique_ptr<collective::Transport>> transports_;
+  std::vector<Replica> replicas_;
+  std::vector<int64_t> offsets_;
+  std::vector<int64_t> sizes_;
+  int64_t num_params_ = 0;
+  collective::CollectiveOptions options_;
+  // Replica 0's sums over the current epoch.
+  double epoch_loss_ = 0;
+  double epoch_correct_ = 0;
+  int64_t epoch_examples_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Create(
+    int num_replicas) {
+  if (num_replicas < 1 || num_replicas > kMaxReplicas) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MirroredStrategy: num_replicas must be in [1, ",
+                     kMaxReplicas, "], got ", num_replicas));
+  }
+  return std::unique_ptr<MirroredStrategy>(new MirroredStrategy(num_replicas));
+}
+
+std::unique_ptr<Strategy> MirroredStrategy::Clone() const {
+  return std::unique_ptr<Strategy>(new MirroredStrategy(*this));
+}
+
+absl::StatusOr<History> MirroredStrategy::Fit(internal::ModelState& m,
+                                               const Dataset& train,
+                                               const FitOptions& options)
+    const {
+  STRATA_ASSIGN_OR_RETURN(
+      internal::LocalFit fit,
+      internal::PrepareLocalFit(
+          m, train, options,
+          {{"type", name()}, {"replicas", num_replicas_}}));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<::strata::Optimizer> optimizer,
+                          ::strata::Optimizer::Create(fit.job.optimizer));
+  if (!m.mirrored.has_value()) {
+    // The first Fit since Compile starts from the compiled weights.
+    internal::ModelState::ReplicaState state;
+    state.params = m.trainer->params();
+    state.iterations = m.trainer->iterations();
+    const std::vector<std::string> slot_names = optimizer->SlotNames();
+    state.slots.resize(state.params.size());
+    for (size_t v = 0; v < state.params.size(); ++v) {
+      for (size_t k = 0; k < slot_names.size(); ++k) {
+        state.slots[v].emplace_back(
+            state.params[v].size(),
+            static_cast<float>(optimizer->SlotInitialValue(k)));
+      }
+    }
+    m.mirrored = std::move(state);
+  }
+  MirroredTrainer trainer(m.model(), *optimizer, fit.job.seed, num_replicas_,
+                          &*m.mirrored);
+  return internal::RunLocalEpochs(
+      m, fit, options, [&](int epoch) -> absl::StatusOr<StepStats> {
+        return trainer.TrainEpoch(*fit.train, fit.job.batch_size,
+                                  fit.job.shuffle_seed, epoch);
+      });
+}
+
+}  // namespace strata::sdk
