@@ -307,6 +307,13 @@ absl::StatusOr<std::shared_ptr<Variable>> Variable::FromCheckpoint(
                                             Quote(entry.name),
                                             ": bad spec: ", parsed.ToString()));
   }
+  if (spec.name() != entry.name) {
+    // The store files the variable under entry.name; pushes and pulls find
+    // it there and name it by spec.name(): they must agree.
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint variable ", Quote(entry.name), ": its spec names ",
+        Quote(spec.name())));
+  }
   // Start from a zero-initialized variable, then install the saved state.
   v1::VariableSpec zero_spec = spec;
   zero_spec.mutable_initializer()->Clear();
