@@ -6,6 +6,7 @@
 // with state copied from a survivor.
 #include <signal.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -156,6 +157,40 @@ TEST_F(StrategiesLaunchTest, CentralStorageSurvivesAKilledWorker) {
 TEST_F(StrategiesLaunchTest, MultiWorkerMirroredSurvivesAKilledWorker) {
   KillOneWorker("mwm_ring", {"--strategy=multi_worker_mirrored",
                              "--collective=ring", "--workers=2"});
+}
+
+// A worker that stops answering (SIGSTOP) without dying: the survivor's
+// collective gives up within its deadline or the member's lease expires,
+// and the survivor trains on alone; once resumed (SIGCONT) the stuck worker
+// finds its group replaced, registers again and rejoins. The run completes.
+TEST_F(StrategiesLaunchTest, StuckWorkerIsRegroupedAroundAndRejoins) {
+  const double baseline = Baseline(
+      "mwm_ring", {"--strategy=multi_worker_mirrored", "--collective=ring",
+                   "--workers=2"});
+  LaunchRun run = StartLaunch(
+      "stuck", {"--strategy=multi_worker_mirrored", "--workers=2",
+                "--job=" + Job("stuck", 3)});
+  nlohmann::json cluster = WaitForProgress(run, 60);
+  pid_t victim = PidOf(cluster, "worker:1");
+  ASSERT_GT(victim, 0) << Log(run);
+  ASSERT_EQ(kill(victim, SIGSTOP), 0);
+  // Bounded wait for the coordinator to form a group without worker:1.
+  const std::string coordinator_log = run.dir + "/run/coordinator.log";
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool alone = false;
+  while (!alone && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& e : Events(coordinator_log, "group_formed")) {
+      alone = alone || e["members"] == "worker:0";
+    }
+    if (!alone) AwaitChildEvent();
+  }
+  ASSERT_EQ(kill(victim, SIGCONT), 0);
+  ASSERT_TRUE(alone) << "no group without the stuck worker";
+  ASSERT_EQ(Wait(run), 0) << Log(run);
+  nlohmann::json s = Summary(run);
+  ASSERT_FALSE(s.is_discarded()) << Log(run);
+  EXPECT_EQ(s["steps_applied"], s["steps_scheduled"]);
+  EXPECT_NEAR(s["test_accuracy"].get<double>(), baseline, 0.01);
 }
 
 TEST_F(StrategiesLaunchTest, RestartedWorkerRejoinsWithASurvivorsState) {

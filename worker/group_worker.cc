@@ -10,9 +10,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "client/ps_cluster.h"
 #include "collective/collective.h"
 #include "collective/in_process.h"
@@ -68,9 +69,11 @@ class GroupTrainer {
   absl::Status ReplicaLoop(const v1::GroupAssignment& a, int local,
                            Transport* transport);
   absl::Status PrepareState(const v1::GroupAssignment& a);
-  void InitializeState();
-  v1::WorkerState SnapshotLocked(int64_t step) const;
-  absl::Status LoadState(const v1::WorkerState& state);
+  void InitializeState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_);
+  v1::WorkerState SnapshotLocked(int64_t step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_);
+  absl::Status LoadState(const v1::WorkerState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_);
   absl::Status ApplyLocal(Replica* rep, int64_t step);
   // Writes replica 0's state to options_.export_dir/final_state.pb.
   absl::Status ExportState();
@@ -118,10 +121,13 @@ class GroupTrainer {
 
   // Replica 0's state (the one others copy), guarded for the state server.
   mutable absl::Mutex state_mu_;
-  bool have_state_ = false;     // replicas hold model state
-  int64_t next_step_ = -1;      // first step the state has not applied
-  int64_t snapshot_group_ = 0;  // group the snapshot below was taken for
-  v1::WorkerState snapshot_;
+  // Replicas hold model state.
+  bool have_state_ ABSL_GUARDED_BY(state_mu_) = false;
+  // The first step the state has not applied.
+  int64_t next_step_ ABSL_GUARDED_BY(state_mu_) = -1;
+  // The group the snapshot below was taken for.
+  int64_t snapshot_group_ ABSL_GUARDED_BY(state_mu_) = 0;
+  v1::WorkerState snapshot_ ABSL_GUARDED_BY(state_mu_);
 
   std::atomic<int64_t> newest_group_{0};
   bool finished_ = false;
@@ -457,6 +463,24 @@ absl::Status GroupTrainer::RunGroup(const v1::GroupAssignment& a) {
   } else if (policy_->backend() == CollectiveBackend::kInProcess) {
     transports = collective::NewInProcessGroup(local);
   }
+  // A newer group (announced by heartbeats and reports) ends this one at
+  // once: waits in a collective stop instead of running into its deadline
+  // (a stuck peer is alive to the OS but not to its lease).
+  absl::Notification done;
+  std::thread monitor;
+  if (!transports.empty() && policy_->multi_worker()) {
+    monitor = std::thread([this, &a, &done, &transports] {
+      while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+        if (NewerGroup(a.group()) || Stopping()) {
+          for (auto& t : transports) {
+            t->Abort(absl::AbortedError(absl::StrCat(
+                "group ", a.group(), " replaced by a newer group")));
+          }
+          return;
+        }
+      }
+    });
+  }
   std::vector<absl::Status> results(static_cast<size_t>(local));
   std::vector<std::thread> threads;
   for (int r = 1; r < local; ++r) {
@@ -467,6 +491,8 @@ absl::Status GroupTrainer::RunGroup(const v1::GroupAssignment& a) {
   results[0] = ReplicaLoop(a, 0, transports.empty() ? nullptr
                                                    : transports[0].get());
   for (auto& t : threads) t.join();
+  done.Notify();
+  if (monitor.joinable()) monitor.join();
   for (const absl::Status& s : results) STRATA_RETURN_IF_ERROR(s);
   return absl::OkStatus();
 }
