@@ -39,9 +39,9 @@ ABSL_FLAG(std::string, coordinator, "", "submit: the coordinator's "
 ABSL_FLAG(bool, wait, false, "submit: follow the job to its end (exit 0 "
           "when it succeeded)");
 ABSL_FLAG(int, wait_ps, -1, "submit: first wait until this many ps tasks "
-          "are listed (default: as many as TF_CONFIG lists, else 0)");
+          "registered (default: as many as TF_CONFIG lists, else 0)");
 ABSL_FLAG(int, wait_workers, -1, "submit: first wait until this many "
-          "worker tasks are listed (default: as TF_CONFIG, else 0)");
+          "worker tasks registered (default: as TF_CONFIG, else 0)");
 ABSL_FLAG(int, wait_timeout_seconds, 600, "submit: bound on waiting for the "
           "coordinator and the tasks");
 ABSL_FLAG(std::string, task_type, "", "tfconfig: overrides task.type");

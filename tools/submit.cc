@@ -1,7 +1,9 @@
 #include "tools/submit.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <vector>
@@ -10,7 +12,9 @@
 #include "absl/strings/str_format.h"
 #include "client/coordinator_client.h"
 #include "client/ps_client.h"
+#include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "grpcpp/grpcpp.h"
 #include "worker/dataset.h"
 #include "worker/job.h"
 #include "worker/ps_worker.h"
@@ -27,6 +31,31 @@ nlohmann::json ClusterOf(const v1::GetClusterSpecResponse& spec) {
     return nlohmann::json::object();
   }
   return j["cluster"];
+}
+
+// The members the coordinator counts ALIVE, by role: the first message of
+// a WatchCluster stream (the current state). Workers register without an
+// address, so the cluster spec does not list them.
+absl::StatusOr<std::map<std::string, int>> AliveMembers(
+    const std::string& target) {
+  auto stub = v1::CoordinatorService::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto stream = stub->WatchCluster(&ctx, v1::WatchClusterRequest());
+  v1::ClusterState state;
+  const bool got = stream->Read(&state);
+  ctx.TryCancel();
+  absl::Status finished = FromGrpcStatus(stream->Finish());
+  if (!got) {
+    return finished.ok() ? absl::UnavailableError("WatchCluster sent nothing")
+                         : finished;
+  }
+  std::map<std::string, int> alive;
+  for (const v1::Member& m : state.members()) {
+    if (m.state() == v1::Member::ALIVE) alive[m.task().role()]++;
+  }
+  return alive;
 }
 
 size_t Tasks(const nlohmann::json& cluster, const char* job) {
@@ -70,30 +99,34 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
   auto coord =
       CoordinatorClient::Connect(options.coordinator, options.register_timeout);
   const absl::Time deadline = absl::Now() + options.register_timeout;
-  nlohmann::json cluster = nlohmann::json::object();
+  std::map<std::string, int> alive;
   while (true) {
     if (stopped()) return absl::CancelledError("interrupted before submitting");
-    auto spec = coord->GetClusterSpec();
-    if (spec.ok()) {
-      cluster = ClusterOf(*spec);
-      const size_t ps = Tasks(cluster, "ps");
-      const size_t workers = Tasks(cluster, "worker");
-      if (ps >= static_cast<size_t>(std::max(0, options.wait_ps)) &&
-          workers >= static_cast<size_t>(std::max(0, options.wait_workers))) {
+    auto members = AliveMembers(options.coordinator);
+    if (members.ok()) {
+      alive = *members;
+      if (alive["ps"] >= options.wait_ps &&
+          alive["worker"] >= options.wait_workers) {
         break;
       }
       if (absl::Now() > deadline) {
         return absl::DeadlineExceededError(absl::StrFormat(
-            "waited %s for %d ps and %d worker tasks; the coordinator at %s "
-            "lists %d and %d",
+            "waited %s for %d ps and %d worker tasks to register with the "
+            "coordinator at %s; %d and %d did",
             absl::FormatDuration(options.register_timeout), options.wait_ps,
-            options.wait_workers, options.coordinator, ps, workers));
+            options.wait_workers, options.coordinator, alive["ps"],
+            alive["worker"]));
       }
-    } else if (spec.status().code() != absl::StatusCode::kUnavailable ||
-               absl::Now() > deadline) {
-      return absl::Status(spec.status().code(),
+    } else if (members.status().code() != absl::StatusCode::kUnavailable &&
+               members.status().code() != absl::StatusCode::kDeadlineExceeded) {
+      return absl::Status(members.status().code(),
                           absl::StrCat("coordinator ", options.coordinator,
-                                       ": ", spec.status().message()));
+                                       ": ", members.status().message()));
+    } else if (absl::Now() > deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "the coordinator at ", options.coordinator, " did not answer in ",
+          absl::FormatDuration(options.register_timeout), ": ",
+          members.status().message()));
     }
     absl::SleepFor(kPoll);
   }
@@ -106,9 +139,8 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
   if (submitted.ok()) {
     job_id = submitted->job_id();
     out << "strata submit: job '" << job.name << "' submitted as " << job_id
-        << " to " << options.coordinator << " (" << Tasks(cluster, "ps")
-        << " ps, " << Tasks(cluster, "worker") << " workers listed)"
-        << std::endl;
+          << " to " << options.coordinator << " (" << alive["ps"] << " ps, "
+        << alive["worker"] << " workers registered)" << std::endl;
   } else if (submitted.status().code() ==
              absl::StatusCode::kFailedPrecondition) {
     // A job is running. When it is this very job (a retried submit whose
@@ -172,6 +204,7 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
     absl::SleepFor(kPoll);
   }
 
+  nlohmann::json cluster = nlohmann::json::object();
   if (auto spec = coord->GetClusterSpec(); spec.ok()) cluster = ClusterOf(*spec);
   int64_t ps_applied = PsAppliedSteps(cluster);
   if (ps_applied >= 0 && job.strategy.update == "sync") {
@@ -202,6 +235,8 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
       {"strategy", job.strategy.type},
       {"coordinator", options.coordinator},
       {"cluster", cluster},
+      {"registered_at_submit",
+       {{"ps", alive["ps"]}, {"worker", alive["worker"]}}},
       {"epochs", job.epochs},
       {"batch_size", job.batch_size},
       {"test_accuracy", test_accuracy},

@@ -18,9 +18,8 @@ namespace strata {
 struct SubmitOptions {
   std::string coordinator;  // host:port
   std::string job_path;
-  // Before submitting, wait until the coordinator's cluster spec lists at
-  // least this many ps and worker tasks (a static TF_CONFIG cluster lists
-  // them all at once; otherwise they are the registered members).
+  // Before submitting, wait until at least this many ps and worker tasks
+  // are registered (alive) with the coordinator.
   int wait_ps = 0;
   int wait_workers = 0;
   // Bounds the wait for the coordinator and the tasks.

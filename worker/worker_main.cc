@@ -16,6 +16,7 @@
 #include "common/cli.h"
 #include "common/logging.h"
 #include "common/tf_config.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "worker/ps_worker.h"
@@ -100,6 +101,9 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
 
   strata::Logger logger(absl::StrCat(role, ":", task_index));
+  // gRPC adds its default health service only to a server with a service
+  // of its own: an empty generic one (every other method: UNIMPLEMENTED).
+  grpc::CallbackGenericService no_methods;
   std::unique_ptr<grpc::Server> health_server;
   if (health_port >= 0) {
     grpc::EnableDefaultHealthCheckService(true);
@@ -108,6 +112,7 @@ int main(int argc, char** argv) {
     const std::string address = strata::JoinHostPort(health_host, health_port);
     builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
                              &bound);
+    builder.RegisterCallbackGenericService(&no_methods);
     health_server = builder.BuildAndStart();
     if (health_server == nullptr || bound == 0) {
       std::cerr << "strata-worker: cannot listen on " << address << "\n";
