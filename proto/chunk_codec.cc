@@ -12,6 +12,7 @@ namespace {
 constexpr uint32_t kHeaderTag = (1 << 3) | 2;  // field 1, length-delimited
 constexpr uint32_t kOffsetTag = (2 << 3) | 0;  // field 2, varint
 constexpr uint32_t kDataTag = (3 << 3) | 2;    // field 3, length-delimited
+constexpr uint64_t kMaxFieldNumber = (uint64_t{1} << 29) - 1;
 
 void PutVarint(std::string* out, uint64_t v) {
   while (v >= 0x80) {
@@ -147,9 +148,13 @@ absl::Status DecodeChunk(const grpc::ByteBuffer& buffer, DecodedChunk* out) {
   while (!reader.done()) {
     uint64_t tag;
     if (!reader.ReadVarint(&tag)) return Malformed("truncated tag");
+    // Field numbers are 1..2^29-1; a longer tag must not be truncated into
+    // one of ours.
+    if (tag >> 3 == 0 || tag >> 3 > kMaxFieldNumber) {
+      return Malformed("field number out of range");
+    }
     uint32_t field = static_cast<uint32_t>(tag >> 3);
     uint32_t wire = static_cast<uint32_t>(tag & 7);
-    if (field == 0) return Malformed("field number 0");
     if (wire == 0) {
       uint64_t v;
       if (!reader.ReadVarint(&v)) return Malformed("truncated varint");
