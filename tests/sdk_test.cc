@@ -1,6 +1,8 @@
-// Tests of the SDK (sdk/strata.h): models, datasets, errors and strategy
-// scopes in process; ParameterServerStrategy::Local and the example program
-// fashion_mnist_train against a whole local cluster of processes.
+// Tests of the SDK (sdk/strata.h): models, datasets, errors, strategy
+// scopes, the replica API (Run, Reduce, DistributeDataset) and
+// MirroredStrategy in process; the cluster strategies' Local Fit and the
+// example program fashion_mnist_train against whole local clusters of
+// processes.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -662,8 +664,8 @@ TEST(SdkStrategyTest, AFailingMirroredReplicaEndsTheFitWithItsError) {
   auto scope = strategy->Scope();
   Sequential model = ToyModel();
   ASSERT_TRUE(model.Compile("adam", "sparse_categorical_crossentropy").ok());
-  // Label 7 is out of range for 2 outputs; it lands in one replica's share
-  // (the data is not shuffled between replicas' checks: any order works).
+  // Label 7 is out of range for 2 outputs: whichever replica's share it
+  // falls in after shuffling fails its step.
   std::vector<float> x(60, 0.5f);
   std::vector<int32_t> y(30, 0);
   y[17] = 7;
@@ -800,6 +802,128 @@ TEST(SdkClusterTest, ParameterServerFitPullsTheTrainedWeights) {
               StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
+// Trains the Fashion-MNIST slice model under `strategy` (1 epoch on 3000
+// examples, validation on 1000) and checks that the weights it reads back
+// are the cluster's: a local Evaluate gives the cluster's last evaluation.
+// Returns the trained weights.
+std::vector<std::vector<float>> FitSliceAndCheckEvaluate(
+    const Strategy& strategy) {
+  auto scope = strategy.Scope();
+  Sequential model({Dense(64, "relu", 784), Dense(10, "softmax")});
+  EXPECT_TRUE(model.Compile(Adam(0.002), "sparse_categorical_crossentropy",
+                            {"accuracy"})
+                  .ok());
+  const std::vector<std::vector<float>> initial = *model.GetWeights();
+  datasets::TrainTest data = datasets::FashionMnist();
+  std::ostringstream out;
+  FitOptions fit{/*epochs=*/1, /*batch_size=*/64,
+                 /*validation=*/data.test.Take(1000)};
+  fit.out = &out;
+  fit.shuffle_seed = 7;
+  absl::StatusOr<History> h = model.Fit(data.train.Take(3000), fit);
+  EXPECT_TRUE(h.ok()) << h.status() << "\n" << out.str();
+  if (!h.ok()) return {};
+  EXPECT_THAT(out.str(), HasSubstr(absl::StrCat("strategy ", strategy.name())));
+  EXPECT_EQ(h->epochs.size(), 1u) << out.str();
+  if (h->epochs.size() != 1u) return {};
+  EXPECT_EQ(h->epochs[0].steps, 47);
+  EXPECT_TRUE(h->epochs[0].evaluated) << out.str();
+  EXPECT_GT(h->epochs[0].test_accuracy, 0.6);
+  std::vector<std::vector<float>> trained = *model.GetWeights();
+  EXPECT_NE(trained[0], initial[0]);
+  absl::StatusOr<EvalResult> r = model.Evaluate(data.test.Take(1000));
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (r.ok()) {
+    EXPECT_NEAR(r->accuracy, h->epochs[0].test_accuracy, 1e-9);
+    EXPECT_NEAR(r->loss, h->epochs[0].test_loss, 1e-6);
+  }
+  // Every cluster Fit starts from the initial weights: a second is refused.
+  EXPECT_THAT(model.Fit(data.train.Take(3000), fit),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  return trained;
+}
+
+// The same model and data in this process, for comparison.
+std::vector<std::vector<float>> FitSliceInProcess() {
+  OneDeviceStrategy one;
+  auto scope = one.Scope();
+  Sequential model({Dense(64, "relu", 784), Dense(10, "softmax")});
+  EXPECT_TRUE(model.Compile(Adam(0.002), "sparse_categorical_crossentropy",
+                            {"accuracy"})
+                  .ok());
+  FitOptions fit{/*epochs=*/1, /*batch_size=*/64};
+  fit.verbose = 0;
+  fit.shuffle_seed = 7;
+  EXPECT_TRUE(model.Fit(datasets::FashionMnist().train.Take(3000), fit).ok());
+  return *model.GetWeights();
+}
+
+// Central storage and both all-reduce backends compute the global batch's
+// mean gradient with OneDevice's optimizer: the weights they read back
+// agree with a OneDevice run up to float rounding.
+TEST(SdkClusterTest, CentralStorageFitReadsTheWeightsFromPsTaskZero) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::vector<std::vector<float>> trained = FitSliceAndCheckEvaluate(
+      *CentralStorageStrategy::Local({/*num_ps=*/1, /*num_workers=*/2}));
+  ASSERT_FALSE(trained.empty());
+  EXPECT_LT(MaxRelativeDifference(trained, FitSliceInProcess()), 1e-5);
+}
+
+TEST(SdkClusterTest, MultiWorkerMirroredFitReadsTheExportedWeights) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::vector<std::vector<float>> one_device = FitSliceInProcess();
+  for (const char* collective : {"ring", "ps"}) {
+    SCOPED_TRACE(collective);
+    LocalClusterOptions options{/*num_ps=*/1, /*num_workers=*/2};
+    options.collective = collective;
+    const std::vector<std::vector<float>> trained =
+        FitSliceAndCheckEvaluate(*MultiWorkerMirroredStrategy::Local(options));
+    ASSERT_FALSE(trained.empty());
+    EXPECT_LT(MaxRelativeDifference(trained, one_device), 1e-5);
+  }
+}
+
+TEST(SdkTest, CentralStorageAndMultiWorkerMirroredCheckTheirOptions) {
+  const std::string csv = WriteToyCsv("toy_sync.csv", 50);
+  FitOptions quiet;
+  quiet.verbose = 0;
+  struct Case {
+    std::shared_ptr<Strategy> strategy;
+    absl::StatusCode code;
+    std::string message;
+  };
+  LocalClusterOptions no_ps{/*num_ps=*/0, /*num_workers=*/2};
+  no_ps.bin_dir = "/nonexistent";
+  LocalClusterOptions mesh{1, 2};
+  mesh.collective = "mesh";
+  LocalClusterOptions through_ps = no_ps;
+  through_ps.collective = "ps";
+  const std::vector<Case> cases = {
+      {CentralStorageStrategy::Local(no_ps),
+       absl::StatusCode::kInvalidArgument,
+       "LocalClusterOptions.num_ps: must be >= 1, got 0"},
+      {CentralStorageStrategy::Local({1, 0}),
+       absl::StatusCode::kInvalidArgument, "LocalClusterOptions.num_workers"},
+      {MultiWorkerMirroredStrategy::Local(mesh),
+       absl::StatusCode::kInvalidArgument, "job.strategy.collective: 'mesh'"},
+      {MultiWorkerMirroredStrategy::Local(through_ps),
+       absl::StatusCode::kInvalidArgument,
+       "LocalClusterOptions.num_ps: must be >= 1, got 0"},
+      // The ring needs no PS task: past the options, to the daemons.
+      {MultiWorkerMirroredStrategy::Local(no_ps),
+       absl::StatusCode::kFailedPrecondition,
+       "/nonexistent/strata-coordinator is not an executable"},
+  };
+  for (const Case& c : cases) {
+    auto scope = c.strategy->Scope();
+    Sequential model = ToyModel();
+    ASSERT_TRUE(model.Compile("adam", "sparse_categorical_crossentropy").ok());
+    EXPECT_THAT(model.Fit(datasets::Csv(csv), quiet),
+                StatusIsWithMessage(c.code, c.message))
+        << c.message;
+  }
+}
+
 struct ChildRun {
   int exit_code = -1;  // -1: did not finish in time
   std::string output;
@@ -885,6 +1009,20 @@ TEST(SdkClusterTest, FashionMnistTrainRunsOnALocalCluster) {
   const double accuracy =
       std::stod(run.output.substr(at + std::string("test accuracy: ").size()));
   EXPECT_GT(accuracy, 0.5) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("(1000 examples"));
+}
+
+TEST(SdkClusterTest, FashionMnistTrainRunsMirroredInProcess) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string log = ::testing::TempDir() + "/fashion_mnist_mirrored_" +
+                          std::to_string(getpid()) + ".log";
+  ChildRun run = RunProcess(
+      {STRATA_FASHION_MNIST_TRAIN, "--strategy=mirrored", "--workers=3",
+       "--epochs=1", "--limit-train=3000", "--limit-test=1000"},
+      log, std::chrono::seconds(120));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("(mirrored, 3 replicas in sync)"));
+  EXPECT_THAT(run.output, HasSubstr("Epoch 1/1 - 24 steps"));
   EXPECT_THAT(run.output, HasSubstr("(1000 examples"));
 }
 
