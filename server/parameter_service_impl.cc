@@ -396,7 +396,8 @@ class PullReactor final : public SnapshotStreamReactor {
 
  private:
   void OnReady() override {
-    absl::StatusOr<VariableSnapshot> snap = ReadPull(request_, *variable_);
+    absl::StatusOr<VariableSnapshot> snap = ReadPull(
+        request_, *variable_, service_->store()->options().max_variable_bytes);
     if (!snap.ok()) {
       Fail(snap.status(), request_.name());
       return;

@@ -172,8 +172,21 @@ absl::Status ValidatePullVariablesRequest(
 }
 
 absl::StatusOr<VariableSnapshot> ReadPull(const v1::PullRequest& request,
-                                          const Variable& variable) {
-  if (request.rows()) return variable.ReadRows(request.row_ids());
+                                          const Variable& variable,
+                                          uint64_t max_bytes) {
+  if (request.rows()) {
+    const uint64_t row_bytes =
+        static_cast<uint64_t>(variable.row_width()) * DTypeSize(variable.dtype());
+    const uint64_t ids = static_cast<uint64_t>(request.row_ids_size());
+    if (variable.shape().size() == 2 && row_bytes > 0 &&
+        ids > max_bytes / row_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "Pull of variable '", request.name(), "': ", ids, " rows of ",
+          row_bytes, " bytes are above the server limit of ", max_bytes,
+          " bytes"));
+    }
+    return variable.ReadRows(request.row_ids());
+  }
   return variable.Snapshot();
 }
 

@@ -62,9 +62,13 @@ absl::Status ValidatePullVariablesRequest(
     const v1::PullVariablesRequest& request);
 
 // What a ready Pull streams: the whole value, or the requested rows.
-// Errors: INVALID_ARGUMENT from Variable::ReadRows.
+// Errors: INVALID_ARGUMENT from Variable::ReadRows; RESOURCE_EXHAUSTED when
+// the rows requested add up to more than `max_bytes` (the server's
+// --max-variable-bytes: ids may repeat, so a small request can name far
+// more rows than the variable holds).
 absl::StatusOr<VariableSnapshot> ReadPull(const v1::PullRequest& request,
-                                          const Variable& variable);
+                                          const Variable& variable,
+                                          uint64_t max_bytes);
 
 // The header streamed before a Pull's payload.
 v1::PullHeader MakePullHeader(const VariableSnapshot& snapshot);

@@ -62,7 +62,7 @@ void Pull(VariableStore* store, const std::string& bytes) {
     return;
   }
   absl::StatusOr<VariableSnapshot> snap =
-      ReadPull(req, **v);
+      ReadPull(req, **v, store->options().max_variable_bytes);
   FUZZ_TRACE("pull '%s': %s", req.name().c_str(),
              snap.status().ToString().c_str());
   if (!snap.ok()) return;
