@@ -1,6 +1,7 @@
 #include "server/requests.h"
 
 #include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -33,8 +34,16 @@ absl::StatusOr<uint64_t> ValidatePushHeader(const v1::PushHeader& header,
           var, ": row gradient shape ", ShapeString(shape),
           " must be [num_rows=", header.num_rows(), ", ", vs[1], "]"));
     }
-    uint64_t expected =
-        static_cast<uint64_t>(header.num_rows()) * (8 + vs[1] * esize);
+    const uint64_t per_row = 8 + static_cast<uint64_t>(vs[1]) * esize;
+    if (static_cast<uint64_t>(header.num_rows()) >
+        std::numeric_limits<uint64_t>::max() / per_row) {
+      // The product would wrap (to a small size that could match).
+      return absl::ResourceExhaustedError(absl::StrCat(
+          var, ": a row push of ", header.num_rows(),
+          " rows overflows a 64-bit byte count"));
+    }
+    const uint64_t expected =
+        static_cast<uint64_t>(header.num_rows()) * per_row;
     if (static_cast<uint64_t>(header.payload_bytes()) != expected) {
       return absl::InvalidArgumentError(absl::StrCat(
           var, ": row push payload is ", header.payload_bytes(),

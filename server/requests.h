@@ -22,7 +22,8 @@ namespace strata {
 // variable, shape [num_rows, width] and a payload of num_rows int64 ids
 // followed by the rows; for a dense push the variable's shape and byte size.
 // Returns the payload bytes the stream must carry.
-// Errors: INVALID_ARGUMENT naming the variable and what was expected.
+// Errors: INVALID_ARGUMENT naming the variable and what was expected;
+// RESOURCE_EXHAUSTED for a row count whose payload size overflows.
 absl::StatusOr<uint64_t> ValidatePushHeader(const v1::PushHeader& header,
                                             const Variable& variable);
 
