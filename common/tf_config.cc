@@ -286,6 +286,16 @@ std::string TaskAddress(const TfConfig& config) {
   return it->second[config.task_index];
 }
 
+std::string ChiefAddress(const TfConfig& config) {
+  for (const char* chief : {"chief", "master"}) {
+    auto it = config.cluster.jobs.find(chief);
+    if (it != config.cluster.jobs.end() && !it->second.empty()) {
+      return it->second[0];
+    }
+  }
+  return "";
+}
+
 std::string JoinHostPort(absl::string_view host, int port) {
   if (host.find(':') != absl::string_view::npos && !host.empty() &&
       host.front() != '[') {

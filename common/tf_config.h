@@ -70,6 +70,11 @@ std::string JoinHostPort(absl::string_view host, int port);
 // when the cluster does not list it (an evaluator, or no task).
 std::string TaskAddress(const TfConfig& config);
 
+// The address of the chief task (or "master", its older name): where a
+// Strata cluster described by TF_CONFIG runs its coordinator, so the other
+// tasks register there. "" when the cluster lists neither.
+std::string ChiefAddress(const TfConfig& config);
+
 }  // namespace strata
 
 #endif  // STRATA_COMMON_TF_CONFIG_H_

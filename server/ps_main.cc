@@ -80,13 +80,8 @@ int main(int argc, char** argv) {
         options.port = hp->second;
       }
     }
-    // The chief (or master) task runs the coordinator.
-    for (const char* chief : {"chief", "master"}) {
-      auto it = config->cluster.jobs.find(chief);
-      if (coordinator_address.empty() && it != config->cluster.jobs.end() &&
-          !it->second.empty()) {
-        coordinator_address = it->second[0];
-      }
+    if (coordinator_address.empty()) {
+      coordinator_address = strata::ChiefAddress(*config);
     }
   }
   if (!absl::GetFlag(FLAGS_host).empty()) options.host = absl::GetFlag(FLAGS_host);

@@ -112,5 +112,40 @@ TEST(TfConfigCliTest, BadTfConfigNamesTheField) {
   EXPECT_EQ(bad_json.exit_code, 2);
 }
 
+// The TFJob in deploy/kubeflow (strata-mnist: 1 chief, 2 ps, 2 workers),
+// deployed in namespace team-a: each task's TF_CONFIG byte for byte as the
+// training operator writes it (Go's json.Marshal: struct fields in order,
+// map keys sorted). Every task resolves its own address and the chief as
+// the coordinator it registers with, with no wrapper in between.
+TEST(TfConfigCliTest, ResolvesTheDeployedTfJobTasks) {
+  const std::string cluster =
+      R"({"chief":["strata-mnist-chief-0.team-a.svc:2222"],)"
+      R"("ps":["strata-mnist-ps-0.team-a.svc:2222",)"
+      R"("strata-mnist-ps-1.team-a.svc:2222"],)"
+      R"("worker":["strata-mnist-worker-0.team-a.svc:2222",)"
+      R"("strata-mnist-worker-1.team-a.svc:2222"]})";
+  struct Case {
+    std::string type;
+    int index;
+  } cases[] = {{"chief", 0}, {"ps", 0}, {"ps", 1}, {"worker", 0}, {"worker", 1}};
+  for (const Case& c : cases) {
+    const std::string tf_config =
+        R"({"cluster":)" + cluster + R"(,"task":{"type":")" + c.type +
+        R"(","index":)" + std::to_string(c.index) +
+        R"(},"environment":"cloud"})";
+    Result r = RunTfConfig(tf_config);
+    ASSERT_EQ(r.exit_code, 0) << tf_config << "\n" << r.out;
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out;
+    EXPECT_EQ(j["task"]["type"], c.type);
+    EXPECT_EQ(j["task"]["index"], c.index);
+    EXPECT_EQ(j["address"], "strata-mnist-" + c.type + "-" +
+                                std::to_string(c.index) + ".team-a.svc:2222");
+    EXPECT_EQ(j["coordinator"], "strata-mnist-chief-0.team-a.svc:2222");
+    EXPECT_EQ(j["cluster"], nlohmann::json::parse(cluster));
+    EXPECT_EQ(j["environment"], "cloud");
+  }
+}
+
 }  // namespace
 }  // namespace strata

@@ -117,12 +117,8 @@ int Submit() {
     };
     if (options.wait_ps < 0) options.wait_ps = size("ps");
     if (options.wait_workers < 0) options.wait_workers = size("worker");
-    for (const char* chief : {"chief", "master"}) {
-      auto it = jobs.find(chief);
-      if (options.coordinator.empty() && it != jobs.end() &&
-          !it->second.empty()) {
-        options.coordinator = it->second[0];
-      }
+    if (options.coordinator.empty()) {
+      options.coordinator = strata::ChiefAddress(*config);
     }
   }
   options.wait_ps = std::max(0, options.wait_ps);
@@ -187,6 +183,10 @@ int TfConfig() {
   }
   nlohmann::json out = nlohmann::json::parse(strata::TfConfigToJson(config));
   out["address"] = strata::TaskAddress(config);
+  // Where the daemons register (strata-ps, strata-worker, strata submit).
+  if (const std::string chief = strata::ChiefAddress(config); !chief.empty()) {
+    out["coordinator"] = chief;
+  }
   std::cout << out.dump(2) << std::endl;
   return 0;
 }

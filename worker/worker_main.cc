@@ -76,14 +76,7 @@ int main(int argc, char** argv) {
         health_port = hp->second;
       }
     }
-    // The chief (or master) task runs the coordinator.
-    for (const char* chief : {"chief", "master"}) {
-      auto it = config->cluster.jobs.find(chief);
-      if (coordinator.empty() && it != config->cluster.jobs.end() &&
-          !it->second.empty()) {
-        coordinator = it->second[0];
-      }
-    }
+    if (coordinator.empty()) coordinator = strata::ChiefAddress(*config);
   }
   if (!absl::GetFlag(FLAGS_host).empty()) health_host = absl::GetFlag(FLAGS_host);
   if (absl::GetFlag(FLAGS_port) >= 0) health_port = absl::GetFlag(FLAGS_port);
