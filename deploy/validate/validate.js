@@ -1,0 +1,702 @@
+#!/usr/bin/env node
+// Offline checks of rendered Kubernetes manifests (see check.sh, which runs
+// them after `kubectl kustomize`):
+//
+//   node validate.js schema FILE...      every object against the Kubernetes
+//                                        API types (kubernetes-types, checked
+//                                        by the TypeScript compiler: unknown
+//                                        fields, wrong types, missing required
+//                                        fields, wrong apiVersion/kind) plus
+//                                        formats the types cannot express
+//   node validate.js policy FILE...      Strata's deployment rules
+//   node validate.js dockerfile FILE     the image's Dockerfile rules
+//
+// Prints one line per finding, "LAYER: FILE: Kind/name: where: what", and
+// exits 1 when there is any (0 when clean, 2 on usage or unreadable input).
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+const YAML = require('yaml');
+
+// ---------------------------------------------------------------------------
+// Input.
+
+// Every document of every file: {file, index, obj}. YAML errors (including
+// duplicate keys) are findings of the layer that reads the file.
+function loadObjects(files, layer, findings) {
+  const out = [];
+  for (const file of files) {
+    let text;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (e) {
+      console.error(`${layer}: cannot read ${file}: ${e.message}`);
+      process.exit(2);
+    }
+    const docs = YAML.parseAllDocuments(text, { uniqueKeys: true });
+    docs.forEach((doc, index) => {
+      for (const err of doc.errors) {
+        findings.push(`${layer}: ${file}: document ${index + 1}: YAML: ${err.message.split('\n')[0]}`);
+      }
+      if (doc.errors.length) return;
+      const obj = doc.toJS({ maxAliasCount: 0 });
+      if (obj === null || obj === undefined) return;
+      if (typeof obj !== 'object' || Array.isArray(obj)) {
+        findings.push(`${layer}: ${file}: document ${index + 1}: not an object`);
+        return;
+      }
+      out.push({ file, index, obj });
+    });
+  }
+  return out;
+}
+
+function idOf(obj) {
+  const name = obj.metadata && obj.metadata.name;
+  return `${obj.kind || '<no kind>'}/${name || '<no name>'}`;
+}
+
+// JSON-path-like text: spec.template.spec.containers[0].ports[1].
+function childPath(parent, key) {
+  if (typeof key === 'number') return `${parent}[${key}]`;
+  const plain = /^[A-Za-z_][A-Za-z0-9_]*$/.test(key);
+  if (!parent) return plain ? key : `[${JSON.stringify(key)}]`;
+  return plain ? `${parent}.${key}` : `${parent}[${JSON.stringify(key)}]`;
+}
+
+// ---------------------------------------------------------------------------
+// Schema layer.
+
+// apiVersion -> the module declaring its kinds.
+const API_MODULES = {
+  'v1': 'kubernetes-types/core/v1',
+  'apps/v1': 'kubernetes-types/apps/v1',
+  'batch/v1': 'kubernetes-types/batch/v1',
+  'policy/v1': 'kubernetes-types/policy/v1',
+  'networking.k8s.io/v1': 'kubernetes-types/networking/v1',
+  'rbac.authorization.k8s.io/v1': 'kubernetes-types/rbac/v1',
+  'autoscaling/v2': 'kubernetes-types/autoscaling/v2',
+  'scheduling.k8s.io/v1': 'kubernetes-types/scheduling/v1',
+  'kubeflow.org/v1': './types/kubeflow-v1',
+};
+
+const QUANTITY = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$/;
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const DNS1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
+const LABEL_NAME = /^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$/;
+const LABEL_VALUE = /^(([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?)$/;
+// Kinds whose names become DNS labels (Services) or label values.
+const LABEL_NAMED_KINDS = new Set(['Service', 'Namespace', 'StatefulSet']);
+
+// Writes `value` as pretty JSON into `lines`, recording the JSON path of
+// every line in `paths`, so a compiler diagnostic maps back to a field.
+// `skip` maps paths already reported to 'delete' (an unknown field: left
+// out) or 'any' (a wrong value: written as `any`), so that the next pass
+// finds the errors the compiler stopped short of.
+function writeJson(value, p, indent, prefix, suffix, lines, paths, skip) {
+  const pad = '  '.repeat(indent);
+  if (skip.get(p) === 'any') {
+    lines.push(`${pad}${prefix}(null as any)${suffix}`);
+    paths.push(p);
+    return;
+  }
+  if (Array.isArray(value) || (value && typeof value === 'object')) {
+    const isArray = Array.isArray(value);
+    const keys = isArray ? value.map((_, i) => i)
+                         : Object.keys(value).filter((k) => skip.get(childPath(p, k)) !== 'delete');
+    const [open, close] = isArray ? ['[', ']'] : ['{', '}'];
+    if (keys.length === 0) {
+      lines.push(`${pad}${prefix}${open}${close}${suffix}`);
+      paths.push(p);
+      return;
+    }
+    lines.push(`${pad}${prefix}${open}`);
+    paths.push(p);
+    keys.forEach((k, i) => {
+      const comma = i < keys.length - 1 ? ',' : '';
+      const keyText = isArray ? '' : `${JSON.stringify(k)}: `;
+      writeJson(value[k], childPath(p, k), indent + 1, keyText, comma, lines, paths, skip);
+    });
+    lines.push(`${pad}${close}${suffix}`);
+    paths.push(p);
+    return;
+  }
+  lines.push(`${pad}${prefix}${JSON.stringify(value)}${suffix}`);
+  paths.push(p);
+}
+
+// Formats the API types leave as plain strings and numbers.
+function checkFormats(item, findings) {
+  const { file, obj } = item;
+  const where = `schema: ${file}: ${idOf(obj)}`;
+  const meta = obj.metadata || {};
+  if (typeof meta.name === 'string') {
+    const re = LABEL_NAMED_KINDS.has(obj.kind) ? DNS1035_LABEL : DNS1123_SUBDOMAIN;
+    const max = LABEL_NAMED_KINDS.has(obj.kind) ? 63 : 253;
+    if (!re.test(meta.name) || meta.name.length > max) {
+      findings.push(`${where}: metadata.name: "${meta.name}" is not a valid ${obj.kind} name`);
+    }
+  }
+  const walk = (v, p) => {
+    if (Array.isArray(v)) {
+      v.forEach((x, i) => walk(x, childPath(p, i)));
+      return;
+    }
+    if (v && typeof v === 'object') {
+      const isLabels = /(^|\.)(labels|matchLabels|selector|nodeSelector)$/.test(p) &&
+          Object.values(v).every((x) => typeof x === 'string');
+      for (const [k, x] of Object.entries(v)) {
+        const cp = childPath(p, k);
+        if (isLabels) {
+          const slash = k.lastIndexOf('/');
+          const name = slash >= 0 ? k.slice(slash + 1) : k;
+          const prefix = slash >= 0 ? k.slice(0, slash) : '';
+          if (!LABEL_NAME.test(name) || name.length > 63 ||
+              (prefix && (!DNS1123_SUBDOMAIN.test(prefix) || prefix.length > 253))) {
+            findings.push(`${where}: ${cp}: "${k}" is not a valid label key`);
+          }
+          if (!LABEL_VALUE.test(x) || x.length > 63) {
+            findings.push(`${where}: ${cp}: "${x}" is not a valid label value`);
+          }
+        }
+        walk(x, cp);
+      }
+      return;
+    }
+    if (typeof v === 'number' && !Number.isInteger(v)) {
+      findings.push(`${where}: ${p}: ${v} is not an integer (Kubernetes API numbers are integers)`);
+    }
+    if (typeof v === 'number' && /(containerPort|hostPort|\.port|targetPort|nodePort)$/.test(p) &&
+        (v < 1 || v > 65535)) {
+      findings.push(`${where}: ${p}: port ${v} is outside 1-65535`);
+    }
+    if (/(resources\.(requests|limits)|minResources|\.capacity)(\.[^.[]+|\[[^\]]+\])$/.test(p) ||
+        /\.sizeLimit$/.test(p)) {
+      if (typeof v === 'string' && !QUANTITY.test(v)) {
+        findings.push(`${where}: ${p}: "${v}" is not a Kubernetes quantity`);
+      }
+    }
+  };
+  walk(obj, '');
+}
+
+function schemaLayer(files) {
+  const findings = [];
+  const items = loadObjects(files, 'schema', findings);
+  let ts;
+  try {
+    ts = require('typescript');
+  } catch (e) {
+    console.error('schema: the typescript package is missing; run check.sh (it runs npm ci)');
+    process.exit(2);
+  }
+  const checked = [];
+  const aliases = {};
+  const header = [];
+  items.forEach((item, n) => {
+    const { obj } = item;
+    const where = `schema: ${item.file}: ${idOf(obj)}`;
+    if (typeof obj.apiVersion !== 'string' || typeof obj.kind !== 'string') {
+      findings.push(`${where}: apiVersion and kind must be strings`);
+      return;
+    }
+    const mod = API_MODULES[obj.apiVersion];
+    if (!mod) {
+      findings.push(`${where}: apiVersion "${obj.apiVersion}" has no schema here (known: ${Object.keys(API_MODULES).join(', ')})`);
+      return;
+    }
+    if (!/^[A-Z][A-Za-z0-9]*$/.test(obj.kind)) {
+      findings.push(`${where}: kind "${obj.kind}" is not a kind name`);
+      return;
+    }
+    if (!(mod in aliases)) {
+      aliases[mod] = `api${Object.keys(aliases).length}`;
+      header.push(`import type * as ${aliases[mod]} from ${JSON.stringify(mod)};`);
+    }
+    item.type = `${aliases[mod]}.${obj.kind}`;
+    item.skip = new Map();
+    item.n = n;
+    checked.push(item);
+    checkFormats(item, findings);
+  });
+
+  const fileName = path.join(__dirname, '__manifests__.ts');
+  const options = {
+    strict: true,
+    noEmit: true,
+    skipLibCheck: true,
+    types: [],
+    target: ts.ScriptTarget.ES2020,
+    module: ts.ModuleKind.CommonJS,
+    moduleResolution: ts.ModuleResolutionKind.Node10 || ts.ModuleResolutionKind.NodeJs,
+  };
+  const host = ts.createCompilerHost(options);
+  let source = '';
+  const getSourceFile = host.getSourceFile.bind(host);
+  host.getSourceFile = (name, lang, ...rest) =>
+    name === fileName ? ts.createSourceFile(name, source, lang) : getSourceFile(name, lang, ...rest);
+  const fileExists = host.fileExists.bind(host);
+  host.fileExists = (name) => name === fileName || fileExists(name);
+  const readFile = host.readFile.bind(host);
+  host.readFile = (name) => (name === fileName ? source : readFile(name));
+
+  // The compiler reports some errors of an object literal and stops; each
+  // pass leaves out what the previous ones reported, until nothing new.
+  let program;
+  let pending = checked;
+  for (let pass = 0; pass < 10 && pending.length; pass++) {
+    const lines = [];
+    const paths = [];
+    const lineItem = [];
+    for (const item of pending) {
+      item.declLine = lines.length;
+      lines.push(`export const object${item.n}: ${item.type} =`);
+      paths.push('');
+      lineItem.push(item);
+      const first = lines.length;
+      writeJson(item.obj, '', 0, '', ';', lines, paths, item.skip);
+      for (let i = first; i < lines.length; i++) lineItem.push(item);
+    }
+    source = header.concat(lines).join('\n') + '\n';
+    program = ts.createProgram([fileName], options, host, program);
+    const next = new Set();
+    for (const d of ts.getPreEmitDiagnostics(program)) {
+      const text = ts.flattenDiagnosticMessageText(d.messageText, '\n').split('\n')
+          .map((s) => s.trim()).filter(Boolean);
+      // The last line of a chain is the most specific; keep the first for
+      // context when they differ.
+      const message = text.length > 1 ? `${text[text.length - 1]} (${text[0]})` : text[0];
+      if (!d.file || d.file.fileName !== fileName) {
+        findings.push(`schema: internal: ${d.file ? d.file.fileName : ''}: ${message}`);
+        continue;
+      }
+      const line = d.file.getLineAndCharacterOfPosition(d.start).line - header.length;
+      if (line < 0) {
+        findings.push(`schema: ${message}`);
+        continue;
+      }
+      const item = lineItem[line];
+      const where = `schema: ${item.file}: ${idOf(item.obj)}`;
+      if (line === item.declLine) {
+        findings.push(`${where}: kind "${item.obj.kind}" does not exist in ${item.obj.apiVersion} (${message})`);
+        continue;
+      }
+      const p = paths[line];
+      findings.push(`${where}: ${p || '(object)'}: ${message}`);
+      if (!p || item.skip.has(p)) continue;
+      // 2353/2561: an unknown property (left out next time); else a wrong
+      // value (written as `any` next time).
+      item.skip.set(p, d.code === 2353 || d.code === 2561 ? 'delete' : 'any');
+      next.add(item);
+    }
+    pending = [...next];
+  }
+  return findings;
+}
+
+// ---------------------------------------------------------------------------
+// Policy layer.
+
+const LONG_RUNNING_KINDS = new Set(['Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet']);
+const STRATA_DAEMONS = new Set(['strata-coordinator', 'strata-ps', 'strata-worker']);
+const ROLE_LABEL = 'app.kubernetes.io/component';
+const REQUIRED_LABELS = ['app.kubernetes.io/name', 'app.kubernetes.io/instance',
+  'app.kubernetes.io/part-of'];
+
+// Every pod template in the render: {item, where, template, role, replicas,
+// longRunning, tfReplica}.
+function podTemplates(items) {
+  const out = [];
+  for (const item of items) {
+    const { obj } = item;
+    const spec = obj.spec || {};
+    const base = { item, where: idOf(obj), ns: (obj.metadata || {}).namespace || '' };
+    if (['Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet', 'Job'].includes(obj.kind)) {
+      if (spec.template) {
+        out.push({ ...base, template: spec.template,
+          replicas: obj.kind === 'Job' ? null : (spec.replicas === undefined ? 1 : spec.replicas),
+          longRunning: LONG_RUNNING_KINDS.has(obj.kind) });
+      }
+    } else if (obj.kind === 'CronJob') {
+      const t = spec.jobTemplate && spec.jobTemplate.spec && spec.jobTemplate.spec.template;
+      if (t) out.push({ ...base, template: t, replicas: null, longRunning: false });
+    } else if (obj.kind === 'Pod') {
+      out.push({ ...base, template: { metadata: obj.metadata, spec }, replicas: 1, longRunning: true });
+    } else if (obj.kind === 'TFJob') {
+      for (const [rt, rs] of Object.entries(spec.tfReplicaSpecs || {})) {
+        if (!rs || !rs.template) continue;
+        // The chief's main container ends the job when it exits; PS and
+        // workers serve until the operator cleans them up.
+        out.push({ ...base, where: `${idOf(obj)} replica ${rt}`, template: rs.template,
+          replicas: rs.replicas === undefined ? 1 : rs.replicas,
+          longRunning: rt === 'PS' || rt === 'Worker', tfReplica: rt });
+      }
+    }
+  }
+  for (const p of out) {
+    p.labels = (p.template.metadata && p.template.metadata.labels) || {};
+    p.role = p.labels[ROLE_LABEL];
+  }
+  return out;
+}
+
+function selectorMatches(selector, labels) {
+  if (!selector) return false;
+  const ml = selector.matchLabels || {};
+  if (Object.keys(ml).length === 0 && !(selector.matchExpressions || []).length) return false;
+  for (const [k, v] of Object.entries(ml)) if (labels[k] !== v) return false;
+  for (const e of selector.matchExpressions || []) {
+    const has = Object.prototype.hasOwnProperty.call(labels, e.key);
+    if (e.operator === 'In' && !(has && e.values.includes(labels[e.key]))) return false;
+    if (e.operator === 'NotIn' && has && e.values.includes(labels[e.key])) return false;
+    if (e.operator === 'Exists' && !has) return false;
+    if (e.operator === 'DoesNotExist' && has) return false;
+  }
+  return true;
+}
+
+function probePort(probe) {
+  if (probe.grpc) return { kind: 'grpc', port: probe.grpc.port };
+  if (probe.httpGet) return { kind: 'httpGet', port: probe.httpGet.port };
+  if (probe.tcpSocket) return { kind: 'tcpSocket', port: probe.tcpSocket.port };
+  return null;
+}
+
+function flagValue(args, name) {
+  for (const a of args || []) {
+    if (typeof a !== 'string') continue;
+    const m = a.match(new RegExp(`^--${name.replace(/[-_]/g, '[-_]')}=(.*)$`));
+    if (m) return m[1];
+  }
+  return undefined;
+}
+
+function checkContainer(pod, c, isInit, findings, add) {
+  const spec = pod.template.spec || {};
+  const psc = spec.securityContext || {};
+  const sc = c.securityContext || {};
+  const where = `${pod.where} container ${c.name}`;
+  const sidecar = isInit && c.restartPolicy === 'Always';
+  const longRunning = sidecar || (!isInit && pod.longRunning);
+  const daemon = (c.command || [])[0];
+  const ports = (c.ports || []);
+
+  // Image pinned by tag or digest.
+  const image = c.image || '';
+  const lastPart = image.slice(image.lastIndexOf('/') + 1);
+  if (!image.includes('@sha256:') && (!lastPart.includes(':') || lastPart.endsWith(':latest'))) {
+    add(where, `image "${image}" is not pinned by a tag or digest`);
+  }
+  // Requests and a memory limit.
+  const res = c.resources || {};
+  for (const r of ['cpu', 'memory']) {
+    if (!res.requests || res.requests[r] === undefined) add(where, `resources.requests.${r} is missing`);
+  }
+  if (!res.limits || res.limits.memory === undefined) add(where, 'resources.limits.memory is missing');
+  // GPUs: a limit (requests, where given, equal it) and a node selection.
+  const gpuReq = res.requests && res.requests['nvidia.com/gpu'];
+  const gpuLim = res.limits && res.limits['nvidia.com/gpu'];
+  if (gpuReq !== undefined || gpuLim !== undefined) {
+    if (gpuLim === undefined) add(where, 'nvidia.com/gpu must be set in resources.limits');
+    else if (gpuReq !== undefined && String(gpuReq) !== String(gpuLim)) {
+      add(where, `nvidia.com/gpu request ${gpuReq} differs from its limit ${gpuLim}`);
+    }
+    const aff = spec.affinity && spec.affinity.nodeAffinity;
+    if (!spec.nodeSelector && !aff) add(pod.where, 'GPU pods need a nodeSelector or node affinity');
+  }
+  // Restricted security context.
+  const runAsNonRoot = sc.runAsNonRoot !== undefined ? sc.runAsNonRoot : psc.runAsNonRoot;
+  const runAsUser = sc.runAsUser !== undefined ? sc.runAsUser : psc.runAsUser;
+  const seccomp = (sc.seccompProfile || psc.seccompProfile || {}).type;
+  if (runAsNonRoot !== true) add(where, 'runAsNonRoot must be true (pod or container securityContext)');
+  if (runAsUser === undefined || runAsUser === 0) add(where, 'runAsUser must be a fixed non-zero uid');
+  if (!['RuntimeDefault', 'Localhost'].includes(seccomp)) add(where, 'seccompProfile.type must be RuntimeDefault (or Localhost)');
+  if (sc.allowPrivilegeEscalation !== false) add(where, 'securityContext.allowPrivilegeEscalation must be false');
+  if (sc.privileged === true) add(where, 'securityContext.privileged must not be true');
+  if (!((sc.capabilities || {}).drop || []).includes('ALL')) add(where, 'securityContext.capabilities.drop must include ALL');
+  if ((sc.capabilities || {}).add && sc.capabilities.add.length) add(where, 'securityContext.capabilities.add must be empty');
+  if (sc.readOnlyRootFilesystem !== true) add(where, 'securityContext.readOnlyRootFilesystem must be true');
+  if (sc.readOnlyRootFilesystem === true) {
+    const tmp = (c.volumeMounts || []).find((m) => m.mountPath === '/tmp');
+    const vol = tmp && (spec.volumes || []).find((v) => v.name === tmp.name);
+    if (!vol || !vol.emptyDir) add(where, 'a read-only root filesystem needs an emptyDir mounted at /tmp');
+  }
+  // Probes: long-running containers have readiness, liveness and startup
+  // probes; every probe port is one the container declares.
+  const probes = ['readinessProbe', 'livenessProbe', 'startupProbe'];
+  if (longRunning) {
+    for (const p of probes) if (!c[p]) add(where, `${p} is missing`);
+  }
+  for (const p of probes) {
+    if (!c[p]) continue;
+    const pp = probePort(c[p]);
+    if (!pp) continue;
+    if (STRATA_DAEMONS.has(daemon) && pp.kind !== 'grpc') {
+      add(where, `${p} should be a native grpc probe (${daemon} serves grpc.health.v1)`);
+    }
+    if (typeof pp.port === 'number') {
+      if (!ports.some((x) => x.containerPort === pp.port)) {
+        add(where, `${p} ${pp.kind} port ${pp.port} is not a containerPort (${ports.map((x) => x.containerPort).join(', ') || 'none'})`);
+      }
+    } else if (!ports.some((x) => x.name === pp.port)) {
+      add(where, `${p} ${pp.kind} port "${pp.port}" names no container port`);
+    }
+  }
+  // $(VAR) references in command and args resolve to the container's env
+  // (the kubelet leaves unknown ones as literal text).
+  const env = new Set((c.env || []).map((e) => e.name));
+  for (const a of (c.command || []).concat(c.args || [])) {
+    for (const m of String(a).matchAll(/(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g)) {
+      if (!env.has(m[1])) add(where, `"${a}" refers to $(${m[1]}), which is not in env`);
+    }
+  }
+  // Daemons listen on all interfaces in pods.
+  const host = flagValue(c.args, 'host');
+  if (STRATA_DAEMONS.has(daemon) && host !== undefined && host !== '0.0.0.0' && host !== '::') {
+    add(where, `--host=${host}: ${daemon} must listen on 0.0.0.0 in a pod`);
+  }
+  // The grace period covers the daemon's drain.
+  const drain = flagValue(c.args, 'drain-seconds');
+  if (drain !== undefined) {
+    const grace = spec.terminationGracePeriodSeconds;
+    if (grace === undefined || grace < Number(drain) + 10) {
+      add(pod.where, `terminationGracePeriodSeconds (${grace === undefined ? 'default 30' : grace}) must exceed --drain-seconds=${drain} by at least 10`);
+    }
+  }
+}
+
+function policyLayer(files) {
+  const findings = [];
+  const items = loadObjects(files, 'policy', findings);
+  const objects = items.map((i) => i.obj);
+  const byKind = (k) => items.filter((i) => i.obj.kind === k);
+  const nsOf = (obj) => (obj.metadata || {}).namespace || '';
+  const add = (item) => (where, what) => findings.push(`policy: ${item.file}: ${where}: ${what}`);
+
+  // Labels on every object.
+  for (const item of items) {
+    const labels = (item.obj.metadata || {}).labels || {};
+    for (const l of REQUIRED_LABELS) {
+      if (!labels[l]) add(item)(idOf(item.obj), `label ${l} is missing`);
+    }
+  }
+
+  const pods = podTemplates(items);
+  for (const pod of pods) {
+    const a = add(pod.item);
+    const spec = pod.template.spec || {};
+    for (const l of ['app.kubernetes.io/name', ROLE_LABEL]) {
+      if (!pod.labels[l]) a(pod.where, `pod template label ${l} is missing`);
+    }
+    if (spec.automountServiceAccountToken !== false) a(pod.where, 'automountServiceAccountToken must be false');
+    if (!spec.serviceAccountName || spec.serviceAccountName === 'default') {
+      a(pod.where, 'serviceAccountName must name a dedicated service account');
+    } else {
+      const sa = objects.find((o) => o.kind === 'ServiceAccount' && o.metadata &&
+          o.metadata.name === spec.serviceAccountName && nsOf(o) === pod.ns);
+      if (sa && sa.automountServiceAccountToken !== false) {
+        a(`ServiceAccount/${sa.metadata.name}`, 'automountServiceAccountToken must be false');
+      }
+    }
+    if (pod.longRunning && spec.terminationGracePeriodSeconds === undefined) {
+      a(pod.where, 'terminationGracePeriodSeconds must be set (it must cover a final checkpoint)');
+    }
+    (spec.containers || []).forEach((c) => checkContainer(pod, c, false, findings, a));
+    (spec.initContainers || []).forEach((c) => checkContainer(pod, c, true, findings, a));
+    if (pod.tfReplica && !(spec.containers || []).some((c) => c.name === 'tensorflow')) {
+      a(pod.where, 'the training operator injects TF_CONFIG only into a container named "tensorflow"');
+    }
+    // A PodDisruptionBudget per role.
+    if (pod.longRunning || pod.tfReplica) {
+      const pdb = byKind('PodDisruptionBudget').find((i) => nsOf(i.obj) === pod.ns &&
+          selectorMatches((i.obj.spec || {}).selector, pod.labels));
+      if (!pdb) a(pod.where, `no PodDisruptionBudget selects role "${pod.role || '?'}"`);
+    }
+    // PS tasks spread over nodes.
+    if (pod.role === 'ps') {
+      const spread = (spec.topologySpreadConstraints || []).some((t) => t.topologyKey === 'kubernetes.io/hostname');
+      const anti = spec.affinity && spec.affinity.podAntiAffinity;
+      if (!spread && !anti) a(pod.where, 'PS pods need a topologySpreadConstraint or podAntiAffinity over kubernetes.io/hostname');
+    }
+  }
+
+  // StatefulSets of tasks: parallel, behind a headless Service that
+  // publishes not-ready addresses.
+  for (const item of byKind('StatefulSet')) {
+    const { obj } = item;
+    const spec = obj.spec || {};
+    const role = ((spec.template || {}).metadata || {}).labels || {};
+    if (role[ROLE_LABEL] !== 'ps' && role[ROLE_LABEL] !== 'worker') continue;
+    if (spec.podManagementPolicy !== 'Parallel') add(item)(idOf(obj), 'podManagementPolicy must be Parallel');
+    const svc = objects.find((o) => o.kind === 'Service' && o.metadata && o.metadata.name === spec.serviceName && nsOf(o) === nsOf(obj));
+    if (!svc) {
+      add(item)(idOf(obj), `serviceName "${spec.serviceName}" names no Service`);
+    } else if ((svc.spec || {}).clusterIP !== 'None' || (svc.spec || {}).publishNotReadyAddresses !== true) {
+      add(item)(idOf(obj), `Service ${spec.serviceName} must be headless (clusterIP: None) with publishNotReadyAddresses: true`);
+    }
+  }
+
+  // Services select pods, and their named target ports exist.
+  for (const item of byKind('Service')) {
+    const sel = (item.obj.spec || {}).selector;
+    if (!sel) continue;
+    const matched = pods.filter((p) => p.ns === nsOf(item.obj) && selectorMatches({ matchLabels: sel }, p.labels));
+    if (!matched.length) {
+      add(item)(idOf(item.obj), 'its selector matches no pod template');
+      continue;
+    }
+    for (const port of (item.obj.spec || {}).ports || []) {
+      if (typeof port.targetPort !== 'string') continue;
+      const ok = matched.every((p) => ((p.template.spec || {}).containers || [])
+          .some((c) => (c.ports || []).some((x) => x.name === port.targetPort)));
+      if (!ok) add(item)(idOf(item.obj), `targetPort "${port.targetPort}" is not a named port of the pods it selects`);
+    }
+  }
+
+  // The cluster spec in the ConfigMap agrees with the workloads.
+  for (const item of byKind('ConfigMap')) {
+    const data = item.obj.data || {};
+    const w = idOf(item.obj);
+    for (const key of Object.keys(data)) {
+      if (!key.endsWith('.json') && key !== 'TF_CONFIG') continue;
+      try {
+        JSON.parse(data[key]);
+      } catch (e) {
+        add(item)(w, `data.${key} is not valid JSON: ${e.message}`);
+      }
+    }
+    if (data.TF_CONFIG === undefined) continue;
+    let tf;
+    try {
+      tf = JSON.parse(data.TF_CONFIG);
+    } catch (e) {
+      continue;
+    }
+    const cluster = (tf && tf.cluster) || {};
+    if (tf.task !== undefined) add(item)(w, 'TF_CONFIG in a shared ConfigMap must not name a task');
+    const consumer = pods.find((p) => ((p.template.spec || {}).containers || []).some((c) =>
+        (c.env || []).some((e) => e.name === 'TF_CONFIG' && e.valueFrom && e.valueFrom.configMapKeyRef &&
+            e.valueFrom.configMapKeyRef.name === item.obj.metadata.name)));
+    if (!consumer) add(item)(w, 'no container takes its TF_CONFIG (the coordinator should, as its static cluster)');
+    for (const role of ['ps', 'worker']) {
+      const sts = byKind('StatefulSet').find((i) => nsOf(i.obj) === nsOf(item.obj) &&
+          ((((i.obj.spec || {}).template || {}).metadata || {}).labels || {})[ROLE_LABEL] === role);
+      const listed = Array.isArray(cluster[role]) ? cluster[role] : [];
+      if (!sts) {
+        if (listed.length) add(item)(w, `TF_CONFIG lists ${listed.length} ${role} tasks but no StatefulSet has role ${role}`);
+        continue;
+      }
+      const spec = sts.obj.spec || {};
+      const replicas = spec.replicas === undefined ? 1 : spec.replicas;
+      if (replicas !== listed.length) {
+        add(item)(w, `TF_CONFIG lists ${listed.length} ${role} tasks but StatefulSet/${sts.obj.metadata.name} has ${replicas} replicas`);
+      }
+      const container = ((spec.template || {}).spec || {}).containers || [];
+      const grpc = container.flatMap((c) => c.ports || []).find((x) => x.name === 'grpc');
+      listed.forEach((address, i) => {
+        const want = `${sts.obj.metadata.name}-${i}.${spec.serviceName}:${grpc ? grpc.containerPort : '?'}`;
+        if (address !== want) add(item)(w, `TF_CONFIG ${role}[${i}] is "${address}"; the StatefulSet's task ${i} is "${want}"`);
+      });
+    }
+    for (const address of cluster.chief || []) {
+      const [host, port] = String(address).split(':');
+      const svc = objects.find((o) => o.kind === 'Service' && o.metadata && o.metadata.name === host && nsOf(o) === nsOf(item.obj));
+      if (!svc || !((svc.spec || {}).ports || []).some((p) => String(p.port) === port)) {
+        add(item)(w, `TF_CONFIG chief "${address}" is not a Service name and port in this render`);
+      }
+    }
+  }
+
+  // Every pod is under a default-deny NetworkPolicy (both directions, no
+  // rules) and may reach DNS. In a namespace of its own the deny selects
+  // every pod ({}); in a shared one (a Kubeflow profile) it may select just
+  // this deployment's pods.
+  const selects = (sel, labels) => !sel ||
+      (Object.keys(sel.matchLabels || {}).length === 0 && !(sel.matchExpressions || []).length) ||
+      selectorMatches(sel, labels);
+  for (const pod of pods) {
+    const policies = byKind('NetworkPolicy').filter((i) => nsOf(i.obj) === pod.ns)
+        .map((i) => i.obj.spec || {}).filter((s) => selects(s.podSelector, pod.labels));
+    const deny = policies.some((s) => (s.policyTypes || []).includes('Ingress') &&
+        (s.policyTypes || []).includes('Egress') && !(s.ingress || []).length && !(s.egress || []).length);
+    if (!deny) {
+      add(pod.item)(pod.where, 'no default-deny NetworkPolicy selects its pods (policyTypes Ingress and Egress, no rules)');
+    }
+    const dns = policies.some((s) => (s.egress || []).some((e) =>
+        (e.ports || []).some((x) => x.port === 53 && (x.protocol || 'TCP') === 'UDP')));
+    if (!dns) add(pod.item)(pod.where, 'no NetworkPolicy lets its pods reach DNS (egress to port 53/UDP)');
+  }
+  return findings;
+}
+
+// ---------------------------------------------------------------------------
+// Dockerfile layer.
+
+function dockerfileLayer(files) {
+  const findings = [];
+  for (const file of files) {
+    const text = fs.readFileSync(file, 'utf8').replace(/\\\n/g, ' ');
+    const lines = text.split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+    const args = {};
+    const stages = [];
+    for (const line of lines) {
+      const [instr, ...rest] = line.split(/\s+/);
+      const rest1 = rest.join(' ');
+      const up = instr.toUpperCase();
+      if (up === 'ARG' && !stages.length) {
+        const m = rest1.match(/^([A-Za-z_][A-Za-z0-9_]*)(?:=(.*))?$/);
+        if (m) args[m[1]] = m[2];
+      } else if (up === 'FROM') {
+        let image = rest[0].replace(/\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?/g, (_, a) => args[a] || '');
+        stages.push({ image, name: rest[2] || null, lines: [] });
+      } else if (stages.length) {
+        stages[stages.length - 1].lines.push({ instr: up, text: rest1 });
+      }
+    }
+    const f = (what) => findings.push(`dockerfile: ${file}: ${what}`);
+    if (stages.length < 2) f('expected a multi-stage build (a build stage and a runtime stage)');
+    for (const s of stages) {
+      if (stages.some((o) => o.name && o.name === s.image)) continue;
+      if (!/^(debian):/.test(s.image) || !/bookworm|^debian:12/.test(s.image)) f(`FROM ${s.image}: expected a Debian 12 (bookworm) base`);
+      if (!s.image.includes(':') || s.image.endsWith(':latest')) f(`FROM ${s.image}: pin the base image by tag`);
+    }
+    const final = stages[stages.length - 1];
+    if (!final) continue;
+    const user = final.lines.filter((l) => l.instr === 'USER').map((l) => l.text).pop();
+    if (!user) f('the final stage sets no USER');
+    else if (/^(root|0)(:|$)/.test(user) || !/^[1-9][0-9]*(:[1-9][0-9]*)?$/.test(user)) {
+      f(`USER ${user}: the final stage must run as a fixed non-root numeric uid`);
+    }
+    const installs = final.lines.filter((l) => l.instr === 'RUN').map((l) => l.text).join(' ');
+    const forbidden = installs.match(/\b(build-essential|gcc(-\d+)?|g\+\+(-\d+)?|clang(-\d+)?|cmake|make|[a-z0-9.+-]+-dev)\b/g);
+    if (forbidden) f(`the final stage installs build tools: ${[...new Set(forbidden)].join(', ')}`);
+    const copies = final.lines.filter((l) => l.instr === 'COPY').map((l) => l.text).join(' ');
+    for (const b of ['strata-coordinator', 'strata-ps', 'strata-worker', 'strata']) {
+      const built = stages.slice(0, -1).some((s) => s.lines.some((l) => l.text.includes(`--target`) && new RegExp(`\\b${b}\\b`).test(l.text)));
+      if (!built) f(`no build stage builds ${b}`);
+    }
+    if (!/--from=/.test(copies)) f('the final stage copies nothing from the build stage');
+  }
+  return findings;
+}
+
+// ---------------------------------------------------------------------------
+
+function main() {
+  const [layer, ...files] = process.argv.slice(2);
+  const layers = { schema: schemaLayer, policy: policyLayer, dockerfile: dockerfileLayer };
+  if (!layers[layer] || !files.length) {
+    console.error('usage: validate.js schema|policy|dockerfile FILE...');
+    process.exit(2);
+  }
+  const findings = layers[layer](files);
+  for (const f of findings) console.log(f);
+  if (findings.length) {
+    console.log(`${layer}: ${findings.length} finding${findings.length === 1 ? '' : 's'} in ${files.join(' ')}`);
+    process.exit(1);
+  }
+  console.log(`${layer}: ok (${files.join(' ')})`);
+}
+
+main();

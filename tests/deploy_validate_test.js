@@ -1,0 +1,112 @@
+// The offline checks of deploy/ (deploy/validate/check.sh), run by ctest
+// with node's own test runner:
+//   node --test tests/deploy_validate_test.js
+// Every overlay, the TFJob and the Dockerfile pass every layer, and each
+// deliberately broken fixture is reported by the layer it targets (and
+// passes the layers before it, so each layer is shown to bite on its own).
+'use strict';
+
+const { after, test } = require('node:test');
+const assert = require('node:assert');
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+const root = path.resolve(__dirname, '..');
+const check = path.join(root, 'deploy/validate/check.sh');
+const fixtures = path.join(root, 'deploy/validate/fixtures');
+const out = fs.mkdtempSync(path.join(os.tmpdir(), 'strata-deploy-'));
+after(() => fs.rmSync(out, { recursive: true, force: true }));
+
+function run(...args) {
+  const r = spawnSync(check, args, { encoding: 'utf8', timeout: 300000 });
+  return { code: r.status, out: `${r.stdout}${r.stderr}` };
+}
+
+function expectFindings(result, layer, expected) {
+  assert.strictEqual(result.code, 1, `${layer} should fail:\n${result.out}`);
+  for (const e of expected) {
+    assert.ok(result.out.includes(e), `${layer} should report "${e}":\n${result.out}`);
+  }
+}
+
+test('every overlay, the TFJob and the Dockerfile pass render, schema and policy', () => {
+  const r = run('--out', out);
+  assert.strictEqual(r.code, 0, r.out);
+  for (const name of ['dev', 'cpu', 'gpu', 'kubeflow']) {
+    assert.ok(fs.existsSync(path.join(out, `${name}.yaml`)), `${name} rendered`);
+    assert.ok(r.out.includes(`schema: ok (${path.join(out, `${name}.yaml`)})`), r.out);
+    assert.ok(r.out.includes(`policy: ok (${path.join(out, `${name}.yaml`)})`), r.out);
+  }
+});
+
+test('render layer: kustomize refuses broken-render.yaml', () => {
+  const r = run('render', path.join(fixtures, 'broken-render.yaml'), path.join(out, 'broken-render.out.yaml'));
+  expectFindings(r, 'render', ['may not add resource with an already registered id']);
+});
+
+test('schema layer: unknown fields, wrong types and formats in broken-schema.yaml', () => {
+  const file = path.join(fixtures, 'broken-schema.yaml');
+  const rendered = path.join(out, 'broken-schema.out.yaml');
+  assert.strictEqual(run('render', file, rendered).code, 0, 'kustomize renders it');
+  expectFindings(run('schema', rendered), 'schema', [
+    "StatefulSet/strata-ps: spec.replicas: Type 'string' is not assignable to type 'number'",
+    "containers[0].ports[0].containerPorts: Object literal may only specify known properties",
+    "Property 'containerPort' is missing",
+    "readinessProbe.grpc.port: Type 'string' is not assignable to type 'number'",
+    'resources.requests.memory: "1 GB" is not a Kubernetes quantity',
+    "Service/strata-ps: spec.publishNotReadyAdresses: Object literal may only specify known properties",
+    'PodDisruptionBudget/strata-ps: spec.maxUnavailable: 1.5 is not an integer',
+    "TFJob/strata-mnist: spec.tfReplicaSpec: Object literal may only specify known properties",
+    'kind "Deploymnet" does not exist in apps/v1',
+  ]);
+});
+
+test('policy layer: deployment rules broken in broken-policy.yaml', () => {
+  const file = path.join(fixtures, 'broken-policy.yaml');
+  const rendered = path.join(out, 'broken-policy.out.yaml');
+  assert.strictEqual(run('render', file, rendered).code, 0, 'kustomize renders it');
+  const schema = run('schema', rendered);
+  assert.strictEqual(schema.code, 0, `every field is valid:\n${schema.out}`);
+  expectFindings(run('policy', rendered), 'policy', [
+    'readinessProbe grpc port 5001 is not a containerPort (5000)',
+    'livenessProbe should be a native grpc probe',
+    'startupProbe is missing',
+    'resources.requests.memory is missing',
+    'resources.limits.memory is missing',
+    'runAsNonRoot must be true',
+    'runAsUser must be a fixed non-zero uid',
+    'securityContext.allowPrivilegeEscalation must be false',
+    'securityContext.capabilities.drop must include ALL',
+    'securityContext.readOnlyRootFilesystem must be true',
+    'is not pinned by a tag or digest',
+    'automountServiceAccountToken must be false',
+    'no PodDisruptionBudget selects role "ps"',
+    'TF_CONFIG lists 3 ps tasks but StatefulSet/strata-ps has 2 replicas',
+    'must be headless (clusterIP: None) with publishNotReadyAddresses: true',
+    '--host=127.0.0.1: strata-ps must listen on 0.0.0.0',
+    'refers to $(POD_INDEX), which is not in env',
+    'must exceed --drain-seconds=60',
+    'PS pods need a topologySpreadConstraint or podAntiAffinity',
+    'no default-deny NetworkPolicy selects its pods',
+    'no NetworkPolicy lets its pods reach DNS',
+  ]);
+});
+
+test('dockerfile layer: broken-dockerfile (one stage, root, compilers)', () => {
+  expectFindings(run('dockerfile', path.join(fixtures, 'broken-dockerfile')), 'dockerfile', [
+    'expected a multi-stage build',
+    'pin the base image by tag',
+    'the final stage must run as a fixed non-root numeric uid',
+    'the final stage installs build tools: build-essential, cmake',
+  ]);
+});
+
+test('the npm packages the checks use are pinned with integrity hashes', () => {
+  const lock = JSON.parse(fs.readFileSync(path.join(root, 'deploy/validate/package-lock.json'), 'utf8'));
+  for (const name of ['kubernetes-types', 'typescript', 'yaml']) {
+    const entry = lock.packages[`node_modules/${name}`];
+    assert.ok(entry && entry.version && entry.integrity, `${name} pinned with an integrity hash`);
+  }
+});
