@@ -286,29 +286,18 @@ absl::Status CheckFirstExample(const Dataset& data, const Model& model,
   return internal::CheckFeatures(*one, model, what);
 }
 
-// How one cluster strategy runs on a local cluster: what the job says, and
-// where the trained weights are read from afterwards.
-struct ClusterFit {
-  nlohmann::json strategy;  // the job's "strategy" object
-  int min_ps = 1;           // PS tasks the strategy needs
-  // Reads the weights from the PS tasks (task order), after the job has
-  // succeeded and while they still run. Null: the first worker exports its
-  // final state, read after the cluster has stopped.
-  std::function<absl::Status(const std::vector<std::string>& ps_addresses,
-                             const JobSpec& job, const Model& model,
-                             std::vector<std::vector<float>>* params)>
-      read_from_ps;
-};
+}  // namespace
 
-// Fit on a local cluster started for it: validates everything it can
-// before any process starts, writes the job into the run directory,
-// launches and supervises the cluster, and reads the trained weights back
-// into m.cluster_params.
-absl::StatusOr<History> FitOnLocalCluster(internal::ModelState& m,
-                                          const Dataset& train,
-                                          const FitOptions& options,
-                                          const LocalClusterOptions& c,
-                                          const ClusterFit& how) {
+// LocalClusterStrategy -------------------------------------------------------
+
+// Validates everything it can before any process starts, writes the job
+// into the run directory, launches and supervises the cluster, and reads
+// the trained weights back into m.cluster_params.
+absl::StatusOr<History> LocalClusterStrategy::Fit(
+    internal::ModelState& m, const Dataset& train,
+    const FitOptions& options) const {
+  const LocalClusterOptions& c = options_;
+  const internal::ClusterPlan how = Plan();
   STRATA_RETURN_IF_ERROR(CheckOptions(c, how.min_ps));
   if (m.cluster_params.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -413,8 +402,6 @@ absl::StatusOr<History> FitOnLocalCluster(internal::ModelState& m,
   return HistoryFrom(*summary, from_coordinator, tee.lines());
 }
 
-}  // namespace
-
 // ParameterServerStrategy ----------------------------------------------------
 
 std::unique_ptr<ParameterServerStrategy> ParameterServerStrategy::Local(
@@ -426,19 +413,17 @@ std::unique_ptr<Strategy> ParameterServerStrategy::Clone() const {
   return std::make_unique<ParameterServerStrategy>(*this);
 }
 
-absl::StatusOr<History> ParameterServerStrategy::Fit(
-    internal::ModelState& m, const Dataset& train,
-    const FitOptions& options) const {
-  const LocalClusterOptions& c = options_;
-  ClusterFit how;
-  how.strategy = {
+internal::ClusterPlan ParameterServerStrategy::Plan() const {
+  const LocalClusterOptions& c = options();
+  internal::ClusterPlan plan;
+  plan.strategy = {
       {"type", name()},
       {"update", c.update},
       {"partitioner",
        {{"type", "fixed"},
         {"num_shards", c.num_shards > 0 ? c.num_shards : c.num_ps}}}};
-  how.read_from_ps = PullShardedWeights;
-  return FitOnLocalCluster(m, train, options, c, how);
+  plan.read_from_ps = PullShardedWeights;
+  return plan;
 }
 
 // CentralStorageStrategy -----------------------------------------------------
@@ -452,13 +437,11 @@ std::unique_ptr<Strategy> CentralStorageStrategy::Clone() const {
   return std::make_unique<CentralStorageStrategy>(*this);
 }
 
-absl::StatusOr<History> CentralStorageStrategy::Fit(
-    internal::ModelState& m, const Dataset& train,
-    const FitOptions& options) const {
-  ClusterFit how;
-  how.strategy = {{"type", name()}};
-  how.read_from_ps = PullWholeWeights;
-  return FitOnLocalCluster(m, train, options, options_, how);
+internal::ClusterPlan CentralStorageStrategy::Plan() const {
+  internal::ClusterPlan plan;
+  plan.strategy = {{"type", name()}};
+  plan.read_from_ps = PullWholeWeights;
+  return plan;
 }
 
 // MultiWorkerMirroredStrategy ------------------------------------------------
@@ -472,14 +455,12 @@ std::unique_ptr<Strategy> MultiWorkerMirroredStrategy::Clone() const {
   return std::make_unique<MultiWorkerMirroredStrategy>(*this);
 }
 
-absl::StatusOr<History> MultiWorkerMirroredStrategy::Fit(
-    internal::ModelState& m, const Dataset& train,
-    const FitOptions& options) const {
-  ClusterFit how;
-  how.strategy = {{"type", name()}, {"collective", options_.collective}};
+internal::ClusterPlan MultiWorkerMirroredStrategy::Plan() const {
+  internal::ClusterPlan plan;
+  plan.strategy = {{"type", name()}, {"collective", options().collective}};
   // The "ps" collective sums gradients through a PS task; "ring" needs none.
-  how.min_ps = options_.collective == "ps" ? 1 : 0;
-  return FitOnLocalCluster(m, train, options, options_, how);
+  plan.min_ps = options().collective == "ps" ? 1 : 0;
+  return plan;
 }
 
 }  // namespace strata::sdk

@@ -133,6 +133,20 @@ absl::StatusOr<History> RunLocalEpochs(
     ModelState& m, const LocalFit& fit, const FitOptions& options,
     const std::function<absl::StatusOr<StepStats>(int epoch)>& train_epoch);
 
+// How a LocalClusterStrategy runs its Fit: what the job says, and where the
+// trained weights are read from afterwards.
+struct ClusterPlan {
+  nlohmann::json strategy;  // the job's "strategy" object
+  int min_ps = 1;           // PS tasks the strategy needs
+  // Reads the weights from the PS tasks (task order), after the job has
+  // succeeded and while they still run. Null: the first worker exports its
+  // final state (LaunchOptions::export_dir), read after the cluster stopped.
+  std::function<absl::Status(const std::vector<std::string>& ps_addresses,
+                             const JobSpec& job, const Model& model,
+                             std::vector<std::vector<float>>* params)>
+      read_from_ps;
+};
+
 // The model's layers as the job's "model" object. Errors: INVALID_ARGUMENT
 // for a missing input shape or one on a layer other than the first.
 absl::StatusOr<nlohmann::json> ModelJson(const std::vector<Layer>& layers);

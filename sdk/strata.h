@@ -82,6 +82,7 @@ namespace strata::sdk {
 namespace internal {
 struct ModelState;
 struct DatasetAccess;
+struct ClusterPlan;
 }  // namespace internal
 
 class Strategy;
@@ -583,26 +584,45 @@ struct LocalClusterOptions {
   std::string collective = "ring";
 };
 
-class ParameterServerStrategy : public Strategy {
+// The strategies that start a local cluster for each Fit (below): the
+// options, the replicas in sync (the workers), and the Fit they share
+// (launch, supervise, read the trained weights back). Options are checked
+// by Fit (INVALID_ARGUMENT naming the field; FAILED_PRECONDITION when a
+// daemon is not in bin_dir).
+class LocalClusterStrategy : public Strategy {
  public:
-  // A local cluster per Fit. Options are checked by Fit (INVALID_ARGUMENT
-  // naming the field; FAILED_PRECONDITION when a daemon is not in bin_dir).
-  static std::unique_ptr<ParameterServerStrategy> Local(
-      LocalClusterOptions options = {});
-
-  explicit ParameterServerStrategy(LocalClusterOptions options)
-      : options_(std::move(options)) {}
-  std::string name() const override { return "parameter_server"; }
   int num_replicas_in_sync() const override { return options_.num_workers; }
   const LocalClusterOptions& options() const { return options_; }
-  std::unique_ptr<Strategy> Clone() const override;
+
+ protected:
+  explicit LocalClusterStrategy(LocalClusterOptions options)
+      : options_(std::move(options)) {}
 
  private:
   absl::StatusOr<History> Fit(internal::ModelState& model,
                               const Dataset& train,
-                              const FitOptions& options) const override;
+                              const FitOptions& options) const final;
+  // What this strategy's job says and where its weights are read from.
+  virtual internal::ClusterPlan Plan() const = 0;
 
   LocalClusterOptions options_;
+};
+
+// Variables split over the PS tasks of a local cluster per Fit
+// (tf.distribute's ParameterServerStrategy): each step is one worker's
+// batch, applied by the PS (async, or sync: num_workers steps averaged).
+// After Fit the weights are pulled from the PS shards.
+class ParameterServerStrategy : public LocalClusterStrategy {
+ public:
+  static std::unique_ptr<ParameterServerStrategy> Local(
+      LocalClusterOptions options = {});
+  explicit ParameterServerStrategy(LocalClusterOptions options)
+      : LocalClusterStrategy(std::move(options)) {}
+  std::string name() const override { return "parameter_server"; }
+  std::unique_ptr<Strategy> Clone() const override;
+
+ private:
+  internal::ClusterPlan Plan() const override;
 };
 
 // Every variable whole on PS task 0 of a local cluster per Fit
@@ -610,26 +630,18 @@ class ParameterServerStrategy : public Strategy {
 // every worker runs every step on its share of the global batch, the store
 // averages the workers' gradients of a step, applies them once, and every
 // worker reads the new version. After Fit the weights are read from PS task
-// 0. Options as ParameterServerStrategy's (update and num_shards do not
-// apply); Fit checks them.
-class CentralStorageStrategy : public Strategy {
+// 0. LocalClusterOptions' update and num_shards do not apply.
+class CentralStorageStrategy : public LocalClusterStrategy {
  public:
   static std::unique_ptr<CentralStorageStrategy> Local(
       LocalClusterOptions options = {});
-
   explicit CentralStorageStrategy(LocalClusterOptions options)
-      : options_(std::move(options)) {}
+      : LocalClusterStrategy(std::move(options)) {}
   std::string name() const override { return "central_storage"; }
-  int num_replicas_in_sync() const override { return options_.num_workers; }
-  const LocalClusterOptions& options() const { return options_; }
   std::unique_ptr<Strategy> Clone() const override;
 
  private:
-  absl::StatusOr<History> Fit(internal::ModelState& model,
-                              const Dataset& train,
-                              const FitOptions& options) const override;
-
-  LocalClusterOptions options_;
+  internal::ClusterPlan Plan() const override;
 };
 
 // A full copy of the model on every worker of a local cluster per Fit
@@ -638,24 +650,17 @@ class CentralStorageStrategy : public Strategy {
 // (options.collective: "ring" between the workers, or "ps" through a PS
 // task) and every worker applies the same update. The first worker exports
 // its final state, from which the weights are read after Fit.
-class MultiWorkerMirroredStrategy : public Strategy {
+class MultiWorkerMirroredStrategy : public LocalClusterStrategy {
  public:
   static std::unique_ptr<MultiWorkerMirroredStrategy> Local(
       LocalClusterOptions options = {});
-
   explicit MultiWorkerMirroredStrategy(LocalClusterOptions options)
-      : options_(std::move(options)) {}
+      : LocalClusterStrategy(std::move(options)) {}
   std::string name() const override { return "multi_worker_mirrored"; }
-  int num_replicas_in_sync() const override { return options_.num_workers; }
-  const LocalClusterOptions& options() const { return options_; }
   std::unique_ptr<Strategy> Clone() const override;
 
  private:
-  absl::StatusOr<History> Fit(internal::ModelState& model,
-                              const Dataset& train,
-                              const FitOptions& options) const override;
-
-  LocalClusterOptions options_;
+  internal::ClusterPlan Plan() const override;
 };
 
 }  // namespace strata::sdk
