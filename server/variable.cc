@@ -405,6 +405,11 @@ absl::Status Variable::CheckWorker(const PushMeta& meta) const {
     return absl::InvalidArgumentError(absl::StrCat(
         "variable ", Quote(name()), ": step ", meta.step, " is negative"));
   }
+  if (meta.step == std::numeric_limits<int64_t>::max()) {
+    // step + 1 (the next clock, the window's floor) must not overflow.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable ", Quote(name()), ": step ", meta.step, " is out of range"));
+  }
   if (mode_ == v1::UpdateMode::ASYNC) return absl::OkStatus();
   if (meta.group_size < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
