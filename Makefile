@@ -6,7 +6,8 @@
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
-# Targets run in the order given (test = deps, build, build-tsa, ctest).
+# Targets run in the order given (test = deps, deploy-deps, build,
+# build-tsa, ctest).
 .NOTPARALLEL:
 
 JOBS ?= $(shell nproc)
@@ -68,7 +69,7 @@ build-tsa: deps
 	  -DSTRATA_THREAD_SAFETY=ON -DSTRATA_WITH_CUDA=OFF
 	cmake --build $(TSA_DIR) -j$(JOBS) --target $(TSA_TARGETS)
 
-test: deps build build-tsa
+test: deps deploy-deps build build-tsa
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2 --timeout 300
 
 bench: build
@@ -93,6 +94,34 @@ ps-smoke: build
 # Single-process training against the PS strategy, side by side.
 train-compare: build
 	bench/train_compare.sh
+
+# ---- Deployment (deploy/) ----
+.PHONY: deploy-deps deploy-check
+
+# Node.js and npm for the deployment checks, from apt only when `node` or
+# `npm` is missing (Debian 12: nodejs, npm; a NodeSource nodejs already
+# brings npm, and the Debian npm package would conflict with it).
+deploy-deps:
+	@if command -v node >/dev/null && command -v npm >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" -eq 0 ]; then sudo=""; \
+	elif command -v sudo >/dev/null; then sudo="sudo"; \
+	else \
+	  echo "deploy-deps: node or npm is missing; run 'make deploy-deps' as root" >&2; \
+	  exit 1; \
+	fi; \
+	echo "deploy-deps: installing nodejs npm"; \
+	$$sudo apt-get update -qq; \
+	$$sudo env DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y -qq --no-install-recommends nodejs npm
+
+# Renders every overlay and the TFJob with `kubectl kustomize` (into
+# build/deploy/) and checks them offline: schema (kubernetes-types through
+# the TypeScript compiler, pinned by deploy/validate/package-lock.json and
+# installed with npm ci on first use), policy, Dockerfile; then each broken
+# fixture must fail its layer. ctest runs the same as deploy_validate.
+deploy-check: deploy-deps
+	deploy/validate/check.sh --out $(BUILD_DIR)/deploy
+	node --test tests/deploy_validate_test.js
 
 clean:
 	rm -rf $(BUILD_DIR) $(TSA_DIR)
