@@ -7,17 +7,20 @@
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 # Targets run in the order given (test = deps, deploy-deps, build,
-# build-tsa, ctest).
+# build-tsa, fuzz-build, ctest, a short run of each fuzz target).
 .NOTPARALLEL:
 
 JOBS ?= $(shell nproc)
 BUILD_DIR := build
 TSA_DIR := build-tsa
+FUZZ_DIR := build-fuzz
+ASAN_DIR := build-asan
+TSAN_DIR := build-tsan
 
 # Debian 12 packages the build, tests and tools need. (prometheus-cpp is not
 # packaged in Debian 12; metrics are written in-tree.)
 DEB_PACKAGES := \
-  build-essential cmake pkg-config ccache clang-14 \
+  build-essential cmake pkg-config ccache clang-14 libclang-rt-14-dev \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libeigen3-dev \
   libcpp-httplib-dev libgoogle-perftools-dev dataset-fashion-mnist \
@@ -69,8 +72,9 @@ build-tsa: deps
 	  -DSTRATA_THREAD_SAFETY=ON -DSTRATA_WITH_CUDA=OFF
 	cmake --build $(TSA_DIR) -j$(JOBS) --target $(TSA_TARGETS)
 
-test: deps deploy-deps build build-tsa
+test: deps deploy-deps build build-tsa fuzz-build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2 --timeout 300
+	tests/fuzz/run_fuzz.sh $(FUZZ_DIR) $(FUZZ_TEST_SECONDS) $(FUZZ_TARGETS)
 
 bench: build
 	$(BUILD_DIR)/bin/ps_bench --markdown bench/RESULTS.latest.md
@@ -123,5 +127,78 @@ deploy-check: deploy-deps
 	deploy/validate/check.sh --out $(BUILD_DIR)/deploy
 	node --test tests/deploy_validate_test.js
 
+# ---- Fuzzing, sanitizers, load ----
+.PHONY: fuzz fuzz-build asan asan-build tsan tsan-build load
+
+# libFuzzer targets (tests/fuzz/), built by clang-14 with ASan and UBSan in
+# $(FUZZ_DIR). `make fuzz` runs each for FUZZ_SECONDS; `make test` for
+# FUZZ_TEST_SECONDS (their corpora and regression inputs are also replayed
+# by ctest in the gcc build).
+FUZZ_TARGETS := ps_create ps_push ps_pull ps_save_restore checkpoint_manifest \
+  job_json tf_config chunk_codec
+FUZZ_SECONDS ?= 180
+FUZZ_TEST_SECONDS ?= 5
+FUZZ_FLAGS := -fsanitize=fuzzer-no-link,address,undefined \
+  -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+fuzz-build: deps
+	cmake -S . -B $(FUZZ_DIR) -G "Unix Makefiles" \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+	  -DSTRATA_FUZZ=ON -DSTRATA_WITH_CUDA=OFF \
+	  -DCMAKE_C_FLAGS="$(FUZZ_FLAGS)" -DCMAKE_CXX_FLAGS="$(FUZZ_FLAGS)" \
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined"
+	cmake --build $(FUZZ_DIR) -j$(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+
+fuzz: fuzz-build
+	tests/fuzz/run_fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# AddressSanitizer + UndefinedBehaviorSanitizer (gcc) build of everything in
+# $(ASAN_DIR), then every test. tcmalloc is left out (ASan brings its own
+# allocator).
+SAN_COMMON := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WITH_CUDA=OFF \
+  -DTCMALLOC_LIB=OFF
+ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+  -fno-omit-frame-pointer
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
+asan-build: deps
+	cmake -S . -B $(ASAN_DIR) -G "Unix Makefiles" $(SAN_COMMON) \
+	  -DCMAKE_C_FLAGS="$(ASAN_FLAGS)" -DCMAKE_CXX_FLAGS="$(ASAN_FLAGS)" \
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+	  -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined"
+	cmake --build $(ASAN_DIR) -j$(JOBS)
+
+asan: asan-build
+	$(ASAN_ENV) ctest --test-dir $(ASAN_DIR) --output-on-failure -j2 \
+	  --timeout 900
+
+# ThreadSanitizer (gcc) build of the concurrency tests in $(TSAN_DIR), run
+# one after the other. tests/tsan.supp says what is suppressed and why.
+TSAN_TESTS := buffer_pool_test metrics_test variable_store_test \
+  parameter_server_test ps_client_test coordinator_state_test \
+  coordinator_service_test
+TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+TSAN_ENV := TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1"
+tsan-build: deps
+	cmake -S . -B $(TSAN_DIR) -G "Unix Makefiles" $(SAN_COMMON) \
+	  -DCMAKE_C_FLAGS="$(TSAN_FLAGS)" -DCMAKE_CXX_FLAGS="$(TSAN_FLAGS)" \
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
+	  -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread"
+	cmake --build $(TSAN_DIR) -j$(JOBS) --target $(TSAN_TESTS)
+
+tsan: tsan-build
+	@for t in $(TSAN_TESTS); do \
+	  echo "tsan: $$t"; \
+	  $(TSAN_ENV) $(TSAN_DIR)/bin/$$t --gtest_brief=1 || exit 1; \
+	done
+
+# Load: 64 simulated workers against one in-process PS for LOAD_SECONDS
+# (bench/load_gen.cc; `load_gen --soak` runs 30 minutes).
+LOAD_SECONDS ?= 60
+load: build
+	$(BUILD_DIR)/bin/load_gen --seconds $(LOAD_SECONDS) \
+	  --markdown $(BUILD_DIR)/load.md
+
 clean:
-	rm -rf $(BUILD_DIR) $(TSA_DIR)
+	rm -rf $(BUILD_DIR) $(TSA_DIR) $(FUZZ_DIR) $(ASAN_DIR) $(TSAN_DIR)
