@@ -24,10 +24,14 @@ using namespace launch_util;  // NOLINT: the helpers of these tests
 
 // The small job with more epochs (so that a fault lands mid-run) and no
 // checkpoints (the synchronous strategies keep their state elsewhere).
-std::string Job(const std::string& name, int epochs) {
+std::string Job(const std::string& name, int epochs,
+                double collective_timeout_seconds = 0) {
   std::ifstream in(kJob);
   nlohmann::json job = nlohmann::json::parse(in);
   job["epochs"] = epochs;
+  if (collective_timeout_seconds > 0) {
+    job["strategy"]["timeout_seconds"] = collective_timeout_seconds;
+  }
   job["checkpoint"]["every_steps"] = 0;
   std::string path = ::testing::TempDir() + "/strategies_" + name + ".json";
   std::ofstream out(path);
@@ -160,16 +164,18 @@ TEST_F(StrategiesLaunchTest, MultiWorkerMirroredSurvivesAKilledWorker) {
 }
 
 // A worker that stops answering (SIGSTOP) without dying: the survivor's
-// collective gives up within its deadline or the member's lease expires,
-// and the survivor trains on alone; once resumed (SIGCONT) the stuck worker
-// finds its group replaced, registers again and rejoins. The run completes.
+// collective gives up at its deadline (2 s here, before the 5 s lease), it
+// asks for a new group, which forms without the stuck worker once its
+// lease expires; the survivor trains on alone; once resumed (SIGCONT) the
+// stuck worker finds its group replaced, registers again and rejoins. The
+// run completes.
 TEST_F(StrategiesLaunchTest, StuckWorkerIsRegroupedAroundAndRejoins) {
   const double baseline = Baseline(
       "mwm_ring", {"--strategy=multi_worker_mirrored", "--collective=ring",
                    "--workers=2"});
   LaunchRun run = StartLaunch(
       "stuck", {"--strategy=multi_worker_mirrored", "--workers=2",
-                "--job=" + Job("stuck", 3)});
+                "--job=" + Job("stuck", 3, /*collective_timeout_seconds=*/2)});
   nlohmann::json cluster = WaitForProgress(run, 60);
   pid_t victim = PidOf(cluster, "worker:1");
   ASSERT_GT(victim, 0) << Log(run);
@@ -186,6 +192,13 @@ TEST_F(StrategiesLaunchTest, StuckWorkerIsRegroupedAroundAndRejoins) {
   }
   ASSERT_EQ(kill(victim, SIGCONT), 0);
   ASSERT_TRUE(alone) << "no group without the stuck worker";
+  // The survivor's collective ran into its deadline (not a forever wait).
+  bool timed_out = false;
+  for (const auto& e : Events(run.dir + "/run/worker-0.log", "group_failed")) {
+    timed_out = timed_out || e.value("error", "").find("DEADLINE_EXCEEDED") !=
+                                 std::string::npos;
+  }
+  EXPECT_TRUE(timed_out) << "worker:0 never reported a collective deadline";
   ASSERT_EQ(Wait(run), 0) << Log(run);
   nlohmann::json s = Summary(run);
   ASSERT_FALSE(s.is_discarded()) << Log(run);
