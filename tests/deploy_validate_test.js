@@ -103,6 +103,56 @@ test('dockerfile layer: broken-dockerfile (one stage, root, compilers)', () => {
   ]);
 });
 
+// Every --flag a manifest passes to a Strata binary is one the built binary
+// accepts (absl's --helpfull lists them, with underscores). Skips when the
+// binaries are not built.
+test('every flag in the manifests is one the binaries accept', (t) => {
+  const bin = process.env.STRATA_BIN_DIR || path.join(root, 'build/bin');
+  if (!fs.existsSync(path.join(bin, 'strata-ps'))) {
+    t.skip(`no binaries in ${bin}`);
+    return;
+  }
+  assert.strictEqual(run('--out', out).code, 0);
+  const YAML = require(path.join(root, 'deploy/validate/node_modules/yaml'));
+  const known = new Map();
+  const flagsOf = (argv) => {
+    const key = argv.join(' ');
+    if (!known.has(key)) {
+      const r = spawnSync(path.join(bin, argv[0]), [...argv.slice(1), '--helpfull'],
+                          { encoding: 'utf8', timeout: 30000 });
+      known.set(key, new Set([...`${r.stdout}${r.stderr}`.matchAll(/^\s+--([a-z0-9_]+) \(/gm)]
+          .map((m) => m[1])));
+    }
+    return known.get(key);
+  };
+  let checked = 0;
+  for (const name of ['dev', 'cpu', 'gpu', 'kubeflow']) {
+    const docs = YAML.parseAllDocuments(fs.readFileSync(path.join(out, `${name}.yaml`), 'utf8'));
+    const containers = [];
+    const walk = (v) => {
+      if (Array.isArray(v)) v.forEach(walk);
+      else if (v && typeof v === 'object') {
+        if (Array.isArray(v.command) && /^strata/.test(v.command[0])) containers.push(v);
+        Object.values(v).forEach(walk);
+      }
+    };
+    docs.forEach((d) => walk(d.toJS()));
+    assert.ok(containers.length >= 3, `${name}: Strata containers found`);
+    for (const c of containers) {
+      const flags = flagsOf(c.command);
+      assert.ok(flags.size > 5, `${c.command.join(' ')} --helpfull lists its flags`);
+      for (const a of c.args || []) {
+        const m = a.match(/^--([a-z0-9-_]+)/);
+        if (!m) continue;
+        const flag = m[1].replace(/-/g, '_');
+        assert.ok(flags.has(flag), `${name}: ${c.command.join(' ')} does not accept ${a}`);
+        checked++;
+      }
+    }
+  }
+  assert.ok(checked > 40, `${checked} flags checked`);
+});
+
 test('the npm packages the checks use are pinned with integrity hashes', () => {
   const lock = JSON.parse(fs.readFileSync(path.join(root, 'deploy/validate/package-lock.json'), 'utf8'));
   for (const name of ['kubernetes-types', 'typescript', 'yaml']) {
