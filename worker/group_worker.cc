@@ -19,6 +19,7 @@
 #include "collective/in_process.h"
 #include "collective/worker_service.h"
 #include "common/status_macros.h"
+#include "common/tf_config.h"
 #include "kernels/optimizers.h"
 #include "nlohmann/json.hpp"
 #include "worker/dataset.h"
@@ -260,7 +261,10 @@ absl::StatusOr<v1::GroupAssignment> GroupTrainer::Join(int64_t after_group) {
                           ? next_step_
                           : -1);
   }
-  req.set_address(server_ ? server_->address() : "");
+  req.set_address(server_ == nullptr ? ""
+                  : options_.advertise_host.empty()
+                      ? server_->address()
+                      : JoinHostPort(options_.advertise_host, server_->port()));
   while (true) {
     if (Stopping()) return absl::CancelledError("stopped");
     absl::StatusOr<v1::GroupAssignment> a = coordinator_->JoinGroup(req);

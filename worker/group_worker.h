@@ -24,6 +24,9 @@ struct GroupWorkerOptions {
   // Where this task's WorkerService listens (ring all-reduce, state copy).
   std::string host = "127.0.0.1";
   int worker_port = 0;
+  // The host peers dial for that service (the pod's DNS name where `host`
+  // is 0.0.0.0); empty: `host`.
+  std::string advertise_host;
   // When set and the variables live on the replicas: the rank that ran the
   // job's last step as rank 0 writes its final state to
   // export_dir/final_state.pb (a serialized strata.v1.WorkerState; tensors

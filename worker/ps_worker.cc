@@ -124,6 +124,7 @@ absl::Status PsWorker::Run() {
       GroupWorkerOptions group_options;
       group_options.host = options_.host;
       group_options.worker_port = options_.worker_port;
+      group_options.advertise_host = options_.advertise_host;
       group_options.stop = options_.stop;
       group_options.export_dir = options_.export_dir;
       absl::Status s = RunGroupTraining(coordinator_, logger_, agent_.get(),

@@ -32,6 +32,8 @@ struct PsWorkerOptions {
   // Synchronous strategies: where this task's WorkerService listens.
   std::string host = "127.0.0.1";
   int worker_port = 0;
+  // See GroupWorkerOptions::advertise_host.
+  std::string advertise_host;
   // See GroupWorkerOptions::export_dir.
   std::string export_dir;
 };

@@ -27,6 +27,9 @@ ABSL_FLAG(int, steps_in_flight, 2, "Training steps run concurrently");
 ABSL_FLAG(std::string, export_dir, "", "Synchronous strategies with "
           "variables on the replicas: rank 0 writes its final state to "
           "DIR/final_state.pb when the job ends");
+ABSL_FLAG(std::string, advertise_host, "", "Host the other workers reach "
+          "this worker's WorkerService at (default: this task's host in "
+          "TF_CONFIG, else --host; needed where --host is 0.0.0.0)");
 ABSL_FLAG(int, worker_port, 0, "Port of the WorkerService that synchronous "
           "strategies use (ring all-reduce, state copies); 0 picks one");
 ABSL_FLAG(int, task_index, -1, "Index of this worker (default: TF_CONFIG "
@@ -52,6 +55,7 @@ int main(int argc, char** argv) {
   int task_index = 0;
   std::string role = "worker";
   std::string health_host = "127.0.0.1";
+  std::string advertise_host;
   int health_port = -1;
   std::string coordinator = absl::GetFlag(FLAGS_coordinator);
   if (const char* env = std::getenv("TF_CONFIG"); env != nullptr && *env) {
@@ -74,6 +78,7 @@ int main(int argc, char** argv) {
         }
         health_host = "0.0.0.0";
         health_port = hp->second;
+        advertise_host = hp->first;
       }
     }
     if (coordinator.empty()) coordinator = strata::ChiefAddress(*config);
@@ -122,6 +127,10 @@ int main(int argc, char** argv) {
   options.stop = &g_stop;
   options.steps_in_flight = absl::GetFlag(FLAGS_steps_in_flight);
   options.host = health_host;
+  if (!absl::GetFlag(FLAGS_advertise_host).empty()) {
+    advertise_host = absl::GetFlag(FLAGS_advertise_host);
+  }
+  options.advertise_host = advertise_host;
   options.worker_port = absl::GetFlag(FLAGS_worker_port);
   options.export_dir = absl::GetFlag(FLAGS_export_dir);
   if (options.steps_in_flight < 1) {
