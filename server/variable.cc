@@ -1,6 +1,7 @@
 #include "server/variable.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <unordered_map>
@@ -95,6 +96,36 @@ absl::Status ValidateSpecShape(const v1::VariableSpec& spec, DType dtype,
         var, ": rows [", spec.row_offset(), ", ",
         spec.row_offset() + (*shape)[0], ") are outside full_shape ",
         ShapeString(full)));
+  }
+  return absl::OkStatus();
+}
+
+// Every number of the initializer and optimizer specs must be finite, also
+// the ones their type does not use: a NaN would make the spec differ from
+// itself, so re-creating the same variable (CreateVariable is idempotent)
+// would get ALREADY_EXISTS. Errors: INVALID_ARGUMENT naming the field.
+absl::Status CheckSpecNumbersFinite(const v1::VariableSpec& spec,
+                                    const std::string& var) {
+  const v1::Initializer& i = spec.initializer();
+  const v1::OptimizerSpec& o = spec.optimizer();
+  const std::pair<const char*, double> fields[] = {
+      {"initializer.value", i.value()},
+      {"initializer.minval", i.minval()},
+      {"initializer.maxval", i.maxval()},
+      {"initializer.mean", i.mean()},
+      {"initializer.stddev", i.stddev()},
+      {"optimizer.learning_rate", o.learning_rate()},
+      {"optimizer.momentum", o.momentum()},
+      {"optimizer.beta_1", o.beta_1()},
+      {"optimizer.beta_2", o.beta_2()},
+      {"optimizer.epsilon", o.epsilon()},
+      {"optimizer.initial_accumulator_value", o.initial_accumulator_value()},
+      {"optimizer.rho", o.rho()}};
+  for (const auto& [field, value] : fields) {
+    if (!std::isfinite(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(var, ": ", field, " must be finite, got ", value));
+    }
   }
   return absl::OkStatus();
 }
@@ -202,6 +233,7 @@ absl::StatusOr<std::shared_ptr<Variable>> Variable::Create(
     return absl::InvalidArgumentError("variable spec: name is empty");
   }
   const std::string var = absl::StrCat("variable ", Quote(spec.name()));
+  STRATA_RETURN_IF_ERROR(CheckSpecNumbersFinite(spec, var));
   auto dtype = DTypeFromProto(spec.dtype());
   if (!dtype.ok()) {
     return absl::InvalidArgumentError(
