@@ -24,7 +24,7 @@ DEB_PACKAGES := \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libeigen3-dev \
   libcpp-httplib-dev libgoogle-perftools-dev dataset-fashion-mnist \
-  iproute2 procps
+  iproute2 procps openssl
 
 .PHONY: all deps build build-tsa test bench run ps-smoke train-compare strategies clean
 

@@ -338,8 +338,7 @@ std::unique_ptr<PsClient> PsClient::Connect(const std::string& target,
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetMaxReceiveMessageSize(8 << 20);
     ApplyDataPlaneChannelArgs(&args);
-    channels.push_back(grpc::CreateCustomChannel(
-        target, grpc::InsecureChannelCredentials(), args));
+    channels.push_back(CreateChannel(target, options.security, args));
   }
   return FromChannels(std::move(channels), options);
 }

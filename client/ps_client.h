@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/tensor.h"
+#include "common/tls.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "strata/v1/parameter_server.grpc.pb.h"
@@ -30,6 +31,8 @@ struct PsClientOptions {
   absl::Duration max_backoff = absl::Seconds(2);
   // Payload bytes per streamed chunk.
   size_t chunk_bytes = 1 << 20;
+  // TLS and the bearer token of every call (plaintext, none by default).
+  ClientSecurity security;
 };
 
 struct PullOptions {

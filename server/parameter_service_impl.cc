@@ -31,6 +31,9 @@ class ChunkedReceiveReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         start_(absl::Now()) {}
 
   void Begin() { StartRead(&message_); }
+  // Fails the call before reading (authentication, role).
+  void Reject(const absl::Status& status) { Complete(status); }
+  void set_caller(std::optional<Caller> caller) { caller_ = std::move(caller); }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
@@ -72,6 +75,7 @@ class ChunkedReceiveReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   ParameterServiceImpl* const service_;
   const char* const method_;
+  std::optional<Caller> caller_;
   std::string name_;
   uint64_t payload_bytes_ = 0;
 
@@ -149,6 +153,7 @@ class PushReactor final : public ChunkedReceiveReactor {
       return absl::InvalidArgumentError("Push: the header is not a PushHeader");
     }
     name_ = header_.name();
+    STRATA_RETURN_IF_ERROR(service_->CheckOwner(caller_, name_));
     STRATA_ASSIGN_OR_RETURN(variable_, service_->store()->Get(name_));
     STRATA_ASSIGN_OR_RETURN(payload_bytes_,
                             ValidatePushHeader(header_, *variable_));
@@ -192,6 +197,7 @@ class AssignReactor final : public ChunkedReceiveReactor {
           "Assign: the header is not an AssignHeader");
     }
     name_ = header_.name();
+    STRATA_RETURN_IF_ERROR(service_->CheckOwner(caller_, name_));
     STRATA_ASSIGN_OR_RETURN(variable_, service_->store()->Get(name_));
     STRATA_ASSIGN_OR_RETURN(payload_bytes_,
                             ValidateAssignHeader(header_, *variable_));
@@ -229,6 +235,10 @@ class SnapshotStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   }
 
   void OnDone() override { delete this; }
+
+  // Fails the call before it starts (authentication, role).
+  void Reject(const absl::Status& status) { Fail(status, ""); }
+  void set_caller(std::optional<Caller> caller) { caller_ = std::move(caller); }
 
  protected:
   // Called once every variable passed to WaitUntilReady is ready.
@@ -274,6 +284,7 @@ class SnapshotStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   }
 
   ParameterServiceImpl* const service_;
+  std::optional<Caller> caller_;
 
  private:
   // Waits on the first variable that is not ready; checks all again when it
@@ -381,6 +392,11 @@ class PullReactor final : public SnapshotStreamReactor {
            "");
       return;
     }
+    if (absl::Status s = service_->CheckOwner(caller_, request_.name());
+        !s.ok()) {
+      Fail(s, request_.name());
+      return;
+    }
     auto variable = service_->store()->Get(request_.name());
     if (!variable.ok()) {
       Fail(variable.status(), request_.name());
@@ -429,6 +445,10 @@ class PullVariablesReactor final : public SnapshotStreamReactor {
       return;
     }
     for (const std::string& name : request_.names()) {
+      if (absl::Status s = service_->CheckOwner(caller_, name); !s.ok()) {
+        Fail(s, name);
+        return;
+      }
       auto v = service_->store()->Get(name);
       if (!v.ok()) {
         Fail(v.status(), name);
@@ -467,6 +487,9 @@ class PushVariablesReactor final : public ChunkedReceiveReactor {
     }
     // The first variable names the call in logs, even when it is unknown.
     if (!header_.variables().empty()) name_ = header_.variables(0).name();
+    for (const auto& v : header_.variables()) {
+      STRATA_RETURN_IF_ERROR(service_->CheckOwner(caller_, v.name()));
+    }
     STRATA_ASSIGN_OR_RETURN(
         variables_, ValidatePushVariablesHeader(header_, *service_->store(),
                                                 &payload_bytes_));
@@ -572,11 +595,93 @@ void ParameterServiceImpl::Record(const char* method,
   }
 }
 
+absl::StatusOr<std::optional<Caller>> ParameterServiceImpl::Authorize(
+    const grpc::CallbackServerContext* ctx, Role needed, const char* method) {
+  if (options_.credentials == nullptr) return std::optional<Caller>();
+  STRATA_ASSIGN_OR_RETURN(Caller caller,
+                          options_.credentials->Authenticate(
+                              ctx->client_metadata()));
+  STRATA_RETURN_IF_ERROR(RequireRole(caller, needed, method));
+  return std::optional<Caller>(std::move(caller));
+}
+
+namespace {
+
+// PERMISSION_DENIED unless `caller` may reach a variable owned by `owner`.
+absl::Status CheckOwnerOf(const std::optional<Caller>& caller,
+                          const std::string& name,
+                          const absl::flat_hash_map<std::string, std::string>&
+                              owners) {
+  if (!caller.has_value() || caller->Has(Role::kAdmin)) return absl::OkStatus();
+  auto it = owners.find(name);
+  if (it == owners.end() || it->second == caller->job) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      "variable '", name, "' belongs to another job than '", caller->job,
+      "'"));
+}
+
+// The checkpoint path a caller's Save/Restore uses: a job's coordinator
+// works under "<job>/" of the checkpoint directory.
+absl::StatusOr<std::string> ScopedCheckpointPath(
+    const std::optional<Caller>& caller, const std::string& path) {
+  if (!caller.has_value() || caller->Has(Role::kAdmin)) return path;
+  if (path.empty() || path[0] == '/') {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "checkpoint path '", path,
+        "': a job's coordinator may only use relative paths (its job's "
+        "directory under --checkpoint-dir)"));
+  }
+  return absl::StrCat(caller->job, "/", path);
+}
+
+}  // namespace
+
+absl::Status ParameterServiceImpl::CheckOwner(
+    const std::optional<Caller>& caller, const std::string& name) const {
+  if (!caller.has_value() || caller->Has(Role::kAdmin)) return absl::OkStatus();
+  absl::MutexLock lock(&owners_mu_);
+  return CheckOwnerOf(caller, name, owners_);
+}
+
+template <typename T, typename Fn>
+absl::StatusOr<T> ParameterServiceImpl::ScopedSaveRestore(
+    const std::optional<Caller>& caller, const std::string& path,
+    const char* what, Fn fn) {
+  if (caller.has_value() && !caller->Has(Role::kAdmin)) {
+    for (const auto& v : store_->List()) {
+      auto it = owners_.find(v->name());
+      if (it == owners_.end() || it->second != caller->job) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            "this server holds variables of another job than '", caller->job,
+            "': only an admin credential may ", what, " its checkpoints"));
+      }
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(std::string scoped,
+                          ScopedCheckpointPath(caller, path));
+  return fn(scoped);
+}
+
 grpc::ServerUnaryReactor* ParameterServiceImpl::CreateVariable(
     grpc::CallbackServerContext* ctx, const v1::CreateVariableRequest* req,
     v1::CreateVariableResponse* resp) {
   absl::Time start = absl::Now();
-  absl::StatusOr<bool> created = store_->Create(req->spec());
+  auto caller = Authorize(ctx, Role::kCoordinator, "CreateVariable");
+  if (!caller.ok()) {
+    return FinishUnary(this, ctx, "CreateVariable", start, caller.status());
+  }
+  absl::StatusOr<bool> created;
+  if (caller->has_value()) {
+    absl::MutexLock lock(&owners_mu_);
+    absl::Status owned = CheckOwnerOf(*caller, req->spec().name(), owners_);
+    if (!owned.ok()) {
+      return FinishUnary(this, ctx, "CreateVariable", start, owned);
+    }
+    created = store_->Create(req->spec());
+    if (created.ok()) owners_.emplace(req->spec().name(), (*caller)->job);
+  } else {
+    created = store_->Create(req->spec());
+  }
   if (created.ok()) {
     resp->set_created(*created);
     if (*created) {
@@ -594,6 +699,12 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::CreateVariable(
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ParameterServiceImpl::Pull(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) {
   auto* reactor = new PullReactor(this, ctx);
+  auto caller = Authorize(ctx, Role::kWorker, "Pull");
+  if (!caller.ok()) {
+    reactor->Reject(caller.status());
+    return reactor;
+  }
+  reactor->set_caller(*std::move(caller));
   reactor->Begin(*req);
   return reactor;
 }
@@ -601,6 +712,12 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ParameterServiceImpl::Pull(
 grpc::ServerReadReactor<grpc::ByteBuffer>* ParameterServiceImpl::Push(
     grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) {
   auto* reactor = new PushReactor(this, resp);
+  auto caller = Authorize(ctx, Role::kWorker, "Push");
+  if (!caller.ok()) {
+    reactor->Reject(caller.status());
+    return reactor;
+  }
+  reactor->set_caller(*std::move(caller));
   reactor->Begin();
   return reactor;
 }
@@ -608,6 +725,12 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* ParameterServiceImpl::Push(
 grpc::ServerReadReactor<grpc::ByteBuffer>* ParameterServiceImpl::Assign(
     grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) {
   auto* reactor = new AssignReactor(this, resp);
+  auto caller = Authorize(ctx, Role::kCoordinator, "Assign");
+  if (!caller.ok()) {
+    reactor->Reject(caller.status());
+    return reactor;
+  }
+  reactor->set_caller(*std::move(caller));
   reactor->Begin();
   return reactor;
 }
@@ -615,6 +738,12 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* ParameterServiceImpl::Assign(
 grpc::ServerWriteReactor<grpc::ByteBuffer>* ParameterServiceImpl::PullVariables(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) {
   auto* reactor = new PullVariablesReactor(this, ctx);
+  auto caller = Authorize(ctx, Role::kWorker, "PullVariables");
+  if (!caller.ok()) {
+    reactor->Reject(caller.status());
+    return reactor;
+  }
+  reactor->set_caller(*std::move(caller));
   reactor->Begin(*req);
   return reactor;
 }
@@ -622,6 +751,12 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ParameterServiceImpl::PullVariables(
 grpc::ServerReadReactor<grpc::ByteBuffer>* ParameterServiceImpl::PushVariables(
     grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) {
   auto* reactor = new PushVariablesReactor(this, resp);
+  auto caller = Authorize(ctx, Role::kWorker, "PushVariables");
+  if (!caller.ok()) {
+    reactor->Reject(caller.status());
+    return reactor;
+  }
+  reactor->set_caller(*std::move(caller));
   reactor->Begin();
   return reactor;
 }
@@ -630,7 +765,17 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::Save(
     grpc::CallbackServerContext* ctx, const v1::SaveRequest* req,
     v1::SaveResponse* resp) {
   absl::Time start = absl::Now();
-  absl::StatusOr<SaveResult> saved = store_->Save(req->path());
+  auto caller = Authorize(ctx, Role::kCoordinator, "Save");
+  if (!caller.ok()) return FinishUnary(this, ctx, "Save", start, caller.status());
+  absl::StatusOr<SaveResult> saved;
+  if (caller->has_value()) {
+    absl::MutexLock lock(&owners_mu_);
+    saved = ScopedSaveRestore<SaveResult>(
+        *caller, req->path(), "save",
+        [this](const std::string& path) { return store_->Save(path); });
+  } else {
+    saved = store_->Save(req->path());
+  }
   if (saved.ok()) {
     resp->set_path(saved->path);
     resp->set_num_variables(saved->num_variables);
@@ -647,7 +792,32 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::Restore(
     grpc::CallbackServerContext* ctx, const v1::RestoreRequest* req,
     v1::RestoreResponse* resp) {
   absl::Time start = absl::Now();
-  absl::StatusOr<int64_t> restored = store_->Restore(req->path());
+  auto caller = Authorize(ctx, Role::kCoordinator, "Restore");
+  if (!caller.ok()) {
+    return FinishUnary(this, ctx, "Restore", start, caller.status());
+  }
+  absl::StatusOr<int64_t> restored;
+  if (caller->has_value()) {
+    absl::MutexLock lock(&owners_mu_);
+    restored = ScopedSaveRestore<int64_t>(
+        *caller, req->path(), "restore",
+        [this](const std::string& path) { return store_->Restore(path); });
+    if (restored.ok()) {
+      // The restored variables replace every variable: they belong to the
+      // restoring job (an admin's restore keeps known owners).
+      absl::flat_hash_map<std::string, std::string> owners;
+      for (const auto& v : store_->List()) {
+        auto it = owners_.find(v->name());
+        owners[v->name()] =
+            ((*caller)->Has(Role::kAdmin) && it != owners_.end())
+                ? it->second
+                : (*caller)->job;
+      }
+      owners_ = std::move(owners);
+    }
+  } else {
+    restored = store_->Restore(req->path());
+  }
   if (restored.ok()) {
     resp->set_num_variables(*restored);
     logger_->Log(LogLevel::kInfo, "checkpoint_restored",
@@ -660,7 +830,13 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::ListVariables(
     grpc::CallbackServerContext* ctx, const v1::ListVariablesRequest* req,
     v1::ListVariablesResponse* resp) {
   absl::Time start = absl::Now();
+  auto caller = Authorize(ctx, Role::kWorker, "ListVariables");
+  if (!caller.ok()) {
+    return FinishUnary(this, ctx, "ListVariables", start, caller.status());
+  }
   for (const auto& v : store_->List()) {
+    // Another job's variables are not listed.
+    if (!CheckOwner(*caller, v->name()).ok()) continue;
     v1::VariableInfo* info = resp->add_variables();
     *info->mutable_spec() = v->spec();
     info->set_version(v->version());
@@ -673,6 +849,8 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::Stats(
     grpc::CallbackServerContext* ctx, const v1::StatsRequest* req,
     v1::StatsResponse* resp) {
   absl::Time start = absl::Now();
+  auto caller = Authorize(ctx, Role::kWorker, "Stats");
+  if (!caller.ok()) return FinishUnary(this, ctx, "Stats", start, caller.status());
   StoreStats s = store_->Stats();
   resp->set_num_variables(s.num_variables);
   resp->set_variable_bytes(s.variable_bytes);

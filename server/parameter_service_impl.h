@@ -6,9 +6,14 @@
 #define STRATA_SERVER_PARAMETER_SERVICE_IMPL_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/auth.h"
 #include "common/buffer_pool.h"
 #include "common/logging.h"
 #include "common/metrics.h"
@@ -42,6 +47,16 @@ struct ParameterServiceOptions {
   absl::Duration max_pull_wait = absl::Seconds(60);
   // Receive buffers kept for reuse (bytes).
   size_t buffer_pool_bytes = size_t{512} << 20;
+  // When set, every call must carry a valid bearer token (else
+  // UNAUTHENTICATED) whose role allows the method (else PERMISSION_DENIED):
+  // worker: Pull, Push, PullVariables, PushVariables, ListVariables, Stats;
+  // coordinator: also CreateVariable, Assign, Save, Restore; admin: all.
+  // A variable belongs to the job that created (or restored) it; a caller
+  // of another job gets PERMISSION_DENIED for it and does not see it in
+  // ListVariables (admins reach every job). Save and Restore by a
+  // coordinator resolve the path under "<job>/" and are refused while the
+  // server holds another job's variables. Null: no authentication.
+  std::shared_ptr<const CredentialStore> credentials;
 };
 
 // Thread-safe; the store, logger and metrics registry must outlive it.
@@ -85,6 +100,16 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   void Record(const char* method, const absl::Status& status,
               absl::Duration elapsed, int64_t bytes_in, int64_t bytes_out);
 
+  // Authenticates the call and checks its role. nullopt: the server runs
+  // without credentials (everything allowed). Errors: UNAUTHENTICATED,
+  // PERMISSION_DENIED.
+  absl::StatusOr<std::optional<Caller>> Authorize(
+      const grpc::CallbackServerContext* ctx, Role needed, const char* method);
+  // PERMISSION_DENIED when variable `name` belongs to another job than the
+  // caller's (and the caller is no admin).
+  absl::Status CheckOwner(const std::optional<Caller>& caller,
+                          const std::string& name) const;
+
   VariableStore* store() { return store_; }
   Logger* logger() { return logger_; }
   DeadlineTimer* timer() { return &timer_; }
@@ -92,6 +117,14 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   const ParameterServiceOptions& options() const { return options_; }
 
  private:
+  // Save or restore (`fn` on the scoped path) for a caller: a job's
+  // coordinator only while the server holds no other job's variables.
+  template <typename T, typename Fn>
+  absl::StatusOr<T> ScopedSaveRestore(const std::optional<Caller>& caller,
+                                      const std::string& path,
+                                      const char* what, Fn fn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(owners_mu_);
+
   VariableStore* const store_;
   Logger* const logger_;
   MetricsRegistry* const metrics_;
@@ -99,6 +132,11 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   DeadlineTimer timer_;
   // Receive buffers for Push and Assign payloads.
   std::shared_ptr<BufferPool> buffers_;
+  // The job owning each variable (only with credentials). Held across a
+  // create, save or restore so that ownership and the store agree.
+  mutable absl::Mutex owners_mu_;
+  absl::flat_hash_map<std::string, std::string> owners_
+      ABSL_GUARDED_BY(owners_mu_);
 };
 
 }  // namespace strata

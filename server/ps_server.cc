@@ -28,12 +28,13 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
   s->service_ = std::make_unique<ParameterServiceImpl>(
       s->store_.get(), logger, s->metrics_.get(), options.service);
 
+  auto credentials = MakeServerCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = JoinHostPort(options.host, options.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                           &s->port_);
+  builder.AddListeningPort(address, *credentials, &s->port_);
   builder.RegisterService(s->service_.get());
   for (const auto& [name, value] : DataPlaneChannelArgs()) {
     builder.AddChannelArgument(name, value);

@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/tls.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "server/parameter_service_impl.h"
@@ -24,6 +25,9 @@ struct PsServerOptions {
   int metrics_port = -1;      // -1: no metrics endpoint; 0 picks a port
   std::string checkpoint_dir;
   uint64_t max_variable_bytes = uint64_t{16} << 30;
+  // TLS of the listening port (plaintext when not enabled); bearer-token
+  // credentials are service.credentials.
+  TlsOptions tls;
   ParameterServiceOptions service;
   // Extra builder configuration (interceptors in tests, credentials).
   std::function<void(grpc::ServerBuilder&)> configure_builder;

@@ -1,0 +1,169 @@
+#include "common/tls.h"
+
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/support/client_interceptor.h"
+
+namespace strata {
+namespace {
+
+// Reads a PEM file and checks that it holds a block of `kind` (the word
+// after "-----BEGIN ", e.g. "CERTIFICATE", or "PRIVATE KEY" which also
+// matches "RSA PRIVATE KEY" and "EC PRIVATE KEY").
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag,
+                                    const char* kind) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat(flag, ": cannot read '", path, "'"));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string pem = text.str();
+  if (!absl::StrContains(pem, "-----BEGIN ") ||
+      !absl::StrContains(pem, absl::StrCat(kind, "-----"))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, ": '", path, "' holds no PEM ", kind, " block"));
+  }
+  return pem;
+}
+
+// Adds "authorization: Bearer <token>" before each call's initial metadata.
+class TokenInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit TokenInterceptor(const std::string* value) : value_(value) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::
+                PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace(kAuthorizationKey, *value_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* const value_;
+};
+
+class TokenInterceptorFactory final
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit TokenInterceptorFactory(std::string value)
+      : value_(std::move(value)) {}
+
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* /*info*/) override {
+    return new TokenInterceptor(&value_);
+  }
+
+ private:
+  const std::string value_;
+};
+
+}  // namespace
+
+absl::StatusOr<TlsOptions> LoadTlsOptions(const TlsFiles& files) {
+  TlsOptions tls;
+  tls.client_auth = files.client_auth;
+  if (files.cert_file.empty() && files.key_file.empty() &&
+      files.ca_file.empty()) {
+    if (files.client_auth) {
+      return absl::InvalidArgumentError(
+          "--tls-client-auth needs --tls-ca (the roots that verify client "
+          "certificates) and --tls-cert/--tls-key");
+    }
+    return tls;
+  }
+  tls.enabled = true;
+  if (files.cert_file.empty() != files.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        files.cert_file.empty()
+            ? absl::StrCat("--tls-key '", files.key_file,
+                           "' is given without --tls-cert")
+            : absl::StrCat("--tls-cert '", files.cert_file,
+                           "' is given without --tls-key"));
+  }
+  if (files.client_auth && files.ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-auth needs --tls-ca (the roots that verify client "
+        "certificates)");
+  }
+  if (!files.cert_file.empty()) {
+    auto cert = ReadPem(files.cert_file, "--tls-cert", "CERTIFICATE");
+    if (!cert.ok()) return cert.status();
+    auto key = ReadPem(files.key_file, "--tls-key", "PRIVATE KEY");
+    if (!key.ok()) return key.status();
+    tls.cert_pem = *std::move(cert);
+    tls.key_pem = *std::move(key);
+  }
+  if (!files.ca_file.empty()) {
+    auto ca = ReadPem(files.ca_file, "--tls-ca", "CERTIFICATE");
+    if (!ca.ok()) return ca.status();
+    tls.ca_pem = *std::move(ca);
+  }
+  return tls;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const TlsOptions& tls) {
+  if (!tls.enabled) return grpc::InsecureServerCredentials();
+  if (tls.cert_pem.empty() || tls.key_pem.empty()) {
+    return absl::InvalidArgumentError(
+        "TLS on a server needs a certificate and key (--tls-cert, --tls-key)");
+  }
+  if (tls.client_auth && tls.ca_pem.empty()) {
+    return absl::InvalidArgumentError(
+        "mutual TLS (--tls-client-auth) needs a CA (--tls-ca)");
+  }
+  grpc::SslServerCredentialsOptions options(
+      tls.client_auth
+          ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+          : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  options.pem_root_certs = tls.ca_pem;
+  options.pem_key_cert_pairs.push_back({tls.key_pem, tls.cert_pem});
+  return grpc::SslServerCredentials(options);
+}
+
+std::shared_ptr<grpc::ChannelCredentials> MakeChannelCredentials(
+    const TlsOptions& tls) {
+  if (!tls.enabled) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = tls.ca_pem;
+  options.pem_private_key = tls.key_pem;
+  options.pem_cert_chain = tls.cert_pem;
+  return grpc::SslCredentials(options);
+}
+
+std::string BearerValue(const std::string& token) {
+  return absl::StrCat("Bearer ", token);
+}
+
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
+                                             const ClientSecurity& security,
+                                             grpc::ChannelArguments args) {
+  if (security.tls.enabled && !security.tls.server_name.empty()) {
+    args.SetSslTargetNameOverride(security.tls.server_name);
+  }
+  std::shared_ptr<grpc::ChannelCredentials> creds =
+      MakeChannelCredentials(security.tls);
+  if (security.auth_token.empty()) {
+    return grpc::CreateCustomChannel(target, creds, args);
+  }
+  std::vector<
+      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(std::make_unique<TokenInterceptorFactory>(
+      BearerValue(security.auth_token)));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      target, creds, args, std::move(interceptors));
+}
+
+}  // namespace strata
