@@ -242,6 +242,10 @@ absl::StatusOr<std::pair<std::string, int>> SplitHostPort(
       return InvalidAddress(address, "missing ']' after the IPv6 host");
     }
     host = address.substr(1, close - 1);
+    if (host.find('[') != absl::string_view::npos) {
+      // "[[::]:0" would give host "[::", which JoinHostPort cannot bracket.
+      return InvalidAddress(address, "'[' inside the bracketed IPv6 host");
+    }
     absl::string_view rest = address.substr(close + 1);
     if (rest.empty()) return InvalidAddress(address, "missing ':port'");
     if (rest.front() != ':') {
