@@ -50,8 +50,9 @@ class Transport {
   // (after an error: until Flush returns after Abort). Errors from delivery
   // surface on a later Send/Flush or as an abort.
   // Errors: INVALID_ARGUMENT for a peer outside [0, size) or a key already
-  // queued for that peer; ABORTED (with the reason) once the group was
-  // aborted; the first delivery failure (e.g. UNAVAILABLE).
+  // queued for that peer (the gRPC transport leaves this to the receiver,
+  // whose ALREADY_EXISTS aborts the group); ABORTED (with the reason) once
+  // the group was aborted; the first delivery failure (e.g. UNAVAILABLE).
   virtual absl::Status Send(int peer, const std::string& key,
                             absl::Span<const char> data) = 0;
 

@@ -226,11 +226,13 @@ TEST(CollectiveFailureTest, RankThatNeverArrivesGivesDeadlineExceeded) {
     EXPECT_THAT(std::string(s[r].message()), HasSubstr("deadline exceeded"));
     if (s[r].code() == absl::StatusCode::kDeadlineExceeded) {
       ++deadline_exceeded;
+      // The rank that timed out waited its whole timeout (the others may
+      // have started later and were aborted by it).
+      EXPECT_GE(took[r], absl::Milliseconds(290)) << "rank " << r;
       EXPECT_THAT(std::string(s[r].message()), HasSubstr("from rank"));
       EXPECT_THAT(std::string(s[r].message()), HasSubstr("late/ar"));
     }
-    // Within the timeout (plus scheduling slack), and not much earlier.
-    EXPECT_GE(took[r], absl::Milliseconds(290)) << "rank " << r;
+    // Within the timeout (plus scheduling slack).
     EXPECT_LT(took[r], absl::Milliseconds(300) + absl::Seconds(2))
         << "rank " << r;
   }
