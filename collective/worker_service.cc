@@ -682,12 +682,19 @@ class Mailbox : public std::enable_shared_from_this<Mailbox> {
       if (newest_.has_value() && group_id == *newest_) {
         group = current_.lock();
       } else {
+        // Kept until the group opens, counted in the same bound as early
+        // messages (dropped beyond it: notices are best effort).
+        auto it = early_.find(group_id);
+        if (it != early_.end() && it->second.aborted) return;
+        const int64_t bytes =
+            static_cast<int64_t>(reason.size()) + kMessageOverhead;
+        if (early_bytes_ + bytes > options_.max_early_bytes) return;
+        early_bytes_ += bytes;
         Early& early = early_[group_id];
-        if (!early.aborted) {
-          early.aborted = true;
-          early.abort_rank = from_rank;
-          early.abort_reason = reason;
-        }
+        early.bytes += bytes;
+        early.aborted = true;
+        early.abort_rank = from_rank;
+        early.abort_reason = reason;
       }
     }
     if (group != nullptr) group->Abort(from_rank, reason, /*tell_peers=*/false);
