@@ -28,20 +28,22 @@ std::string NewIncarnation() {
 }
 
 std::unique_ptr<CoordinatorClient> CoordinatorClient::Connect(
-    const std::string& target, absl::Duration retry_for) {
+    const std::string& target, absl::Duration retry_for,
+    const ClientSecurity& security) {
   return std::unique_ptr<CoordinatorClient>(
-      new CoordinatorClient(target, retry_for));
+      new CoordinatorClient(target, retry_for, security));
 }
 
 CoordinatorClient::CoordinatorClient(std::string target,
-                                     absl::Duration retry_for)
+                                     absl::Duration retry_for,
+                                     const ClientSecurity& security)
     : target_(std::move(target)), retry_for_(retry_for) {
   grpc::ChannelArguments args;
   // Reconnect quickly after a coordinator restart.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  stub_ = v1::CoordinatorService::NewStub(grpc::CreateCustomChannel(
-      target_, grpc::InsecureChannelCredentials(), args));
+  stub_ = v1::CoordinatorService::NewStub(
+      CreateChannel(target_, security, args));
 }
 
 template <typename Fn>

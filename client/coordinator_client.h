@@ -15,6 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/tls.h"
 #include "strata/v1/coordinator.grpc.pb.h"
 
 namespace strata {
@@ -23,8 +24,11 @@ namespace strata {
 // backoff for up to `retry_for` (the coordinator may be restarting).
 class CoordinatorClient {
  public:
+  // `security`: TLS and the bearer token of every call (plaintext, none by
+  // default).
   static std::unique_ptr<CoordinatorClient> Connect(
-      const std::string& target, absl::Duration retry_for = absl::Seconds(30));
+      const std::string& target, absl::Duration retry_for = absl::Seconds(30),
+      const ClientSecurity& security = {});
 
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& r);
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
@@ -43,7 +47,8 @@ class CoordinatorClient {
   const std::string& target() const { return target_; }
 
  private:
-  CoordinatorClient(std::string target, absl::Duration retry_for);
+  CoordinatorClient(std::string target, absl::Duration retry_for,
+                    const ClientSecurity& security);
   template <typename Fn>
   absl::Status Call(Fn fn);
 

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/cli.h"
 #include "common/logging.h"
+#include "common/security_flags.h"
 #include "common/tf_config.h"
 #include "coordinator/coordinator_server.h"
 
@@ -105,6 +106,22 @@ int main(int argc, char** argv) {
   options.coordinator.heartbeat_interval = absl::Milliseconds(heartbeat_ms);
   options.coordinator.topology_timeout = absl::Milliseconds(topology_ms);
 
+  // --tls-* serve TLS; --auth-file authenticates callers; --auth-token is
+  // the coordinator credential it sends to the PS tasks (checkpoints).
+  auto tls = strata::TlsFromFlags();
+  auto ps_security = strata::ClientSecurityFromFlags();
+  auto credentials = strata::CredentialsFromFlags();
+  for (const absl::Status& s :
+       {tls.status(), ps_security.status(), credentials.status()}) {
+    if (!s.ok()) {
+      std::cerr << "strata-coordinator: " << s.message() << "\n";
+      return 2;
+    }
+  }
+  options.tls = *tls;
+  options.ps_security = *ps_security;
+  options.service.credentials = *credentials;
+
   strata::Logger logger("coordinator");
   auto server = strata::CoordinatorServer::Start(options, &logger);
   if (!server.ok()) {
@@ -122,6 +139,9 @@ int main(int argc, char** argv) {
        {"metrics_port", (*server)->metrics_port()},
        {"state_dir", options.coordinator.state_dir},
        {"static_cluster", options.coordinator.static_cluster.has_value()},
+       {"tls", options.tls.enabled},
+       {"client_auth", options.tls.client_auth},
+       {"credentials", *credentials != nullptr},
        {"lease_ms", lease_ms},
        {"heartbeat_ms", heartbeat_ms},
        {"topology_timeout_ms", topology_ms}});

@@ -31,19 +31,22 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   s->checkpointer_ = options.checkpointer;
   if (s->checkpointer_ == nullptr) {
     CoordinatorState* raw = s->state_.get();
+    PsClientCheckpointerOptions checkpointer_options;
+    checkpointer_options.security = options.ps_security;
     s->checkpointer_ = std::make_shared<PsClientCheckpointer>(
-        [raw] { return raw->PsTargets(); });
+        [raw] { return raw->PsTargets(); }, checkpointer_options);
   }
   s->service_ = std::make_unique<CoordinatorServiceImpl>(
       s->state_.get(), s->checkpointer_.get(), logger, s->metrics_.get(),
       options.service);
 
+  auto credentials = MakeServerCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = JoinHostPort(options.host, options.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                           &s->port_);
+  builder.AddListeningPort(address, *credentials, &s->port_);
   builder.RegisterService(s->service_.get());
   // Two coordinators on one port would split the cluster's brain: a port
   // in use is an error, not shared (gRPC sets SO_REUSEPORT by default).

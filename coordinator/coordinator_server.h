@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/tls.h"
 #include "coordinator/coordinator_service_impl.h"
 #include "coordinator/coordinator_state.h"
 #include "coordinator/ps_checkpointer.h"
@@ -26,7 +27,13 @@ struct CoordinatorServerOptions {
   // Membership and job options: state_dir, lease, heartbeat_interval,
   // topology_timeout, static_cluster (TF_CONFIG's cluster), clock.
   CoordinatorOptions coordinator;
+  // Bearer-token credentials of callers are service.credentials.
   CoordinatorServiceOptions service;
+  // TLS of the listening port (plaintext when not enabled).
+  TlsOptions tls;
+  // How the default checkpointer reaches the PS tasks (TLS, and a
+  // coordinator credential of the job).
+  ClientSecurity ps_security;
   // Saves/restores the PS tasks; null: a PsClientCheckpointer over
   // CoordinatorState::PsTargets().
   std::shared_ptr<PsCheckpointer> checkpointer;

@@ -372,6 +372,16 @@ void CoordinatorServiceImpl::FinishReactor(grpc::ServerUnaryReactor* reactor,
   reactor->Finish(ToGrpcStatus(status));
 }
 
+absl::Status CoordinatorServiceImpl::Authorize(
+    const grpc::CallbackServerContext* ctx, Role needed,
+    const char* method) const {
+  if (options_.credentials == nullptr) return absl::OkStatus();
+  absl::StatusOr<Caller> caller =
+      options_.credentials->Authenticate(ctx->client_metadata());
+  if (!caller.ok()) return caller.status();
+  return RequireRole(*caller, needed, method);
+}
+
 grpc::ServerUnaryReactor* CoordinatorServiceImpl::FinishUnary(
     grpc::CallbackServerContext* ctx, const char* method, absl::Time start,
     const absl::Status& status) {
@@ -387,6 +397,9 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Register(
     grpc::CallbackServerContext* ctx, const v1::RegisterRequest* req,
     v1::RegisterResponse* resp) {
   const absl::Time start = absl::Now();
+  if (absl::Status auth = Authorize(ctx, Role::kWorker, "Register"); !auth.ok()) {
+    return FinishUnary(ctx, "Register", start, auth);
+  }
   absl::StatusOr<int64_t> generation =
       state_->Register(req->task(), req->address(), req->incarnation());
   if (generation.ok()) {
@@ -402,6 +415,9 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Heartbeat(
     grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest* req,
     v1::HeartbeatResponse* resp) {
   const absl::Time start = absl::Now();
+  if (absl::Status auth = Authorize(ctx, Role::kWorker, "Heartbeat"); !auth.ok()) {
+    return FinishUnary(ctx, "Heartbeat", start, auth);
+  }
   absl::StatusOr<int64_t> generation =
       state_->Heartbeat(req->task(), req->incarnation());
   if (generation.ok()) {
@@ -415,6 +431,9 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Deregister(
     grpc::CallbackServerContext* ctx, const v1::DeregisterRequest* req,
     v1::DeregisterResponse* resp) {
   const absl::Time start = absl::Now();
+  if (absl::Status auth = Authorize(ctx, Role::kWorker, "Deregister"); !auth.ok()) {
+    return FinishUnary(ctx, "Deregister", start, auth);
+  }
   return FinishUnary(ctx, "Deregister", start,
                      state_->Deregister(req->task(), req->incarnation()));
 }
@@ -423,6 +442,11 @@ grpc::ServerWriteReactor<v1::ClusterState>*
 CoordinatorServiceImpl::WatchCluster(grpc::CallbackServerContext* ctx,
                                      const v1::WatchClusterRequest* req) {
   auto* reactor = new WatchReactor(this);
+  if (absl::Status auth = Authorize(ctx, Role::kWorker, "WatchCluster");
+      !auth.ok()) {
+    reactor->End(ToGrpcStatus(auth));
+    return reactor;
+  }
   bool shutting_down = false;
   {
     absl::MutexLock lock(&watch_mu_);
@@ -444,6 +468,9 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::GetClusterSpec(
     grpc::CallbackServerContext* ctx, const v1::GetClusterSpecRequest* req,
     v1::GetClusterSpecResponse* resp) {
   const absl::Time start = absl::Now();
+  if (absl::Status auth = Authorize(ctx, Role::kWorker, "GetClusterSpec"); !auth.ok()) {
+    return FinishUnary(ctx, "GetClusterSpec", start, auth);
+  }
   resp->set_tf_config(state_->GetClusterSpec());
   return FinishUnary(ctx, "GetClusterSpec", start, absl::OkStatus());
 }
@@ -452,6 +479,9 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::SubmitJob(
     grpc::CallbackServerContext* ctx, const v1::SubmitJobRequest* req,
     v1::SubmitJobResponse* resp) {
   const absl::Time start = absl::Now();
+  if (absl::Status auth = Authorize(ctx, Role::kCoordinator, "SubmitJob"); !auth.ok()) {
+    return FinishUnary(ctx, "SubmitJob", start, auth);
+  }
   absl::StatusOr<std::string> id =
       state_->SubmitJob(req->job_json(), req->train_examples());
   if (id.ok()) resp->set_job_id(*id);
@@ -462,6 +492,9 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::GetJob(
     grpc::CallbackServerContext* ctx, const v1::GetJobRequest* req,
     v1::JobStatus* resp) {
   const absl::Time start = absl::Now();
+  if (absl::Status auth = Authorize(ctx, Role::kWorker, "GetJob"); !auth.ok()) {
+    return FinishUnary(ctx, "GetJob", start, auth);
+  }
   *resp = state_->GetJob();
   return FinishUnary(ctx, "GetJob", start, absl::OkStatus());
 }
@@ -470,6 +503,9 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::GetWork(
     grpc::CallbackServerContext* ctx, const v1::GetWorkRequest* req,
     v1::WorkItem* resp) {
   const absl::Time start = absl::Now();
+  if (absl::Status auth = Authorize(ctx, Role::kWorker, "GetWork"); !auth.ok()) {
+    return FinishUnary(ctx, "GetWork", start, auth);
+  }
   absl::StatusOr<v1::WorkItem> item =
       state_->GetWork(req->task(), req->incarnation());
   if (item.ok()) *resp = *std::move(item);
@@ -480,6 +516,9 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::JoinGroup(
     grpc::CallbackServerContext* ctx, const v1::JoinGroupRequest* req,
     v1::GroupAssignment* resp) {
   const absl::Time start = absl::Now();
+  if (absl::Status auth = Authorize(ctx, Role::kWorker, "JoinGroup"); !auth.ok()) {
+    return FinishUnary(ctx, "JoinGroup", start, auth);
+  }
   absl::StatusOr<v1::GroupAssignment> a = state_->JoinGroup(*req);
   if (a.ok()) *resp = *std::move(a);
   return FinishUnary(ctx, "JoinGroup", start, a.status());
@@ -489,6 +528,9 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportWork(
     grpc::CallbackServerContext* ctx, const v1::ReportWorkRequest* req,
     v1::ReportWorkResponse* resp) {
   const absl::Time start = absl::Now();
+  if (absl::Status auth = Authorize(ctx, Role::kWorker, "ReportWork"); !auth.ok()) {
+    return FinishUnary(ctx, "ReportWork", start, auth);
+  }
   const v1::JobStatus::State before = state_->JobState();
   absl::Status status = state_->ApplyReport(*req);
   // Reports that end an epoch's evaluation or the job are durable on
@@ -526,6 +568,11 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Barrier(
     grpc::CallbackServerContext* ctx, const v1::BarrierRequest* req,
     v1::BarrierResponse* resp) {
   auto* reactor = new BarrierReactor(this, next_ticket_.fetch_add(1));
+  if (absl::Status auth = Authorize(ctx, Role::kWorker, "Barrier");
+      !auth.ok()) {
+    reactor->Complete(auth);
+    return reactor;
+  }
   bool shutting_down = false;
   {
     absl::MutexLock lock(&watch_mu_);

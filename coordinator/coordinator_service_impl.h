@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/auth.h"
 #include "coordinator/coordinator_state.h"
 #include "coordinator/ps_checkpointer.h"
 #include "strata/v1/coordinator.grpc.pb.h"
@@ -28,6 +29,11 @@ struct CoordinatorServiceOptions {
   absl::Duration tick = absl::Milliseconds(20);
   // Shortest time between two writes of the state file.
   absl::Duration persist_interval = absl::Milliseconds(50);
+  // When set, every call must carry a valid bearer token (else
+  // UNAUTHENTICATED); SubmitJob needs the coordinator or admin role (else
+  // PERMISSION_DENIED), the other methods any role. Null: no
+  // authentication.
+  std::shared_ptr<const CredentialStore> credentials;
 };
 
 // Thread-safe. The state, checkpointer, logger and metrics registry must
@@ -95,6 +101,10 @@ class CoordinatorServiceImpl final
 
   void Record(const char* method, const absl::Status& status,
               absl::Duration elapsed);
+  // OK when the server runs without credentials or the call's token is
+  // valid and holds `needed`; UNAUTHENTICATED or PERMISSION_DENIED.
+  absl::Status Authorize(const grpc::CallbackServerContext* ctx, Role needed,
+                         const char* method) const;
   grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* ctx,
                                         const char* method, absl::Time start,
                                         const absl::Status& status);

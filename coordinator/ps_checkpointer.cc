@@ -20,6 +20,7 @@ PsClient* PsClientCheckpointer::ClientFor(const std::string& address) {
     PsClientOptions options;
     options.deadline = options_.deadline;
     options.max_attempts = options_.max_attempts;
+    options.security = options_.security;
     client = PsClient::Connect(address, options);
   }
   return client.get();

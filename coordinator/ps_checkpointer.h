@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/tls.h"
 
 namespace strata {
 
@@ -49,6 +50,8 @@ struct PsClientCheckpointerOptions {
   // Deadline of each Save/Restore attempt (PsClient retries UNAVAILABLE).
   absl::Duration deadline = absl::Seconds(120);
   int max_attempts = 5;
+  // TLS and the (coordinator) bearer token of the calls.
+  ClientSecurity security;
 };
 
 // PsCheckpointer over PsClient: calls Save/Restore on every target that

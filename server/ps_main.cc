@@ -15,6 +15,7 @@
 #include "client/coordinator_client.h"
 #include "common/cli.h"
 #include "common/logging.h"
+#include "common/security_flags.h"
 #include "common/tf_config.h"
 #include "server/ps_server.h"
 
@@ -98,6 +99,21 @@ int main(int argc, char** argv) {
   options.max_variable_bytes =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_max_variable_bytes));
 
+  // --tls-* serve TLS (and dial the coordinator with it); --auth-file
+  // authenticates callers; --auth-token is sent to the coordinator.
+  auto tls = strata::TlsFromFlags();
+  auto security = strata::ClientSecurityFromFlags();
+  auto credentials = strata::CredentialsFromFlags();
+  for (const absl::Status& s :
+       {tls.status(), security.status(), credentials.status()}) {
+    if (!s.ok()) {
+      std::cerr << "strata-ps: " << s.message() << "\n";
+      return 2;
+    }
+  }
+  options.tls = *tls;
+  options.service.credentials = *credentials;
+
   strata::Logger logger(absl::StrCat("ps:", task_index));
   auto server = strata::PsServer::Start(options, &logger);
   if (!server.ok()) {
@@ -113,7 +129,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<strata::CoordinatorClient> coordinator;
   std::unique_ptr<strata::MembershipAgent> agent;
   if (!coordinator_address.empty()) {
-    coordinator = strata::CoordinatorClient::Connect(coordinator_address);
+    coordinator = strata::CoordinatorClient::Connect(
+        coordinator_address, absl::Seconds(30), *security);
     strata::v1::TaskId task;
     task.set_role("ps");
     task.set_index(task_index);
@@ -131,7 +148,10 @@ int main(int argc, char** argv) {
   logger.Log(strata::LogLevel::kInfo, "listening",
              {{"address", (*server)->address()},
               {"metrics_port", (*server)->metrics_port()},
-              {"checkpoint_dir", options.checkpoint_dir}});
+              {"checkpoint_dir", options.checkpoint_dir},
+              {"tls", options.tls.enabled},
+              {"client_auth", options.tls.client_auth},
+              {"credentials", *credentials != nullptr}});
   if ((*server)->metrics_port() > 0) {
     std::cout << "metrics on " << options.host << ":"
               << (*server)->metrics_port() << std::endl;

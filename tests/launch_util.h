@@ -128,15 +128,39 @@ inline nlohmann::json Cluster(const LaunchRun& run) {
 
 // Waits until the cluster file lists the coordinator and the job has
 // completed at least `steps` steps; returns the cluster file.
-inline nlohmann::json WaitForProgress(const LaunchRun& run, int64_t steps) {
+// How a test reaches a `strata launch --tls` cluster: its client
+// certificate and admin token (RUN_DIR/tls, written before any process
+// starts).
+inline ClientSecurity LaunchSecurity(const LaunchRun& run) {
+  const std::string dir = run.dir + "/run/tls";
+  ClientSecurity security;
+  auto tls = LoadTlsOptions(
+      {dir + "/client.pem", dir + "/client.key", dir + "/ca.pem", false});
+  EXPECT_TRUE(tls.ok()) << tls.status();
+  if (tls.ok()) security.tls = *tls;
+  std::ifstream f(dir + "/auth.json");
+  nlohmann::json auth = nlohmann::json::parse(f, nullptr, false);
+  if (auth.is_object() && auth.contains("credentials")) {
+    for (const auto& c : auth["credentials"]) {
+      if (c["role"] == "admin") security.auth_token = c["token"];
+    }
+  }
+  return security;
+}
+
+// Waits until the job has completed `steps` steps; returns the cluster
+// (empty when it did not in time). `tls`: the run has --tls.
+inline nlohmann::json WaitForProgress(const LaunchRun& run, int64_t steps,
+                                      bool tls = false) {
   auto deadline = std::chrono::steady_clock::now() + kRunLimit;
   std::unique_ptr<CoordinatorClient> client;
   while (std::chrono::steady_clock::now() < deadline) {
     nlohmann::json cluster = Cluster(run);
     for (const auto& c : cluster) {
       if (c["name"] == "coordinator" && !client) {
-        client = CoordinatorClient::Connect(c["address"].get<std::string>(),
-                                            absl::Seconds(2));
+        client = CoordinatorClient::Connect(
+            c["address"].get<std::string>(), absl::Seconds(2),
+            tls ? LaunchSecurity(run) : ClientSecurity{});
       }
     }
     if (client) {

@@ -3,6 +3,8 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cctype>
+#include <random>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include "client/coordinator_client.h"
 #include "client/ps_client.h"
 #include "common/status_macros.h"
+#include "common/tls.h"
 #include "tools/process.h"
 #include "worker/dataset.h"
 #include "worker/job.h"
@@ -35,6 +38,84 @@ std::string MakeRunDir(const std::string& requested) {
                       "strata-run-XXXXXX").string();
   char* made = mkdtemp(tmpl.data());
   return made != nullptr ? std::string(made) : std::string("/tmp");
+}
+
+// What --tls sets up: the certificates' flags, the tokens, and how the
+// launcher itself calls the servers.
+struct LocalSecurity {
+  std::vector<std::string> server_flags;  // --tls-* of every daemon
+  std::string auth_file;
+  std::string coordinator_token;
+  std::string worker_token;
+  ClientSecurity launcher;  // admin token, client certificate
+};
+
+std::string NewToken() {
+  std::random_device rd;
+  std::string token;
+  for (int i = 0; i < 4; ++i) {
+    absl::StrAppend(&token, absl::StrFormat("%08x%08x", rd(), rd()));
+  }
+  return token;
+}
+
+// Makes RUN_DIR/tls: certificates (strata-make-certs) and auth.json.
+absl::StatusOr<LocalSecurity> MakeLocalSecurity(const std::string& run_dir,
+                                                const std::string& bin,
+                                                const std::string& job_name) {
+  const std::string dir = run_dir + "/tls";
+  std::filesystem::create_directories(dir);
+  ChildProcess certs;
+  certs.name = "make-certs";
+  certs.argv = {bin + "/strata-make-certs", dir};
+  certs.log_path = dir + "/make_certs.log";
+  STRATA_RETURN_IF_ERROR(Spawn(&certs, false, kStartTimeout));
+  int status = 0;
+  if (waitpid(certs.pid, &status, 0) != certs.pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    return absl::InternalError(absl::StrCat(
+        "strata-make-certs failed (", DescribeExit(status), "); see ",
+        certs.log_path));
+  }
+  LocalSecurity sec;
+  sec.server_flags = {"--tls-cert=" + dir + "/server.pem",
+                      "--tls-key=" + dir + "/server.key",
+                      "--tls-ca=" + dir + "/ca.pem", "--tls-client-auth"};
+  // The job names the credentials; keep it to the characters they allow.
+  std::string job;
+  for (char c : job_name) {
+    job += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+            c == '_' || c == '.')
+               ? c
+               : '_';
+  }
+  if (job.empty() || job[0] == '.') job = "job" + job;
+  sec.coordinator_token = NewToken();
+  sec.worker_token = NewToken();
+  const std::string admin_token = NewToken();
+  nlohmann::json auth = {
+      {"credentials",
+       {{{"token", sec.coordinator_token}, {"job", job},
+         {"role", "coordinator"}},
+        {{"token", sec.worker_token}, {"job", job}, {"role", "worker"}},
+        {{"token", admin_token}, {"job", job}, {"role", "admin"}}}}};
+  sec.auth_file = dir + "/auth.json";
+  {
+    std::ofstream f(sec.auth_file);
+    f << auth.dump(2) << "\n";
+    if (!f) {
+      return absl::InternalError(
+          absl::StrCat("cannot write ", sec.auth_file));
+    }
+  }
+  std::filesystem::permissions(sec.auth_file,
+                               std::filesystem::perms::owner_read |
+                                   std::filesystem::perms::owner_write);
+  TlsFiles files{dir + "/client.pem", dir + "/client.key", dir + "/ca.pem",
+                 false};
+  STRATA_ASSIGN_OR_RETURN(sec.launcher.tls, LoadTlsOptions(files));
+  sec.launcher.auth_token = admin_token;
+  return sec;
 }
 
 std::string Port(const std::string& address) {
@@ -62,13 +143,16 @@ void WriteClusterFile(const std::string& path,
 
 // Applied steps as the PS tasks count them: the smallest version over all
 // variables (each step pushes every shard once).
-absl::StatusOr<int64_t> PsAppliedSteps(const std::vector<ChildProcess>& ps) {
+absl::StatusOr<int64_t> PsAppliedSteps(const std::vector<ChildProcess>& ps,
+                                       const ClientSecurity& security) {
   if (ps.empty()) {
     return absl::FailedPreconditionError("no ps task (reported as -1)");
   }
   int64_t applied = -1;
   for (const ChildProcess& p : ps) {
-    auto client = PsClient::Connect(p.address);
+    PsClientOptions client_options;
+    client_options.security = security;
+    auto client = PsClient::Connect(p.address, client_options);
     auto list = client->ListVariables();
     if (!list.ok()) return list.status();
     for (const auto& v : list->variables()) {
@@ -137,6 +221,21 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
                                                 " replicas)"))
       << ", run dir " << run_dir << std::endl;
 
+  LocalSecurity security;
+  if (options.tls) {
+    STRATA_ASSIGN_OR_RETURN(security,
+                            MakeLocalSecurity(run_dir, bin, job.name));
+    out << "strata launch: mutual TLS and credentials (" << run_dir
+        << "/tls)" << std::endl;
+  }
+  // The security flags and token of one daemon.
+  auto secure = [&](ChildProcess* c, bool server, const std::string& token) {
+    if (!options.tls) return;
+    for (const auto& f : security.server_flags) c->argv.push_back(f);
+    if (server) c->argv.push_back("--auth-file=" + security.auth_file);
+    c->env.push_back("STRATA_AUTH_TOKEN=" + token);
+  };
+
   ChildProcess coordinator;
   std::vector<ChildProcess> ps(num_ps);
   std::vector<ChildProcess> workers(num_workers);
@@ -158,6 +257,8 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   coordinator.argv = {bin + "/strata-coordinator", "--host=127.0.0.1",
                       "--port=0", "--state-dir=" + run_dir + "/coordinator"};
   coordinator.log_path = run_dir + "/coordinator.log";
+  // The coordinator's token saves and restores the PS tasks.
+  secure(&coordinator, true, security.coordinator_token);
   STRATA_RETURN_IF_ERROR(Spawn(&coordinator, true, kStartTimeout));
   for (int i = 0; i < num_ps; ++i) {
     ps[i].name = absl::StrCat("ps:", i);
@@ -166,13 +267,16 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
                   "--checkpoint-dir=" + run_dir + absl::StrCat("/ps-", i),
                   "--coordinator=" + coordinator.address};
     ps[i].log_path = run_dir + absl::StrCat("/ps-", i, ".log");
+    // A PS only registers with the coordinator: the worker role will do.
+    secure(&ps[i], true, security.worker_token);
     absl::Status s = Spawn(&ps[i], true, kStartTimeout);
     if (!s.ok()) {
       stop_all();
       return s;
     }
   }
-  auto coord = CoordinatorClient::Connect(coordinator.address);
+  auto coord = CoordinatorClient::Connect(
+      coordinator.address, absl::Seconds(30), security.launcher);
   // Submit once every PS task is registered, so that every worker sees the
   // same PS set.
   {
@@ -215,6 +319,9 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
       workers[i].argv.push_back("--export-dir=" + options.export_dir);
     }
     workers[i].log_path = run_dir + absl::StrCat("/worker-", i, ".log");
+    // Workers create their job's variables on the PS tasks (idempotent
+    // CreateVariable), which needs the coordinator role.
+    secure(&workers[i], false, security.coordinator_token);
     absl::Status s = Spawn(&workers[i], false, kStartTimeout);
     if (!s.ok()) {
       stop_all();
@@ -331,7 +438,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
         test_loss = e.test_loss();
       }
     }
-    auto ps_applied = PsAppliedSteps(ps);
+    auto ps_applied = PsAppliedSteps(ps, security.launcher);
     if (ps_applied.ok() && policy->loop() == TrainingLoop::kStepQueue &&
         job.strategy.update == "sync") {
       // Versions count aggregated steps of sync_replicas steps each.

@@ -35,6 +35,11 @@ struct LaunchOptions {
   bool restart_servers = true;
   // Steps each worker runs concurrently (strata-worker --steps-in-flight).
   int steps_in_flight = 2;
+  // Runs the cluster over mutual TLS with per-job credentials: a CA and
+  // certificates made by strata-make-certs (tools/make_certs.sh, next to
+  // the binaries) in RUN_DIR/tls, and RUN_DIR/tls/auth.json with fresh
+  // tokens for the job (coordinator, worker and admin roles).
+  bool tls = false;
   // Called after the job succeeded, while the PS tasks still run, with
   // their addresses in task order (to read the trained variables).
   std::function<absl::Status(const std::vector<std::string>& ps_addresses)>

@@ -50,4 +50,4 @@ sign server strata-server "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalS
 sign client strata-client "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n"
 rm -f ca.srl
 chmod 0644 ca.pem server.pem client.pem
-echo "certificates in $(pwd): ca.pem server.pem/.key client.pem/.key (valid $days days)"
+echo "certificates in $(pwd): ca.pem server.pem/.key client.pem/.key (valid $days days)" >&2

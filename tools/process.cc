@@ -36,8 +36,23 @@ absl::Status Spawn(ChildProcess* child, bool wait_for_address,
   std::vector<char*> argv;
   for (auto& a : child->argv) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (auto& e : child->env) envp.push_back(e.data());
+  for (char** e = environ; *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    const size_t name = eq ? static_cast<size_t>(eq - *e) : std::strlen(*e);
+    bool replaced = false;
+    for (const auto& mine : child->env) {
+      if (mine.size() > name && mine[name] == '=' &&
+          std::strncmp(mine.data(), *e, name) == 0) {
+        replaced = true;
+      }
+    }
+    if (!replaced) envp.push_back(*e);
+  }
+  envp.push_back(nullptr);
   int rc = posix_spawn(&child->pid, argv[0], &actions, &attr, argv.data(),
-                       environ);
+                       envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   close(fds[1]);

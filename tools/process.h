@@ -17,6 +17,9 @@ namespace strata {
 struct ChildProcess {
   std::string name;   // "coordinator", "ps:0", "worker:1"
   std::vector<std::string> argv;
+  // "NAME=VALUE" added to (or replacing in) this process's environment
+  // (secrets kept off the command line, e.g. STRATA_AUTH_TOKEN).
+  std::vector<std::string> env;
   std::string log_path;
   pid_t pid = -1;
   std::string address;  // from the "listening on" line ("" for workers)

@@ -4,8 +4,13 @@
 //   strata submit --job FILE [--coordinator HOST:PORT] [--wait]
 //                 [--summary FILE] [--wait-ps N] [--wait-workers N]
 //   strata tfconfig [--task-type T] [--task-index I] [--cluster JSON]
+//   strata certs --dir DIR [--san DNS:name,...] [--days N]
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -15,6 +20,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "common/cli.h"
+#include "common/security_flags.h"
 #include "common/tf_config.h"
 #include "nlohmann/json.hpp"
 #include "tools/launcher.h"
@@ -44,6 +50,13 @@ ABSL_FLAG(int, wait_workers, -1, "submit: first wait until this many "
           "worker tasks registered (default: as TF_CONFIG, else 0)");
 ABSL_FLAG(int, wait_timeout_seconds, 600, "submit: bound on waiting for the "
           "coordinator and the tasks");
+ABSL_FLAG(bool, tls, false, "launch: run the cluster over mutual TLS with "
+          "per-job credentials (certificates and tokens made in RUN_DIR/tls)");
+ABSL_FLAG(std::string, dir, "", "certs: directory for the CA and the "
+          "certificates");
+ABSL_FLAG(std::string, san, "", "certs: more names for the server "
+          "certificate (DNS:name,IP:addr,...)");
+ABSL_FLAG(int, days, 10950, "certs: validity in days");
 ABSL_FLAG(std::string, task_type, "", "tfconfig: overrides task.type");
 ABSL_FLAG(int, task_index, -1, "tfconfig: overrides task.index");
 
@@ -78,6 +91,7 @@ int Launch(const char* argv0) {
   options.run_dir = absl::GetFlag(FLAGS_run_dir);
   options.bin_dir = absl::GetFlag(FLAGS_bin_dir);
   options.steps_in_flight = absl::GetFlag(FLAGS_steps_in_flight);
+  options.tls = absl::GetFlag(FLAGS_tls);
   if (options.bin_dir.empty()) options.bin_dir = DefaultBinDir(argv0);
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
@@ -136,6 +150,12 @@ int Submit() {
       absl::Seconds(absl::GetFlag(FLAGS_wait_timeout_seconds));
   options.wait = absl::GetFlag(FLAGS_wait);
   options.summary_path = absl::GetFlag(FLAGS_summary);
+  auto security = strata::ClientSecurityFromFlags();
+  if (!security.ok()) {
+    std::cerr << "strata submit: " << security.status().message() << "\n";
+    return 2;
+  }
+  options.security = *security;
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigaction(SIGINT, &sa, nullptr);
@@ -156,6 +176,30 @@ int Submit() {
     }
   }
   return 0;
+}
+
+// strata certs --dir D: a CA, server and client certificates for a local
+// cluster (strata-make-certs, i.e. tools/make_certs.sh, next to this binary).
+int Certs(const char* argv0) {
+  const std::string dir = absl::GetFlag(FLAGS_dir);
+  if (dir.empty()) {
+    std::cerr << "strata certs: --dir DIR is required\n";
+    return 2;
+  }
+  const std::string script = DefaultBinDir(argv0) + "strata-make-certs";
+  std::vector<std::string> argv = {
+      script, dir, "--days", std::to_string(absl::GetFlag(FLAGS_days))};
+  if (!absl::GetFlag(FLAGS_san).empty()) {
+    argv.push_back("--san");
+    argv.push_back(absl::GetFlag(FLAGS_san));
+  }
+  std::vector<char*> raw;
+  for (auto& a : argv) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  execv(raw[0], raw.data());
+  std::cerr << "strata certs: cannot run " << script << ": "
+            << std::strerror(errno) << "\n";
+  return 1;
 }
 
 int TfConfig() {
@@ -197,11 +241,13 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "strata launch --job FILE [--strategy S] [--collective ring|ps] "
       "[--ps N] [--workers N] "
-      "[--epochs N] [--summary FILE]\n  strata submit --job FILE "
-      "[--coordinator HOST:PORT] [--wait] [--summary FILE]\n  strata tfconfig "
-      "[--task-type T] [--task-index I]");
+      "[--epochs N] [--summary FILE] [--tls]\n  strata submit --job FILE "
+      "[--coordinator HOST:PORT] [--wait] [--summary FILE] [--tls-ca F "
+      "--tls-cert F --tls-key F] [--auth-token T]\n  strata tfconfig "
+      "[--task-type T] [--task-index I]\n  strata certs --dir DIR "
+      "[--san DNS:name,...] [--days N]");
   if (argc < 2) {
-    std::cerr << "usage: strata launch|submit|tfconfig [flags]\n";
+    std::cerr << "usage: strata launch|submit|tfconfig|certs [flags]\n";
     return 2;
   }
   const std::string command = argv[1];
@@ -212,7 +258,8 @@ int main(int argc, char** argv) {
   if (command == "launch") return Launch(argv[0]);
   if (command == "submit") return Submit();
   if (command == "tfconfig") return TfConfig();
+  if (command == "certs") return Certs(argv[0]);
   std::cerr << "strata: unknown command '" << command
-            << "'; commands: launch, submit, tfconfig\n";
+            << "'; commands: launch, submit, tfconfig, certs\n";
   return 2;
 }

@@ -37,9 +37,9 @@ nlohmann::json ClusterOf(const v1::GetClusterSpecResponse& spec) {
 // a WatchCluster stream (the current state). Workers register without an
 // address, so the cluster spec does not list them.
 absl::StatusOr<std::map<std::string, int>> AliveMembers(
-    const std::string& target) {
-  auto stub = v1::CoordinatorService::NewStub(
-      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+    const std::string& target, const ClientSecurity& security) {
+  auto stub =
+      v1::CoordinatorService::NewStub(CreateChannel(target, security));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   auto stream = stub->WatchCluster(&ctx, v1::WatchClusterRequest());
@@ -66,12 +66,15 @@ size_t Tasks(const nlohmann::json& cluster, const char* job) {
 // Applied steps as the PS tasks count them: the smallest version over all
 // variables (each step pushes every shard once); -1 when a task cannot be
 // asked.
-int64_t PsAppliedSteps(const nlohmann::json& cluster) {
+int64_t PsAppliedSteps(const nlohmann::json& cluster,
+                       const ClientSecurity& security) {
   if (Tasks(cluster, "ps") == 0) return -1;
   int64_t applied = -1;
   for (const auto& address : cluster["ps"]) {
     if (!address.is_string()) return -1;
-    auto client = PsClient::Connect(address.get<std::string>());
+    PsClientOptions client_options;
+    client_options.security = security;
+    auto client = PsClient::Connect(address.get<std::string>(), client_options);
     auto list = client->ListVariables();
     if (!list.ok()) return -1;
     for (const auto& v : list->variables()) {
@@ -96,13 +99,13 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
   }
   STRATA_ASSIGN_OR_RETURN(int64_t train_examples, CountTrainExamples(job));
 
-  auto coord =
-      CoordinatorClient::Connect(options.coordinator, options.register_timeout);
+  auto coord = CoordinatorClient::Connect(
+      options.coordinator, options.register_timeout, options.security);
   const absl::Time deadline = absl::Now() + options.register_timeout;
   std::map<std::string, int> alive;
   while (true) {
     if (stopped()) return absl::CancelledError("interrupted before submitting");
-    auto members = AliveMembers(options.coordinator);
+    auto members = AliveMembers(options.coordinator, options.security);
     if (members.ok()) {
       alive = *members;
       if (alive["ps"] >= options.wait_ps &&
@@ -206,7 +209,7 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
 
   nlohmann::json cluster = nlohmann::json::object();
   if (auto spec = coord->GetClusterSpec(); spec.ok()) cluster = ClusterOf(*spec);
-  int64_t ps_applied = PsAppliedSteps(cluster);
+  int64_t ps_applied = PsAppliedSteps(cluster, options.security);
   if (ps_applied >= 0 && job.strategy.update == "sync") {
     // Versions count aggregated steps of sync_replicas steps each.
     ps_applied = std::min<int64_t>(ps_applied * job.strategy.sync_replicas,

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/tls.h"
 #include "nlohmann/json.hpp"
 
 namespace strata {
@@ -28,6 +29,9 @@ struct SubmitOptions {
   // summary (also written to summary_path when set).
   bool wait = false;
   std::string summary_path;
+  // TLS and the bearer token (coordinator or admin role: SubmitJob) of
+  // every call, to the coordinator and the PS tasks.
+  ClientSecurity security;
 };
 
 // Validates the job file (and counts its training examples) before it

@@ -193,6 +193,7 @@ absl::Status GroupTrainer::Setup(const v1::JobStatus& status) {
     // Waits for the group's other replicas happen in bounded slices (see
     // PullAtLeast); a single call never waits longer than this.
     ps_options.deadline = absl::Seconds(2);
+    ps_options.security = options_.ps_security;
     cluster_ = PsCluster::Connect(ps, ps_options);
     if (policy_->variable_home() == VariableHome::kPsTasks) {
       for (v1::VariableSpec spec : PsVariableSpecs(job_, *model_)) {

@@ -34,6 +34,8 @@ struct GroupWorkerOptions {
   std::string export_dir;
   // Ends the run early when set.
   const std::atomic<bool>* stop = nullptr;
+  // TLS and bearer token of the calls to the PS tasks.
+  ClientSecurity ps_security;
 };
 
 // Trains the job described by `status` (already RUNNING) as one registered

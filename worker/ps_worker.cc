@@ -127,6 +127,7 @@ absl::Status PsWorker::Run() {
       group_options.advertise_host = options_.advertise_host;
       group_options.stop = options_.stop;
       group_options.export_dir = options_.export_dir;
+      group_options.ps_security = options_.ps_security;
       absl::Status s = RunGroupTraining(coordinator_, logger_, agent_.get(),
                                         job, group_options);
       agent_->Stop();
@@ -262,6 +263,7 @@ absl::Status PsWorker::Setup(const v1::JobStatus& status) {
         "the cluster has no ps task; ParameterServerStrategy needs one");
   }
   PsClientOptions ps_options;
+  ps_options.security = options_.ps_security;
   if (job_.strategy.update == "sync") {
     // A sync pull waits for earlier aggregated steps; if one of them is held
     // by a worker that died, give up soon and take other work, so that this

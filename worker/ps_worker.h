@@ -36,6 +36,8 @@ struct PsWorkerOptions {
   std::string advertise_host;
   // See GroupWorkerOptions::export_dir.
   std::string export_dir;
+  // TLS and bearer token of the calls to the PS tasks.
+  ClientSecurity ps_security;
 };
 
 // The variable specs a job places on the PS tasks: one per model variable,

@@ -15,6 +15,7 @@
 #include "client/coordinator_client.h"
 #include "common/cli.h"
 #include "common/logging.h"
+#include "common/security_flags.h"
 #include "common/tf_config.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
@@ -98,6 +99,23 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
+  // --tls-* serve the health server over TLS and dial the coordinator and
+  // PS tasks with it; --auth-token is sent on those calls.
+  auto tls = strata::TlsFromFlags();
+  auto security = strata::ClientSecurityFromFlags();
+  for (const absl::Status& st : {tls.status(), security.status()}) {
+    if (!st.ok()) {
+      std::cerr << "strata-worker: " << st.message() << "\n";
+      return 2;
+    }
+  }
+  auto server_credentials = strata::MakeServerCredentials(*tls);
+  if (!server_credentials.ok()) {
+    std::cerr << "strata-worker: " << server_credentials.status().message()
+              << "\n";
+    return 2;
+  }
+
   strata::Logger logger(absl::StrCat(role, ":", task_index));
   // gRPC adds its default health service only to a server with a service
   // of its own: an empty generic one (every other method: UNIMPLEMENTED).
@@ -108,8 +126,7 @@ int main(int argc, char** argv) {
     grpc::ServerBuilder builder;
     int bound = 0;
     const std::string address = strata::JoinHostPort(health_host, health_port);
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                             &bound);
+    builder.AddListeningPort(address, *server_credentials, &bound);
     builder.RegisterCallbackGenericService(&no_methods);
     health_server = builder.BuildAndStart();
     if (health_server == nullptr || bound == 0) {
@@ -120,7 +137,8 @@ int main(int argc, char** argv) {
     std::cout << "listening on " << strata::JoinHostPort(health_host, bound)
               << std::endl;
   }
-  auto client = strata::CoordinatorClient::Connect(coordinator);
+  auto client = strata::CoordinatorClient::Connect(
+      coordinator, absl::Seconds(30), *security);
   strata::PsWorkerOptions options;
   options.task_index = task_index;
   options.role = role;
@@ -133,6 +151,7 @@ int main(int argc, char** argv) {
   options.advertise_host = advertise_host;
   options.worker_port = absl::GetFlag(FLAGS_worker_port);
   options.export_dir = absl::GetFlag(FLAGS_export_dir);
+  options.ps_security = *security;
   if (options.steps_in_flight < 1) {
     std::cerr << "strata-worker: --steps-in-flight must be >= 1\n";
     return 2;
