@@ -258,7 +258,8 @@ struct PeerLinks {
   std::vector<std::vector<std::unique_ptr<grpc::GenericStub>>> generic;
   std::vector<std::unique_ptr<v1::WorkerService::Stub>> stubs;
 
-  PeerLinks(const std::vector<std::string>& peers, int channels_per_peer) {
+  PeerLinks(const std::vector<std::string>& peers, int channels_per_peer,
+            const ClientSecurity& security) {
     const int channels = std::max(1, channels_per_peer);
     for (const std::string& peer : peers) {
       std::vector<std::unique_ptr<grpc::GenericStub>> per_peer;
@@ -273,8 +274,7 @@ struct PeerLinks {
         args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
         args.SetMaxReceiveMessageSize(4 << 20);
         ApplyDataPlaneChannelArgs(&args);
-        auto channel = grpc::CreateCustomChannel(
-            peer, grpc::InsecureChannelCredentials(), args);
+        auto channel = CreateChannel(peer, security, args);
         if (c == 0) stubs.push_back(v1::WorkerService::NewStub(channel));
         per_peer.push_back(std::make_unique<grpc::GenericStub>(channel));
       }
@@ -1009,11 +1009,12 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
   s->mailbox_ = std::make_shared<internal::Mailbox>(options, logger);
   s->service_ = std::make_unique<WorkerServiceImpl>(s->mailbox_, logger);
 
+  auto credentials = MakeServerCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   const std::string address = JoinHostPort(options.host, options.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                           &s->port_);
+  builder.AddListeningPort(address, *credentials, &s->port_);
   builder.RegisterService(s->service_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   // A second process on the same port would receive half of the group's
@@ -1077,7 +1078,7 @@ absl::StatusOr<std::unique_ptr<Transport>> WorkerServer::OpenGroup(
         absl::StrCat("group ", group, ": timeout must be positive"));
   }
   auto links = std::make_unique<internal::PeerLinks>(
-      peers, options_.channels_per_peer);
+      peers, options_.channels_per_peer, options_.peer_security);
   auto poller = std::make_unique<internal::Poller>();
   STRATA_ASSIGN_OR_RETURN(
       std::shared_ptr<internal::GrpcGroup> g,
@@ -1106,7 +1107,8 @@ void WorkerServer::Shutdown(absl::Duration grace) {
 
 absl::StatusOr<v1::WorkerState> FetchState(const std::string& address,
                                            const v1::GetStateRequest& request,
-                                           absl::Duration timeout) {
+                                           absl::Duration timeout,
+                                           const ClientSecurity& security) {
   if (address.empty()) {
     return absl::InvalidArgumentError("fetch state: empty address");
   }
@@ -1118,8 +1120,7 @@ absl::StatusOr<v1::WorkerState> FetchState(const std::string& address,
   // A worker's whole state in one message.
   args.SetMaxReceiveMessageSize(-1);
   ApplyDataPlaneChannelArgs(&args);
-  auto channel = grpc::CreateCustomChannel(
-      address, grpc::InsecureChannelCredentials(), args);
+  auto channel = CreateChannel(address, security, args);
   auto stub = v1::WorkerService::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.set_wait_for_ready(false);

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "collective/collective.h"
 #include "common/logging.h"
+#include "common/tls.h"
 #include "grpcpp/server.h"
 #include "strata/v1/worker_service.grpc.pb.h"
 
@@ -49,6 +50,11 @@ struct WorkerServerOptions {
   int channels_per_peer = 1;
   // Deadline of the best-effort AbortGroup calls that tell peers of an abort.
   absl::Duration abort_notice_timeout = absl::Seconds(2);
+  // TLS of the listening port (plaintext when not enabled; with client_auth
+  // only peers holding a certificate of the CA get in), and how this
+  // server's groups dial their peers.
+  TlsOptions tls;
+  ClientSecurity peer_security;
 };
 
 using WorkerServiceBase = v1::WorkerService::WithRawCallbackMethod_Deliver<
@@ -152,7 +158,8 @@ class WorkerServer {
 // DEADLINE_EXCEEDED after `timeout`.
 absl::StatusOr<v1::WorkerState> FetchState(const std::string& address,
                                            const v1::GetStateRequest& request,
-                                           absl::Duration timeout);
+                                           absl::Duration timeout,
+                                           const ClientSecurity& security = {});
 
 }  // namespace collective
 }  // namespace strata

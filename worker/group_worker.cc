@@ -225,6 +225,8 @@ absl::Status GroupTrainer::Setup(const v1::JobStatus& status) {
     collective::WorkerServerOptions server_options;
     server_options.host = options_.host;
     server_options.port = options_.worker_port;
+    server_options.tls = options_.worker_tls;
+    server_options.peer_security = options_.ps_security;
     STRATA_ASSIGN_OR_RETURN(server_,
                             collective::WorkerServer::Start(server_options,
                                                             logger_));
@@ -416,7 +418,8 @@ absl::Status GroupTrainer::PrepareState(const v1::GroupAssignment& a) {
     const absl::Time until = absl::Now() + collective_options_.timeout;
     absl::StatusOr<v1::WorkerState> state;
     while (true) {
-      state = collective::FetchState(source, req, absl::Seconds(10));
+      state = collective::FetchState(source, req, absl::Seconds(10),
+                                     options_.ps_security);
       if (state.ok() || absl::Now() >= until || Stopping() ||
           NewerGroup(a.group())) {
         break;

@@ -34,8 +34,11 @@ struct GroupWorkerOptions {
   std::string export_dir;
   // Ends the run early when set.
   const std::atomic<bool>* stop = nullptr;
-  // TLS and bearer token of the calls to the PS tasks.
+  // TLS and bearer token of the calls to the PS tasks and to the peers'
+  // WorkerServices.
   ClientSecurity ps_security;
+  // TLS of this task's WorkerService (plaintext when not enabled).
+  TlsOptions worker_tls;
 };
 
 // Trains the job described by `status` (already RUNNING) as one registered

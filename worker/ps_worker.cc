@@ -128,6 +128,7 @@ absl::Status PsWorker::Run() {
       group_options.stop = options_.stop;
       group_options.export_dir = options_.export_dir;
       group_options.ps_security = options_.ps_security;
+      group_options.worker_tls = options_.worker_tls;
       absl::Status s = RunGroupTraining(coordinator_, logger_, agent_.get(),
                                         job, group_options);
       agent_->Stop();

@@ -36,8 +36,9 @@ struct PsWorkerOptions {
   std::string advertise_host;
   // See GroupWorkerOptions::export_dir.
   std::string export_dir;
-  // TLS and bearer token of the calls to the PS tasks.
+  // See GroupWorkerOptions::ps_security and worker_tls.
   ClientSecurity ps_security;
+  TlsOptions worker_tls;
 };
 
 // The variable specs a job places on the PS tasks: one per model variable,

@@ -152,6 +152,7 @@ int main(int argc, char** argv) {
   options.worker_port = absl::GetFlag(FLAGS_worker_port);
   options.export_dir = absl::GetFlag(FLAGS_export_dir);
   options.ps_security = *security;
+  options.worker_tls = *tls;
   if (options.steps_in_flight < 1) {
     std::cerr << "strata-worker: --steps-in-flight must be >= 1\n";
     return 2;
