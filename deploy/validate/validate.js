@@ -432,8 +432,13 @@ function checkContainer(pod, c, isInit, findings, add) {
     if (!c[p]) continue;
     const pp = probePort(c[p]);
     if (!pp) continue;
-    if (STRATA_DAEMONS.has(daemon) && pp.kind !== 'grpc') {
-      add(where, `${p} should be a native grpc probe (${daemon} serves grpc.health.v1)`);
+    // A daemon serving TLS (--tls-cert) answers health only over TLS, which
+    // the kubelet's grpc probe cannot speak: a tcpSocket probe of the port.
+    const tls = (c.args || []).some((x) => String(x).startsWith('--tls-cert'));
+    if (STRATA_DAEMONS.has(daemon) && pp.kind !== 'grpc' &&
+        !(tls && pp.kind === 'tcpSocket')) {
+      add(where, `${p} should be a native grpc probe (${daemon} serves grpc.health.v1)` +
+          (tls ? ' or, with --tls-cert, a tcpSocket probe' : ''));
     }
     if (typeof pp.port === 'number') {
       if (!ports.some((x) => x.containerPort === pp.port)) {
