@@ -2,7 +2,7 @@
 // (ranks as threads, one server per rank, loopback), beside a raw loopback
 // TCP socket transfer of the same bytes measured in the same run.
 //
-//   allreduce_bench [--ranks 2,4] [--sizes_mb 4,64] [--pack_kb 1024]
+//   allreduce_bench [--ranks 2,4] [--sizes_kb ''] [--sizes_mb 4,64] [--pack_kb 1024]
 //                   [--window 4] [--channels 1] [--in_process=false]
 //                   [--markdown FILE]
 //
@@ -37,6 +37,8 @@
 #include "collective/worker_service.h"
 
 ABSL_FLAG(std::string, ranks, "2,4", "Comma-separated rank counts");
+ABSL_FLAG(std::string, sizes_kb, "",
+          "Comma-separated sizes (KiB), measured before --sizes_mb");
 ABSL_FLAG(std::string, sizes_mb, "4,64", "Comma-separated sizes (MiB)");
 ABSL_FLAG(std::string, pack_kb, "1024",
           "Comma-separated pack sizes (KiB) to try");
@@ -180,14 +182,19 @@ std::string SizeName(int64_t bytes) {
 
 int Main() {
   const std::vector<int64_t> ranks = ParseList(absl::GetFlag(FLAGS_ranks));
-  const std::vector<int64_t> sizes = ParseList(absl::GetFlag(FLAGS_sizes_mb));
+  std::vector<int64_t> sizes;  // bytes
+  for (int64_t kb : ParseList(absl::GetFlag(FLAGS_sizes_kb))) {
+    sizes.push_back(kb << 10);
+  }
+  for (int64_t mb : ParseList(absl::GetFlag(FLAGS_sizes_mb))) {
+    sizes.push_back(mb << 20);
+  }
   const std::vector<int64_t> packs = ParseList(absl::GetFlag(FLAGS_pack_kb));
   std::vector<Row> rows;
   int64_t group = 0;
-  for (int64_t mb : sizes) {
-    const int64_t bytes = mb << 20;
+  for (int64_t bytes : sizes) {
     int iterations = absl::GetFlag(FLAGS_iterations);
-    if (iterations <= 0) iterations = mb <= 4 ? 20 : 5;
+    if (iterations <= 0) iterations = bytes <= (4 << 20) ? 20 : 5;
     // The baseline first, in the same run: one connection, message + ack.
     auto raw = bench::RawSocketTransfer(static_cast<size_t>(bytes),
                                         std::max(3, iterations));
@@ -206,8 +213,8 @@ int Main() {
         }
         for (auto& row : results) {
           if (!row.ok()) {
-            std::cerr << "all-reduce " << n << " ranks " << mb
-                      << " MB: " << row.status() << "\n";
+            std::cerr << "all-reduce " << n << " ranks " << SizeName(bytes)
+                      << ": " << row.status() << "\n";
             return 1;
           }
           row->raw = raw->gbytes_per_sec;
@@ -228,15 +235,17 @@ int Main() {
   std::ostringstream md;
   md << "| transport | ranks | size | pack | time (median) | algbw GB/s | "
         "busbw GB/s | raw socket GB/s | busbw / raw | all links GB/s "
-        "(ranks x busbw) | CPU s per op |\n"
-     << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+        "(ranks x busbw) | CPU ms per op | CPU s per GB moved |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
+    // Bytes over all links: every rank sends 2(n-1)/n of the tensor.
+    const double moved_gb = 2.0 * (r.ranks - 1) * r.bytes / 1e9;
     md << absl::StrFormat(
         "| %s | %d | %s | %s | %.1f ms | %.2f | %.2f | %.2f | %.2f | %.2f | "
-        "%.3f |\n",
+        "%.1f | %.2f |\n",
         r.transport, r.ranks, SizeName(r.bytes), SizeName(r.pack),
         r.seconds * 1e3, r.algbw, r.busbw, r.raw, r.busbw / r.raw,
-        r.ranks * r.busbw, r.cpu_per_op);
+        r.ranks * r.busbw, r.cpu_per_op * 1e3, r.cpu_per_op / moved_gb);
   }
   std::cout << "\n" << md.str();
   const std::string path = absl::GetFlag(FLAGS_markdown);
