@@ -7,9 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "client/coordinator_client.h"
 #include "client/ps_client.h"
+#include "collective/worker_service.h"
 #include "common/auth.h"
 #include "common/tls.h"
+#include "coordinator/coordinator_server.h"
 #include "gtest/gtest.h"
 #include "server/ps_server.h"
 #include "tests/test_util.h"
@@ -414,6 +417,109 @@ TEST_F(AuthTest, CoordinatorCheckpointsUnderItsJobDirectory) {
   EXPECT_THAT(PsClient::Connect((*fresh)->address(), copts)
                   ->Pull("w", w.data(), 16),
               StatusIs(absl::StatusCode::kPermissionDenied));
+}
+
+// The coordinator over mutual TLS with credentials: tokens are required,
+// SubmitJob needs the coordinator role.
+class CoordinatorAuthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    state_dir_ = ::testing::TempDir() + "/security_test_coordinator_" +
+                 std::to_string(::getpid());
+    std::filesystem::remove_all(state_dir_);
+    CoordinatorServerOptions options;
+    options.coordinator.state_dir = state_dir_;
+    options.tls = ServerTls(/*client_auth=*/true);
+    auto creds = CredentialStore::Parse(kCredentials);
+    ASSERT_TRUE(creds.ok());
+    options.service.credentials =
+        std::make_shared<CredentialStore>(*std::move(creds));
+    auto server = CoordinatorServer::Start(options, &logger_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove_all(state_dir_);
+  }
+
+  std::unique_ptr<CoordinatorClient> Client(const std::string& token,
+                                            const std::string& cert_dir) {
+    ClientSecurity security{ClientTls(cert_dir), token};
+    return CoordinatorClient::Connect(server_->address(),
+                                      absl::Milliseconds(500), security);
+  }
+
+  static v1::RegisterRequest Worker() {
+    v1::RegisterRequest r;
+    r.mutable_task()->set_role("worker");
+    r.mutable_task()->set_index(0);
+    r.set_incarnation("w0");
+    return r;
+  }
+  static v1::SubmitJobRequest Job() {
+    v1::SubmitJobRequest r;
+    r.set_job_json(R"({"epochs": 1, "batch_size": 2})");
+    r.set_train_examples(4);
+    return r;
+  }
+
+  std::ostringstream log_;
+  Logger logger_{"coordinator:test", &log_};
+  std::string state_dir_;
+  std::unique_ptr<CoordinatorServer> server_;
+};
+
+TEST_F(CoordinatorAuthTest, RefusesCallsWithoutAValidTokenOrCertificate) {
+  EXPECT_THAT(Client("", TlsDir())->Register(Worker()),
+              StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_THAT(Client("", TlsDir())->SubmitJob(Job()),
+              StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_THAT(Client("worker-c", TlsDir())->GetJob(),
+              StatusIs(absl::StatusCode::kUnauthenticated));
+  // A valid token does not help without a certificate of the CA.
+  EXPECT_THAT(Client("coord-a", TlsDir() + "/other")->SubmitJob(Job()),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(CoordinatorClient::Connect(server_->address(),
+                                         absl::Milliseconds(500))
+                  ->Register(Worker()),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(server_->state()->GetJob().job_id(), "");
+}
+
+TEST_F(CoordinatorAuthTest, SubmitJobNeedsTheCoordinatorRole) {
+  STRATA_ASSERT_OK(Client("worker-a", TlsDir())->Register(Worker()));
+  EXPECT_THAT(Client("worker-a", TlsDir())->SubmitJob(Job()),
+              StatusIsWithMessage(absl::StatusCode::kPermissionDenied,
+                                  "SubmitJob needs the coordinator role"));
+  EXPECT_EQ(server_->state()->GetJob().job_id(), "");
+  auto submitted = Client("coord-a", TlsDir())->SubmitJob(Job());
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_EQ(server_->state()->GetJob().job_id(), submitted->job_id());
+}
+
+// The WorkerService (ring all-reduce, state copies) under mutual TLS.
+TEST(WorkerServiceTlsTest, OnlyPeersWithACertificateOfTheCaGetIn) {
+  std::ostringstream log;
+  Logger logger("worker:test", &log);
+  collective::WorkerServerOptions options;
+  options.tls = ServerTls(/*client_auth=*/true);
+  auto server = collective::WorkerServer::Start(options, &logger);
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*server)->SetStateProvider([](const v1::GetStateRequest&) {
+    v1::WorkerState state;
+    state.set_step(7);
+    return absl::StatusOr<v1::WorkerState>(state);
+  });
+  const std::string address = (*server)->address();
+  auto fetched = collective::FetchState(address, {}, absl::Seconds(5),
+                                        {ClientTls(TlsDir()), ""});
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_EQ(fetched->step(), 7);
+  EXPECT_FALSE(collective::FetchState(address, {}, absl::Seconds(2)).ok());
+  EXPECT_FALSE(collective::FetchState(address, {}, absl::Seconds(2),
+                                      {ClientTls(TlsDir() + "/other"), ""})
+                   .ok());
 }
 
 }  // namespace
