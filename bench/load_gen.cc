@@ -355,7 +355,7 @@ int Run(int argc, char** argv) {
       std::chrono::duration<double>(SteadyClock::now() - start).count();
   done.Notify();
   sampler.join();
-  samples.push_back({elapsed, ReadRssKib(rss_pid)});
+  const int64_t after_kib = ReadRssKib(rss_pid);  // workers stopped
 
   // Aggregate.
   std::array<OpStats, kNumOps> total;
@@ -422,7 +422,7 @@ int Run(int argc, char** argv) {
   report << "\n| RSS |";
   for (const RssSample& s : samples) report << " " << MiB(s.kib) << " |";
   report << "\n";
-  // Growth over the second half of the run, against its midpoint sample.
+  // Growth over the second half of the run (samples while the workers ran).
   const RssSample& last = samples.back();
   const RssSample* mid = &samples.front();
   for (const RssSample& s : samples) {
@@ -434,9 +434,9 @@ int Run(int argc, char** argv) {
       mid->kib > 0 ? 100.0 * (last.kib - mid->kib) / mid->kib : 0;
   report << absl::StrFormat(
       "\nPeak %s MiB; second half of the run (t=%.0f s to %.0f s): %+.1f%% "
-      "(%s MiB to %s MiB).\n",
+      "(%s MiB to %s MiB); %s MiB once the workers stopped.\n",
       MiB(peak), mid->seconds, last.seconds, growth, MiB(mid->kib),
-      MiB(last.kib));
+      MiB(last.kib), MiB(after_kib));
   for (int op = 0; op < kNumOps; ++op) {
     if (total[op].errors > 0) {
       report << "First " << kOpNames[op] << " error: " << total[op].first_error
