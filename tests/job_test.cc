@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -139,6 +140,50 @@ TEST(JobTest, DefaultsApply) {
   EXPECT_EQ(job->strategy.type, "parameter_server");
   EXPECT_EQ(job->strategy.update, "async");
   EXPECT_EQ(job->strategy.partitioner.num_shards, 1);
+}
+
+TEST(JobTest, DeviceDefaultsToCpuAndAcceptsCudaForms) {
+  absl::StatusOr<JobSpec> job = ParseJob(MinimalJob());
+  STRATA_ASSERT_OK(job);
+  EXPECT_EQ(job->device, "cpu");
+  EXPECT_EQ(job->cuda_device, -1);
+  for (const auto& [given, stored, index] :
+       std::vector<std::tuple<std::string, std::string, int>>{
+           {"cpu", "cpu", -1},
+           {"cuda", "cuda:0", 0},
+           {"cuda:0", "cuda:0", 0},
+           {"cuda:3", "cuda:3", 3}}) {
+    json j = MinimalJob();
+    j["device"] = given;
+    absl::StatusOr<JobSpec> parsed = ParseJob(j);
+    STRATA_ASSERT_OK(parsed);
+    EXPECT_EQ(parsed->device, stored) << given;
+    EXPECT_EQ(parsed->cuda_device, index) << given;
+  }
+}
+
+TEST(JobTest, BadDeviceNamesTheFieldAndTheForms) {
+  for (const json& bad : {json("gpu"), json("cuda:"), json("cuda:-1"),
+                          json("cuda:x"), json("cuda:99999")}) {
+    json j = MinimalJob();
+    j["device"] = bad;
+    absl::StatusOr<JobSpec> parsed = ParseJob(j);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find("job.device"), std::string::npos)
+        << parsed.status();
+    EXPECT_NE(parsed.status().message().find("cpu, cuda, cuda:N"),
+              std::string::npos)
+        << parsed.status();
+  }
+  for (const json& bad : {json(0), json("")}) {
+    json j = MinimalJob();
+    j["device"] = bad;
+    absl::StatusOr<JobSpec> parsed = ParseJob(j);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find("job.device"), std::string::npos)
+        << parsed.status();
+  }
 }
 
 TEST(JobTest, LayerOptionsParse) {

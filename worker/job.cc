@@ -1,5 +1,6 @@
 #include "worker/job.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -592,13 +595,32 @@ std::string LayerTypeName(LayerType type) {
   return absl::StrCat("unknown(", static_cast<int>(type), ")");
 }
 
+absl::StatusOr<int> ParseDeviceName(absl::string_view name,
+                                    absl::string_view path) {
+  if (name == "cpu") return -1;
+  if (name == "cuda") return 0;
+  if (absl::StartsWith(name, "cuda:")) {
+    const absl::string_view index = name.substr(5);
+    int n = 0;
+    const bool digits =
+        !index.empty() && index.size() <= 4 &&
+        std::all_of(index.begin(), index.end(),
+                    [](char c) { return c >= '0' && c <= '9'; });
+    if (digits && absl::SimpleAtoi(index, &n)) return n;
+  }
+  return PathError(path,
+                   absl::StrCat("'", name,
+                                "' is not one of cpu, cuda, cuda:N (N a GPU "
+                                "index, 0 to 9999)"));
+}
+
 absl::StatusOr<JobSpec> ParseJob(const json& job) {
   JobSpec spec;
   STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(job, "job"));
   STRATA_RETURN_IF_ERROR(o.CheckKeys(
       {"name", "model", "loss", "metrics", "optimizer", "data", "strategy",
        "epochs", "batch_size", "shuffle_seed", "seed", "checkpoint",
-       "evaluation"}));
+       "evaluation", "device"}));
   STRATA_RETURN_IF_ERROR(o.String("name", false, &spec.name));
   if (!ValidLayerName(spec.name)) {
     return PathError(o.Path("name"),
@@ -667,6 +689,16 @@ absl::StatusOr<JobSpec> ParseJob(const json& job) {
     STRATA_RETURN_IF_ERROR(e.CheckKeys({"every_epochs"}));
     STRATA_RETURN_IF_ERROR(
         e.Int32("every_epochs", false, 0, &spec.evaluation.every_epochs));
+  }
+
+  if (o.Has("device")) {
+    std::string device;
+    STRATA_RETURN_IF_ERROR(o.String("device", true, &device));
+    STRATA_ASSIGN_OR_RETURN(spec.cuda_device,
+                            ParseDeviceName(device, o.Path("device")));
+    spec.device = spec.cuda_device < 0
+                      ? "cpu"
+                      : absl::StrCat("cuda:", spec.cuda_device);
   }
 
   STRATA_RETURN_IF_ERROR(ValidateModelAndLoss(spec.model, spec.loss));

@@ -161,6 +161,11 @@ struct JobSpec {
   uint64_t seed = 0;
   CheckpointSpec checkpoint;
   EvaluationSpec evaluation;
+  // Where workers compute: "cpu" (default), "cuda" or "cuda:N" (GPU N;
+  // "cuda" is stored as "cuda:0"). `cuda_device` is N, or -1 for the CPU.
+  // Whether the device exists is checked where the job runs, not here.
+  std::string device = "cpu";
+  int cuda_device = -1;
   // The JSON text the spec was parsed from (ParseJob: the value re-dumped).
   std::string json;
 };
@@ -177,6 +182,11 @@ absl::Status ValidateModelAndLoss(const ModelSpec& model,
 // The name of every layer: its own, or Keras's automatic one ("dense",
 // "dense_1", "dropout", ...; counted per type over the unnamed layers).
 std::vector<std::string> ResolveLayerNames(const ModelSpec& model);
+
+// A device name as jobs and flags give it: "cpu" is -1, "cuda" 0, "cuda:N"
+// N. Errors: INVALID_ARGUMENT naming `path` and the allowed forms.
+absl::StatusOr<int> ParseDeviceName(absl::string_view name,
+                                    absl::string_view path);
 
 // Parses and validates a job. Errors: INVALID_ARGUMENT naming the JSON path.
 absl::StatusOr<JobSpec> ParseJob(const nlohmann::json& job);
