@@ -3,7 +3,10 @@
 // single-process baseline every strategy is compared against.
 //
 //   local_train --job examples/fashion_mnist/job.json [--epochs N]
-//               [--summary summary.json]
+//               [--summary summary.json] [--device cpu|cuda|cuda:N]
+//
+// A job (or --device) on a CUDA device that cannot be used exits 1 at once
+// with the reason, before any data is loaded.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -13,6 +16,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -25,6 +29,8 @@
 ABSL_FLAG(std::string, job, "", "Job file (JSON), required");
 ABSL_FLAG(int, epochs, 0, "Override the job's epochs (0 keeps them)");
 ABSL_FLAG(std::string, summary, "", "Write a JSON summary to this file");
+ABSL_FLAG(std::string, device, "", "Where to compute: cpu, cuda or cuda:N "
+          "(default: the job's \"device\")");
 
 namespace {
 
@@ -54,6 +60,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (absl::GetFlag(FLAGS_epochs) > 0) job->epochs = absl::GetFlag(FLAGS_epochs);
+  std::string device_source = "job.device";
+  if (const std::string flag = absl::GetFlag(FLAGS_device); !flag.empty()) {
+    absl::StatusOr<int> cuda = strata::ParseDeviceName(flag, "--device");
+    if (!cuda.ok()) {
+      std::cerr << "local_train: " << cuda.status() << "\n";
+      return 2;
+    }
+    job->cuda_device = *cuda;
+    job->device = *cuda < 0 ? "cpu" : absl::StrCat("cuda:", *cuda);
+    device_source = "--device";
+  }
+  // Fail before loading data when the device cannot be used.
+  if (absl::Status usable = strata::CheckDevice(job->device, device_source);
+      !usable.ok()) {
+    std::cerr << "local_train: " << usable << "\n";
+    return 1;
+  }
 
   const absl::Time load_start = absl::Now();
   absl::StatusOr<strata::Dataset> train = strata::LoadTrain(*job);
@@ -81,11 +104,11 @@ int main(int argc, char** argv) {
   const int64_t steps_per_epoch =
       strata::StepsPerEpoch(train->size, job->batch_size);
   std::printf("job %s: %lld training examples, %s test examples, "
-              "%lld parameters, loaded in %.1f s\n",
+              "%lld parameters on %s, loaded in %.1f s\n",
               job->name.c_str(), static_cast<long long>(train->size),
               test ? std::to_string(test->size).c_str() : "no",
               static_cast<long long>((*trainer)->model().num_parameters()),
-              load_seconds);
+              job->device.c_str(), load_seconds);
 
   strata::StepStats last_train;
   std::optional<strata::StepStats> last_test;

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/gpu_model.h"
 
 namespace strata {
 namespace {
@@ -86,9 +87,11 @@ void ActivationBackward(Activation activation, const ConstMatrixMap& a,
   }
 }
 
+}  // namespace
+
 // Inverted dropout: each element kept with probability 1 - rate and scaled
 // by 1 / (1 - rate). The draw for element e is a pure function of (seed,
-// layer, e).
+// layer, e). kernels/cuda/dense_kernels.cu repeats it on the device.
 void FillDropoutMask(uint64_t seed, uint64_t layer, double rate, float* mask,
                      int64_t n) {
   const uint64_t key = Mix64(seed ^ Mix64(layer + 0x5bd1e995ULL));
@@ -102,6 +105,8 @@ void FillDropoutMask(uint64_t seed, uint64_t layer, double rate, float* mask,
     mask[e] = bits >= threshold ? keep_scale : 0.0f;
   }
 }
+
+namespace {
 
 // This file may be compiled for AVX2+FMA (worker/CMakeLists.txt); refuse to
 // run rather than die of SIGILL on a CPU without them.
@@ -163,6 +168,76 @@ float* ModelWorkspace::Floats::Resize(size_t n) {
   data_ = static_cast<float*>(p);
   capacity_ = bytes / sizeof(float);
   return data_;
+}
+
+absl::Status CheckDevice(const std::string& device, const std::string& what) {
+  STRATA_ASSIGN_OR_RETURN(const int cuda_device,
+                          ParseDeviceName(device, what));
+  if (cuda_device < 0) return absl::OkStatus();
+  absl::Status usable = GpuCheckDevice(cuda_device);
+  if (usable.ok()) return usable;
+  return absl::Status(usable.code(),
+                      absl::StrCat(what, " cuda:", cuda_device, ": ",
+                                   usable.message()));
+}
+
+absl::StatusOr<Model> BuildModelForJob(const JobSpec& job) {
+  STRATA_RETURN_IF_ERROR(CheckDevice(job.device, "job.device"));
+  return Model::Build(job.model, job.loss, job.seed, job.device);
+}
+
+absl::StatusOr<Model> Model::Build(const ModelSpec& spec,
+                                   const std::string& loss, uint64_t seed,
+                                   const std::string& device) {
+  STRATA_ASSIGN_OR_RETURN(const int cuda_device,
+                          ParseDeviceName(device, "device"));
+  STRATA_ASSIGN_OR_RETURN(Model model, Build(spec, loss, seed));
+  if (cuda_device < 0) return model;
+  STRATA_RETURN_IF_ERROR(CheckDevice(device, "device"));
+  model.device_ = absl::StrCat("cuda:", cuda_device);
+  model.gpu_ = model.MakeGpuPlan(cuda_device);
+  return model;
+}
+
+std::shared_ptr<const GpuModelPlan> Model::MakeGpuPlan(int device) const {
+  auto plan = std::make_shared<GpuModelPlan>();
+  plan->device = device;
+  switch (loss_kind_) {
+    case LossKind::kCrossEntropy:
+      plan->loss = GpuModelPlan::Loss::kCrossEntropy;
+      break;
+    case LossKind::kBinaryCrossEntropy:
+      plan->loss = GpuModelPlan::Loss::kBinaryCrossEntropy;
+      break;
+    case LossKind::kMse:
+      plan->loss = GpuModelPlan::Loss::kMse;
+      break;
+  }
+  for (const Stage& st : stages_) {
+    GpuModelPlan::Stage g;
+    g.type = st.type;
+    g.in = st.in;
+    g.out = st.out;
+    g.activation = st.activation;
+    g.kernel = st.kernel;
+    g.bias = st.bias;
+    g.rate = st.rate;
+    g.layer_index = st.layer_index;
+    plan->stages.push_back(g);
+  }
+  plan->num_features = num_features_;
+  plan->num_outputs = num_outputs_;
+  plan->first_trainable_stage = first_trainable_stage_;
+  int64_t offset = 0;
+  for (const VariableDef& v : variables_) {
+    const int64_t n = NumElements(v.shape);
+    plan->variable_sizes.push_back(n);
+    plan->variable_offsets.push_back(offset);
+    // 256-byte aligned starts, as cuBLAS prefers.
+    offset += (n + 63) / 64 * 64;
+  }
+  plan->total_floats = offset;
+  return plan;
 }
 
 absl::StatusOr<Model> Model::Build(const ModelSpec& spec,
@@ -422,13 +497,16 @@ absl::StatusOr<StepStats> Model::TrainStep(
   STRATA_RETURN_IF_ERROR(CheckLabels(y, batch));
   ModelWorkspace local;
   ModelWorkspace* ws = workspace != nullptr ? workspace : &local;
-
-  Forward(params, x, batch, /*training=*/true, dropout_seed, ws);
-
   grads->resize(variables_.size());
   for (size_t i = 0; i < variables_.size(); ++i) {
     (*grads)[i].resize(static_cast<size_t>(NumElements(variables_[i].shape)));
   }
+  if (gpu_ != nullptr) {
+    return GpuTrainStep(*gpu_, params, x, y, batch, dropout_seed, grads,
+                        &ws->gpu_);
+  }
+
+  Forward(params, x, batch, /*training=*/true, dropout_seed, ws);
   const int num_stages = static_cast<int>(stages_.size());
   ws->gradients_.resize(stages_.size());
   float* top =
@@ -517,7 +595,17 @@ absl::StatusOr<StepStats> Model::Evaluate(
   ModelWorkspace* ws = workspace != nullptr ? workspace : &local;
   double loss_sum = 0;
   int64_t correct = 0;
-  for (int64_t start = 0; start < data.size; start += batch) {
+  if (gpu_ != nullptr) {
+    // The labels first, batch by batch, so that errors read as the CPU's.
+    for (int64_t start = 0; start < data.size; start += batch) {
+      STRATA_RETURN_IF_ERROR(CheckLabels(data.labels.data() + start,
+                                         std::min(batch, data.size - start)));
+    }
+    STRATA_RETURN_IF_ERROR(GpuEvaluate(*gpu_, params, data, batch, &loss_sum,
+                                       &correct, &ws->gpu_));
+  }
+  for (int64_t start = 0; gpu_ == nullptr && start < data.size;
+       start += batch) {
     const int64_t b = std::min(batch, data.size - start);
     const int32_t* y = data.labels.data() + start;
     STRATA_RETURN_IF_ERROR(CheckLabels(y, b));
@@ -544,6 +632,9 @@ absl::Status Model::Predict(const std::vector<absl::Span<const float>>& params,
   if (x == nullptr) return absl::InvalidArgumentError("inputs are null");
   ModelWorkspace local;
   ModelWorkspace* ws = workspace != nullptr ? workspace : &local;
+  if (gpu_ != nullptr) {
+    return GpuPredict(*gpu_, params, x, batch, out, &ws->gpu_);
+  }
   Forward(params, x, batch, /*training=*/false, 0, ws);
   const float* result = ws->output_ptrs_.back();
   out->assign(result, result + batch * num_outputs_);
@@ -560,6 +651,11 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
     const ModelSpec& model_spec, const std::string& loss,
     const OptimizerConfig& optimizer_config, uint64_t seed) {
   STRATA_ASSIGN_OR_RETURN(Model model, Model::Build(model_spec, loss, seed));
+  return Create(std::move(model), optimizer_config, seed);
+}
+
+absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
+    Model model, const OptimizerConfig& optimizer_config, uint64_t seed) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer,
                           Optimizer::Create(optimizer_config));
   std::unique_ptr<LocalTrainer> trainer(
@@ -584,7 +680,8 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
 
 absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
     const JobSpec& job) {
-  return Create(job.model, job.loss, job.optimizer, job.seed);
+  STRATA_ASSIGN_OR_RETURN(Model model, BuildModelForJob(job));
+  return Create(std::move(model), job.optimizer, job.seed);
 }
 
 absl::StatusOr<StepStats> LocalTrainer::Step(const float* x, const int32_t* y,

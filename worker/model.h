@@ -1,6 +1,8 @@
 // A Keras-like Sequential MLP on the CPU (Eigen): forward, loss, metrics and
 // backward for dense / dropout / flatten layers, plus LocalTrainer, the
-// single-process training loop used as the baseline and by the SDK.
+// single-process training loop used as the baseline and by the SDK. A model
+// built for a CUDA device ("cuda:N") computes the same on that GPU
+// (worker/gpu_model.h): host parameters in, host gradients out.
 //
 // Parameters live outside the model, one contiguous float buffer per
 // variable, in the order of variables(): for each dense layer its kernel
@@ -45,10 +47,18 @@ struct StepStats {
 };
 
 class Model;
+class GpuWorkspace;  // worker/gpu_model.cc: a stream, cuBLAS, device buffers
+struct GpuWorkspaceDeleter {
+  void operator()(GpuWorkspace* workspace) const;
+};
+using GpuWorkspacePtr = std::unique_ptr<GpuWorkspace, GpuWorkspaceDeleter>;
+struct GpuModelPlan;  // worker/gpu_model.h
 
 // Scratch buffers for Model's forward and backward passes. Reusing one
 // across calls avoids allocating in the training loop. Thread-compatible:
 // one workspace per thread; it may be shared by models (it grows as needed).
+// For a model on a GPU it also holds, created on first use, that thread's
+// CUDA stream, cuBLAS handle and device buffers.
 class ModelWorkspace {
  public:
   ModelWorkspace();
@@ -80,6 +90,7 @@ class ModelWorkspace {
   std::vector<const float*> output_ptrs_;  // per stage (may alias input)
   std::vector<Floats> masks_;              // per dropout stage
   std::vector<Floats> gradients_;          // per stage, batch x width
+  GpuWorkspacePtr gpu_;                    // models on a GPU only
 };
 
 // An immutable, validated Sequential model. Thread-safe: every method is
@@ -93,6 +104,18 @@ class Model {
   // Errors: INVALID_ARGUMENT as ValidateModelAndLoss.
   static absl::StatusOr<Model> Build(const ModelSpec& spec,
                                      const std::string& loss, uint64_t seed);
+  // As above, computing on `device`: "cpu", "cuda" or "cuda:N" (as
+  // ParseDeviceName). TrainStep, Evaluate and Predict then run on that GPU;
+  // the parameters and gradients stay host buffers. Errors: as above;
+  // INVALID_ARGUMENT for a malformed device name; FAILED_PRECONDITION as
+  // CheckDevice when the device cannot be used.
+  static absl::StatusOr<Model> Build(const ModelSpec& spec,
+                                     const std::string& loss, uint64_t seed,
+                                     const std::string& device);
+
+  // "cpu" or "cuda:N".
+  const std::string& device() const { return device_; }
+  bool on_gpu() const { return gpu_ != nullptr; }
 
   const std::vector<VariableDef>& variables() const { return variables_; }
   // Values per example (the product of input_shape) and output units.
@@ -110,10 +133,13 @@ class Model {
   // of (dropout_seed, layer, element). Writes into *grads (resized to the
   // params' layout) the gradients of the mean loss over the batch. The
   // results are a pure function of the values passed (bitwise, wherever
-  // the buffers lie).
+  // the buffers lie). On a GPU they agree with the CPU's within float
+  // rounding (the same dropout masks, bit for bit).
   // Errors: INVALID_ARGUMENT for params of the wrong count or sizes, batch
   // < 1, null x or y, or a label out of range (>= num_outputs() for several
-  // outputs; not 0 or 1 for binary_crossentropy).
+  // outputs; not 0 or 1 for binary_crossentropy). On a GPU also the CUDA
+  // and cuBLAS errors (FAILED_PRECONDITION, RESOURCE_EXHAUSTED, INTERNAL),
+  // each naming the failed call with its file and line.
   absl::StatusOr<StepStats> TrainStep(
       const std::vector<absl::Span<const float>>& params, const float* x,
       const int32_t* y, int64_t batch, uint64_t dropout_seed,
@@ -154,6 +180,9 @@ class Model {
 
   Model() = default;
 
+  // The GPU backend's view of this model.
+  std::shared_ptr<const GpuModelPlan> MakeGpuPlan(int device) const;
+
   absl::Status CheckParams(
       const std::vector<absl::Span<const float>>& params) const;
   absl::Status CheckLabels(const int32_t* y, int64_t batch) const;
@@ -174,7 +203,28 @@ class Model {
   int64_t num_features_ = 0;
   int64_t num_outputs_ = 0;
   int first_trainable_stage_ = 0;
+  std::string device_ = "cpu";
+  std::shared_ptr<const GpuModelPlan> gpu_;  // null on the CPU
 };
+
+// OK when `device` ("cpu", "cuda", "cuda:N") can run a Model here. Errors:
+// INVALID_ARGUMENT for a malformed name; FAILED_PRECONDITION for a CUDA
+// device that cannot be used, the message starting with `what` and the
+// device ("job.device cuda:0: no usable CUDA device: cudaErrorNoDevice: ...";
+// "... this build has no CUDA support (configure with -DSTRATA_WITH_CUDA=ON
+// where nvcc is found)").
+absl::Status CheckDevice(const std::string& device,
+                         const std::string& what = "device");
+
+// Model::Build with the job's model, loss, seed and device; a device that
+// cannot be used fails as CheckDevice(job.device, "job.device").
+absl::StatusOr<Model> BuildModelForJob(const JobSpec& job);
+
+// Inverted dropout's mask: n elements, each kept (1 / (1 - rate)) with
+// probability 1 - rate or dropped (0), a pure function of (seed, layer,
+// element) that the CPU and the GPU compute alike.
+void FillDropoutMask(uint64_t seed, uint64_t layer, double rate, float* mask,
+                     int64_t n);
 
 // Single-process training: a Model, its parameters, and an Optimizer with
 // its slots per variable, updated locally. Thread-compatible.
@@ -185,9 +235,13 @@ class LocalTrainer {
   static absl::StatusOr<std::unique_ptr<LocalTrainer>> Create(
       const ModelSpec& model, const std::string& loss,
       const OptimizerConfig& optimizer, uint64_t seed);
-  // As above with the job's model, loss, optimizer and seed.
+  // As above with the job's model, loss, optimizer and seed, on the job's
+  // device (BuildModelForJob).
   static absl::StatusOr<std::unique_ptr<LocalTrainer>> Create(
       const JobSpec& job);
+  // As above with a model already built (on any device).
+  static absl::StatusOr<std::unique_ptr<LocalTrainer>> Create(
+      Model model, const OptimizerConfig& optimizer, uint64_t seed);
 
   // One step on a batch (as Model::TrainStep) followed by the optimizer's
   // update with iterations = `step` (the number of updates before this

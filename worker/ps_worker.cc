@@ -115,9 +115,26 @@ absl::Status PsWorker::Run() {
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
+  if (!options_.device.empty()) {
+    // This worker's --device replaces the job's.
+    nlohmann::json parsed =
+        nlohmann::json::parse(job.job_json(), nullptr, false);
+    if (parsed.is_object()) {
+      parsed["device"] = options_.device;
+      job.set_job_json(parsed.dump());
+    }
+  }
   {
     // Synchronous strategies train in groups (worker/group_worker.h).
     STRATA_ASSIGN_OR_RETURN(JobSpec spec, ParseJobString(job.job_json()));
+    // A device this machine cannot use fails here, before any training.
+    if (absl::Status usable = CheckDevice(
+            spec.device,
+            options_.device.empty() ? "job.device" : "--device");
+        !usable.ok()) {
+      agent_->Stop();
+      return usable;
+    }
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<PlacementPolicy> policy,
                             PolicyFor(spec));
     if (policy->loop() == TrainingLoop::kSyncGroup) {
@@ -242,8 +259,7 @@ absl::Status PsWorker::WorkLoop(StepContext* ctx) {
 absl::Status PsWorker::Setup(const v1::JobStatus& status) {
   STRATA_ASSIGN_OR_RETURN(job_, ParseJobString(status.job_json()));
   STRATA_RETURN_IF_ERROR(CheckPsJob(job_));
-  STRATA_ASSIGN_OR_RETURN(Model model,
-                          Model::Build(job_.model, job_.loss, job_.seed));
+  STRATA_ASSIGN_OR_RETURN(Model model, BuildModelForJob(job_));
   model_ = std::make_unique<Model>(std::move(model));
   STRATA_ASSIGN_OR_RETURN(train_, LoadTrain(job_));
   if (job_.data.has_test) {
@@ -285,6 +301,7 @@ absl::Status PsWorker::Setup(const v1::JobStatus& status) {
                {{"job", status.job_id()},
                 {"ps", ps},
                 {"train_examples", train_.size},
+                {"device", model_->device()},
                 {"parameters", model_->num_parameters()}});
   return absl::OkStatus();
 }

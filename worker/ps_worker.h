@@ -39,6 +39,9 @@ struct PsWorkerOptions {
   // See GroupWorkerOptions::ps_security and worker_tls.
   ClientSecurity ps_security;
   TlsOptions worker_tls;
+  // Where to compute ("cpu", "cuda", "cuda:N"); empty: the job's "device".
+  // When set it replaces the job's device for this worker.
+  std::string device;
 };
 
 // The variable specs a job places on the PS tasks: one per model variable,
@@ -64,6 +67,9 @@ class PsWorker {
            PsWorkerOptions options);
 
   // Registers, waits for a job, trains, returns when the job is over.
+  // Errors include FAILED_PRECONDITION when the job's device (or
+  // options.device) is a CUDA device this machine cannot use; the job is
+  // not started then.
   absl::Status Run();
 
  private:

@@ -2,6 +2,8 @@
 // running job's steps until it is done, then exits 0 (or, with
 // --wait-after-job, stays up until SIGTERM). With --port it serves
 // grpc.health.v1 for the kubelet's probes and prints "listening on HOST:PORT".
+// With --device cuda[:N] it computes on that GPU whatever the job says, and
+// exits 1 at once, with the reason, where that device cannot be used.
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -20,6 +22,8 @@
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "worker/job.h"
+#include "worker/model.h"
 #include "worker/ps_worker.h"
 
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (default: "
@@ -39,6 +43,8 @@ ABSL_FLAG(std::string, host, "", "Address the health server listens on "
           "(default 127.0.0.1, or 0.0.0.0 when TF_CONFIG lists this task)");
 ABSL_FLAG(int, port, -1, "Port of the grpc.health.v1 server; 0 picks one, "
           "-1 (default) serves none unless TF_CONFIG lists this task");
+ABSL_FLAG(std::string, device, "", "Where this worker computes: cpu, cuda "
+          "or cuda:N, replacing the job's \"device\" (default: the job's)");
 ABSL_FLAG(bool, wait_after_job, false, "When the job has ended, stay up "
           "(healthy) until SIGTERM instead of exiting, so that a controller "
           "that restarts exited containers (a StatefulSet) leaves it alone");
@@ -52,6 +58,22 @@ int main(int argc, char** argv) {
   std::vector<std::string> storage;
   std::vector<char*> args = strata::NormalizeFlagDashes(argc, argv, &storage);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+
+  // The device first: a GPU this machine cannot use ends the task here.
+  std::string device;
+  if (const std::string flag = absl::GetFlag(FLAGS_device); !flag.empty()) {
+    absl::StatusOr<int> cuda = strata::ParseDeviceName(flag, "--device");
+    if (!cuda.ok()) {
+      std::cerr << "strata-worker: " << cuda.status() << "\n";
+      return 2;
+    }
+    device = *cuda < 0 ? "cpu" : absl::StrCat("cuda:", *cuda);
+    if (absl::Status usable = strata::CheckDevice(device, "--device");
+        !usable.ok()) {
+      std::cerr << "strata-worker: " << usable << "\n";
+      return 1;
+    }
+  }
 
   int task_index = 0;
   std::string role = "worker";
@@ -153,6 +175,7 @@ int main(int argc, char** argv) {
   options.export_dir = absl::GetFlag(FLAGS_export_dir);
   options.ps_security = *security;
   options.worker_tls = *tls;
+  options.device = device;
   if (options.steps_in_flight < 1) {
     std::cerr << "strata-worker: --steps-in-flight must be >= 1\n";
     return 2;
