@@ -322,9 +322,16 @@ absl::Status CudaCheckDevice(int device) {
                      " device(s) visible (0 to ", count - 1, ")"));
   }
   // Creates the context, so that a broken driver shows up here.
-  STRATA_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
-  STRATA_CUDA_RETURN_IF_ERROR(cudaFree(nullptr));
-  return absl::OkStatus();
+  absl::Status status = [device]() -> absl::Status {
+    STRATA_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+    STRATA_CUDA_RETURN_IF_ERROR(cudaFree(nullptr));
+    return absl::OkStatus();
+  }();
+  if (status.ok()) return status;
+  cudaGetLastError();
+  return absl::Status(status.code(),
+                      absl::StrCat("no usable CUDA device ", device, ": ",
+                                   status.message()));
 }
 
 // GpuStream -------------------------------------------------------------------
