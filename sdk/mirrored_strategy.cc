@@ -1,9 +1,12 @@
 // MirroredStrategy: replicas of the model as threads of this process, their
-// gradients all-reduced in process every step (collective/in_process.h), as
-// worker/group_worker.cc does between the replicas of a mirrored worker.
+// gradients all-reduced every step, in process (collective/in_process.h) or,
+// on GPUs, through NCCL (collective/nccl.h), as worker/group_worker.cc does
+// between the replicas of a mirrored worker.
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -11,12 +14,14 @@
 #include "absl/strings/str_cat.h"
 #include "collective/collective.h"
 #include "collective/in_process.h"
+#include "collective/nccl.h"
 #include "common/status_macros.h"
 #include "kernels/optimizers.h"
 #include "sdk/internal.h"
 #include "sdk/strata.h"
 #include "strategies/placement_policy.h"
 #include "worker/dataset.h"
+#include "worker/job.h"
 #include "worker/model.h"
 
 namespace strata::sdk {
@@ -35,17 +40,22 @@ uint64_t Mix64(uint64_t z) {
 // The replicas of one Fit. Replica 0 trains the model's persistent state
 // (ModelState::mirrored) in place; the others train copies of it, kept
 // identical by applying the same all-reduced gradients. Each replica is
-// driven by one thread; its buffers are its own.
+// driven by one thread; its buffers are its own. With `nccl` (one rank per
+// replica) the gradients are all-reduced through it, else in process.
 class MirroredTrainer {
  public:
   MirroredTrainer(const Model& model, const ::strata::Optimizer& optimizer,
                   uint64_t seed, int num_replicas,
+                  std::unique_ptr<collective::NcclGroup> nccl,
                   internal::ModelState::ReplicaState* state)
       : model_(model),
         optimizer_(optimizer),
         seed_(seed),
         state_(state),
-        transports_(collective::NewInProcessGroup(num_replicas)),
+        nccl_(std::move(nccl)),
+        transports_(nccl_ != nullptr
+                        ? std::vector<std::unique_ptr<collective::Transport>>()
+                        : collective::NewInProcessGroup(num_replicas)),
         replicas_(static_cast<size_t>(num_replicas)) {
     for (const VariableDef& v : model_.variables()) {
       offsets_.push_back(num_params_);
@@ -110,7 +120,7 @@ class MirroredTrainer {
                             int64_t batch_size) {
     Replica& rep = replicas_[static_cast<size_t>(r)];
     collective::Transport* transport =
-        transports_[static_cast<size_t>(r)].get();
+        transports_.empty() ? nullptr : transports_[static_cast<size_t>(r)].get();
     const int n = static_cast<int>(replicas_.size());
     const int64_t steps = StepsPerEpoch(train.size, batch_size);
     if (r == 0) {
@@ -160,9 +170,15 @@ class MirroredTrainer {
       flat[num_params_] = static_cast<float>(stats.loss) * share;
       flat[num_params_ + 1] = static_cast<float>(stats.accuracy) * share;
       // On failure the group is aborted, so every replica's wait ends.
-      STRATA_RETURN_IF_ERROR(collective::AllReduceSum(
-          transport, DType::kFloat32, flat, num_params_ + 2,
-          absl::StrCat("step", step), options_));
+      if (nccl_ != nullptr) {
+        STRATA_RETURN_IF_ERROR(nccl_->AllReduce(r, DType::kFloat32, flat,
+                                                num_params_ + 2,
+                                                collective::NcclReduce::kSum));
+      } else {
+        STRATA_RETURN_IF_ERROR(collective::AllReduceSum(
+            transport, DType::kFloat32, flat, num_params_ + 2,
+            absl::StrCat("step", step), options_));
+      }
       for (size_t v = 0; v < sizes_.size(); ++v) {
         std::vector<void*> slots;
         for (std::vector<float>& s : rep.state->slots[v]) {
@@ -187,10 +203,11 @@ class MirroredTrainer {
 
   // Aborts the group (the other replicas' all-reduce fails at once) and
   // returns `status`.
-  static absl::Status Leave(collective::Transport* transport,
-                            absl::Status status) {
-    transport->Abort(absl::AbortedError(
-        absl::StrCat("a replica failed: ", status.message())));
+  absl::Status Leave(collective::Transport* transport, absl::Status status) {
+    const absl::Status reason =
+        absl::AbortedError(absl::StrCat("a replica failed: ", status.message()));
+    if (transport != nullptr) transport->Abort(reason);
+    if (nccl_ != nullptr) nccl_->Abort(reason);
     return status;
   }
 
@@ -198,6 +215,7 @@ class MirroredTrainer {
   const ::strata::Optimizer& optimizer_;
   const uint64_t seed_;
   internal::ModelState::ReplicaState* const state_;
+  const std::unique_ptr<collective::NcclGroup> nccl_;  // null: in process
   std::vector<std::unique_ptr<collective::Transport>> transports_;
   std::vector<Replica> replicas_;
   std::vector<int64_t> offsets_;
@@ -220,6 +238,71 @@ absl::StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Create(
                      kMaxReplicas, "], got ", num_replicas));
   }
   return std::unique_ptr<MirroredStrategy>(new MirroredStrategy(num_replicas));
+}
+
+absl::StatusOr<std::unique_ptr<MirroredStrategy>>
+MirroredStrategy::CreateOnDevices(const std::vector<std::string>& devices) {
+  if (devices.empty()) {
+    return absl::InvalidArgumentError(
+        "MirroredStrategy::CreateOnDevices: no device given");
+  }
+  if (devices.size() > static_cast<size_t>(kMaxReplicas)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MirroredStrategy::CreateOnDevices: ", devices.size(),
+        " devices, at most ", kMaxReplicas));
+  }
+  std::vector<int> gpus;
+  std::set<int> seen;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const std::string path = absl::StrCat("devices[", i, "]");
+    STRATA_ASSIGN_OR_RETURN(const int gpu,
+                            ::strata::ParseDeviceName(devices[i], path));
+    if (gpu < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MirroredStrategy::CreateOnDevices: ", path, " is \"", devices[i],
+          "\"; list GPUs (\"cuda:N\"), or use MirroredStrategy::Create(n) "
+          "for replicas on the CPU"));
+    }
+    if (!seen.insert(gpu).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MirroredStrategy::CreateOnDevices: cuda:", gpu,
+          " is listed twice (one replica per GPU)"));
+    }
+    gpus.push_back(gpu);
+  }
+  absl::StatusOr<int> visible = collective::NcclVisibleDevices();
+  if (!visible.ok()) {
+    return absl::Status(
+        visible.status().code(),
+        absl::StrCat("MirroredStrategy on GPUs: ", visible.status().message()));
+  }
+  for (int gpu : gpus) {
+    if (gpu >= *visible) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "MirroredStrategy on GPUs: cuda:", gpu,
+          " was asked for, but this machine has ", *visible, " visible GPU",
+          *visible == 1 ? "" : "s"));
+    }
+  }
+  const int n = static_cast<int>(gpus.size());
+  return std::unique_ptr<MirroredStrategy>(
+      new MirroredStrategy(n, std::move(gpus)));
+}
+
+absl::StatusOr<std::unique_ptr<MirroredStrategy>>
+MirroredStrategy::CreateOnAllGpus() {
+  absl::StatusOr<std::vector<int>> gpus = collective::LocalGpus(0, -1);
+  if (!gpus.ok()) {
+    return absl::Status(
+        gpus.status().code(),
+        absl::StrCat("MirroredStrategy on GPUs: ", gpus.status().message()));
+  }
+  if (gpus->size() > static_cast<size_t>(kMaxReplicas)) {
+    gpus->resize(static_cast<size_t>(kMaxReplicas));
+  }
+  const int n = static_cast<int>(gpus->size());
+  return std::unique_ptr<MirroredStrategy>(
+      new MirroredStrategy(n, *std::move(gpus)));
 }
 
 std::unique_ptr<Strategy> MirroredStrategy::Clone() const {
@@ -253,8 +336,12 @@ absl::StatusOr<History> MirroredStrategy::Fit(internal::ModelState& m,
     }
     m.mirrored = std::move(state);
   }
+  std::unique_ptr<collective::NcclGroup> nccl;
+  if (!gpus_.empty()) {
+    STRATA_ASSIGN_OR_RETURN(nccl, collective::NcclGroup::Create(gpus_));
+  }
   MirroredTrainer trainer(m.model(), *optimizer, fit.job.seed, num_replicas_,
-                          &*m.mirrored);
+                          std::move(nccl), &*m.mirrored);
   return internal::RunLocalEpochs(
       m, fit, options, [&](int epoch) -> absl::StatusOr<StepStats> {
         return trainer.TrainEpoch(*fit.train, fit.job.batch_size,

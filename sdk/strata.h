@@ -533,25 +533,48 @@ class OneDeviceStrategy : public Strategy {
 // (dropout masks differ with more than one replica). A later Fit continues
 // from the weights and optimizer state reached. Run calls its function on
 // the replicas' threads.
+//
+// On GPUs (CreateOnDevices, CreateOnAllGpus): one replica per GPU, replica i
+// driving devices[i], and the all-reduce goes through NCCL between the GPUs
+// (collective/nccl.h) instead of the in-process ring; a Fit forms the NCCL
+// group at its start. (The replicas' forward and backward passes run where
+// the model runtime runs them.)
 class MirroredStrategy : public Strategy {
  public:
   static constexpr int kMaxReplicas = 256;
   // Errors: INVALID_ARGUMENT unless 1 <= num_replicas <= kMaxReplicas.
   static absl::StatusOr<std::unique_ptr<MirroredStrategy>> Create(
       int num_replicas = 2);
+  // tf.distribute.MirroredStrategy(devices=["GPU:0", "GPU:1"]): one replica
+  // per listed GPU, named "cuda" (cuda:0) or "cuda:N".
+  // Errors: INVALID_ARGUMENT for an empty list, another name (e.g. "cpu":
+  // use Create(n) for replicas on the CPU), a GPU listed twice, more than
+  // kMaxReplicas; FAILED_PRECONDITION when this build has no CUDA/NCCL
+  // support, no GPU is usable, or a listed GPU is not visible (naming both
+  // numbers).
+  static absl::StatusOr<std::unique_ptr<MirroredStrategy>> CreateOnDevices(
+      const std::vector<std::string>& devices);
+  // tf.distribute.MirroredStrategy(): one replica per visible GPU.
+  // Errors: FAILED_PRECONDITION as CreateOnDevices.
+  static absl::StatusOr<std::unique_ptr<MirroredStrategy>> CreateOnAllGpus();
+
+  // The replicas' GPUs (CUDA ordinals); empty for replicas on the CPU.
+  const std::vector<int>& gpus() const { return gpus_; }
 
   std::string name() const override { return "mirrored"; }
   int num_replicas_in_sync() const override { return num_replicas_; }
   std::unique_ptr<Strategy> Clone() const override;
 
  private:
-  explicit MirroredStrategy(int num_replicas) : num_replicas_(num_replicas) {}
+  explicit MirroredStrategy(int num_replicas, std::vector<int> gpus = {})
+      : num_replicas_(num_replicas), gpus_(std::move(gpus)) {}
   absl::StatusOr<History> Fit(internal::ModelState& model,
                               const Dataset& train,
                               const FitOptions& options) const override;
   int num_local_replicas() const override { return num_replicas_; }
 
   int num_replicas_;
+  std::vector<int> gpus_;
 };
 
 // A local cluster started for each Fit (tools/launcher.h Launch): the

@@ -17,6 +17,7 @@
 #include "client/ps_cluster.h"
 #include "collective/collective.h"
 #include "collective/in_process.h"
+#include "collective/nccl.h"
 #include "collective/worker_service.h"
 #include "common/status_macros.h"
 #include "common/tf_config.h"
@@ -62,6 +63,9 @@ class GroupTrainer {
   };
 
   absl::Status Setup(const v1::JobStatus& status);
+  // Mirrored with job.device cuda[:N]: one replica per GPU from N on (or
+  // job.strategy.replicas of them), checked before anything is loaded.
+  absl::Status ChooseGpus();
   absl::StatusOr<v1::GroupAssignment> Join(int64_t after_group);
   // Trains the steps of one group. OK when the job's steps are done or a
   // newer group was announced (regroup_ set); an error when a collective,
@@ -118,6 +122,11 @@ class GroupTrainer {
 
   std::unique_ptr<PsCluster> cluster_;
   std::unique_ptr<collective::WorkerServer> server_;
+  // Mirrored on GPUs (job.device cuda): replica i all-reduces on GPU
+  // gpus_[i] through nccl_, which exists while a group's replicas run (set
+  // before their threads start, reset after they joined).
+  std::vector<int> gpus_;
+  std::unique_ptr<collective::NcclGroup> nccl_;
   std::vector<Replica> replicas_;
 
   // Replica 0's state (the one others copy), guarded for the state server.
@@ -141,6 +150,7 @@ absl::Status GroupTrainer::Setup(const v1::JobStatus& status) {
     return absl::FailedPreconditionError(absl::StrCat(
         "strategy ", policy_->name(), " does not train in groups"));
   }
+  STRATA_RETURN_IF_ERROR(ChooseGpus());
   STRATA_ASSIGN_OR_RETURN(Model model,
                           Model::Build(job_.model, job_.loss, job_.seed));
   model_ = std::make_unique<Model>(std::move(model));
@@ -161,7 +171,9 @@ absl::Status GroupTrainer::Setup(const v1::JobStatus& status) {
   }
   collective_options_.pack_bytes = policy_->config().pack_bytes;
   collective_options_.timeout = policy_->config().collective_timeout;
-  replicas_.resize(static_cast<size_t>(std::max(1, policy_->local_replicas())));
+  replicas_.resize(gpus_.empty()
+                       ? static_cast<size_t>(std::max(1, policy_->local_replicas()))
+                       : gpus_.size());
   for (Replica& rep : replicas_) {
     rep.flat.assign(static_cast<size_t>(num_params_ + 2), 0.0f);
     for (int64_t size : sizes_) {
@@ -246,9 +258,39 @@ absl::Status GroupTrainer::Setup(const v1::JobStatus& status) {
                {{"job", status.job_id()},
                 {"strategy", policy_->name()},
                 {"replicas_here", static_cast<int64_t>(replicas_.size())},
+                {"device", job_.device},
+                {"nccl_gpus", static_cast<int64_t>(gpus_.size())},
                 {"worker_service", server_ ? server_->address() : ""},
                 {"train_examples", train_.size},
                 {"parameters", num_params_}});
+  return absl::OkStatus();
+}
+
+absl::Status GroupTrainer::ChooseGpus() {
+  if (job_.cuda_device < 0 ||
+      policy_->backend() != CollectiveBackend::kInProcess) {
+    return absl::OkStatus();
+  }
+  const bool replicas_given = job_.strategy.options.is_object() &&
+                              job_.strategy.options.contains("replicas");
+  // A policy with one fixed replica (one_device) has nothing to all-reduce.
+  if (!replicas_given && policy_->local_replicas() <= 1) {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<int>> gpus = collective::LocalGpus(
+      job_.cuda_device, replicas_given ? policy_->local_replicas() : -1);
+  if (!gpus.ok()) {
+    return absl::Status(
+        gpus.status().code(),
+        absl::StrCat("strategy ", policy_->name(), " on job.device ",
+                     job_.device,
+                     replicas_given
+                         ? absl::StrCat(" with job.strategy.replicas ",
+                                        policy_->local_replicas())
+                         : std::string(),
+                     ": ", gpus.status().message()));
+  }
+  gpus_ = *std::move(gpus);
   return absl::OkStatus();
 }
 
@@ -469,7 +511,12 @@ absl::Status GroupTrainer::RunGroup(const v1::GroupAssignment& a) {
         server_->OpenGroup(a.group(), a.rank(), peers, collective_options_));
     transports.push_back(std::move(t));
   } else if (policy_->backend() == CollectiveBackend::kInProcess) {
-    transports = collective::NewInProcessGroup(local);
+    if (gpus_.empty()) {
+      transports = collective::NewInProcessGroup(local);
+    } else {
+      STRATA_ASSIGN_OR_RETURN(
+          nccl_, collective::NcclGroup::Create(gpus_, collective_options_));
+    }
   }
   // A newer group (announced by heartbeats and reports) ends this one at
   // once: waits in a collective stop instead of running into its deadline
@@ -493,7 +540,10 @@ absl::Status GroupTrainer::RunGroup(const v1::GroupAssignment& a) {
   std::vector<std::thread> threads;
   for (int r = 1; r < local; ++r) {
     threads.emplace_back([this, &a, &results, &transports, r] {
-      results[r] = ReplicaLoop(a, r, transports[static_cast<size_t>(r)].get());
+      results[r] = ReplicaLoop(
+          a, r,
+          transports.empty() ? nullptr
+                             : transports[static_cast<size_t>(r)].get());
     });
   }
   results[0] = ReplicaLoop(a, 0, transports.empty() ? nullptr
@@ -501,6 +551,7 @@ absl::Status GroupTrainer::RunGroup(const v1::GroupAssignment& a) {
   for (auto& t : threads) t.join();
   done.Notify();
   if (monitor.joinable()) monitor.join();
+  nccl_.reset();
   for (const absl::Status& s : results) STRATA_RETURN_IF_ERROR(s);
   return absl::OkStatus();
 }
@@ -626,10 +677,10 @@ absl::Status GroupTrainer::ReplicaLoop(const v1::GroupAssignment& a, int local,
   StepStats last{};
   int64_t last_examples = 0;
   auto leave = [&](const char* why) {
-    if (transport != nullptr) {
-      transport->Abort(absl::AbortedError(
-          absl::StrCat("rank ", rank, " left group ", a.group(), ": ", why)));
-    }
+    const absl::Status reason = absl::AbortedError(
+        absl::StrCat("rank ", rank, " left group ", a.group(), ": ", why));
+    if (transport != nullptr) transport->Abort(reason);
+    if (nccl_ != nullptr) nccl_->Abort(reason);
   };
   for (int64_t step = a.start_step(); step < total_steps_; ++step) {
     if (Stopping()) {
@@ -737,6 +788,11 @@ absl::Status GroupTrainer::ReplicaLoop(const v1::GroupAssignment& a, int local,
         if (!waiting || absl::Now() >= until || Stopping()) return s;
         if (NewerGroup(a.group())) return absl::OkStatus();
       }
+    } else if (nccl_ != nullptr) {
+      // Mirrored on GPUs: replica `local` is rank `local` of the NCCL group.
+      STRATA_RETURN_IF_ERROR(nccl_->AllReduce(local, DType::kFloat32, flat,
+                                              num_params_ + 2,
+                                              collective::NcclReduce::kSum));
     } else {
       STRATA_RETURN_IF_ERROR(collective::AllReduceSum(
           transport, DType::kFloat32, flat, num_params_ + 2,

@@ -7,6 +7,12 @@
 // replica to its own copy). When a member dies, or a collective fails or
 // times out, the survivors form a new group and continue from the last
 // completed step; a member that comes back copies the state of a survivor.
+//
+// Mirrored with job.device "cuda[:N]" runs one replica per visible GPU from
+// N on (job.strategy.replicas of them when given) and all-reduces through
+// NCCL (collective/nccl.h) instead of the in-process ring; without such
+// GPUs (or without CUDA in this build) the job fails at setup with
+// FAILED_PRECONDITION naming what is missing.
 #ifndef STRATA_WORKER_GROUP_WORKER_H_
 #define STRATA_WORKER_GROUP_WORKER_H_
 
@@ -43,8 +49,8 @@ struct GroupWorkerOptions {
 
 // Trains the job described by `status` (already RUNNING) as one registered
 // task (agent) until the job ends. Errors: INVALID_ARGUMENT /
-// FAILED_PRECONDITION for a job this loop cannot run; CANCELLED when
-// stopped.
+// FAILED_PRECONDITION for a job this loop cannot run (including mirrored on
+// GPUs this machine or build does not have); CANCELLED when stopped.
 absl::Status RunGroupTraining(CoordinatorClient* coordinator, Logger* logger,
                               MembershipAgent* agent,
                               const v1::JobStatus& status,
