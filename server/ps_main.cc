@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/security_flags.h"
 #include "common/tf_config.h"
+#include "server/device_state.h"
 #include "server/ps_server.h"
 
 ABSL_FLAG(std::string, host, "", "Address to listen on (default 127.0.0.1, "
@@ -37,6 +38,8 @@ ABSL_FLAG(std::string, advertise, "", "Address others reach this task by "
           "(default HOST:PORT, or the TF_CONFIG address)");
 ABSL_FLAG(double, drain_seconds, 10, "Grace period for in-flight calls on "
           "SIGTERM");
+ABSL_FLAG(std::string, device, "cpu", "Where variables and optimizer slots "
+          "live and the optimizers run: cpu, cuda (device 0) or cuda:N");
 
 int main(int argc, char** argv) {
   std::vector<std::string> storage;
@@ -98,6 +101,20 @@ int main(int argc, char** argv) {
   }
   options.max_variable_bytes =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_max_variable_bytes));
+  const std::string device_flag = absl::GetFlag(FLAGS_device);
+  auto device = strata::ParsePsDevice(device_flag, "--device");
+  if (!device.ok()) {
+    std::cerr << "strata-ps: " << device.status().message() << "\n";
+    return 2;
+  }
+  options.device = *device;
+  // Fail at start, before listening, when the device cannot be used.
+  auto device_description = strata::CheckPsDevice(*device);
+  if (!device_description.ok()) {
+    std::cerr << "strata-ps: --device " << device_flag << ": "
+              << device_description.status().message() << "\n";
+    return 1;
+  }
 
   // --tls-* serve TLS (and dial the coordinator with it); --auth-file
   // authenticates callers; --auth-token is sent to the coordinator.
@@ -149,6 +166,7 @@ int main(int argc, char** argv) {
              {{"address", (*server)->address()},
               {"metrics_port", (*server)->metrics_port()},
               {"checkpoint_dir", options.checkpoint_dir},
+              {"device", (*server)->device_description()},
               {"tls", options.tls.enabled},
               {"client_auth", options.tls.client_auth},
               {"credentials", *credentials != nullptr}});

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/tf_config.h"
+#include "server/device_state.h"
 #include "proto/chunk_codec.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -17,13 +18,21 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
     return absl::InvalidArgumentError(
         absl::StrCat("port ", options.port, " is outside [0, 65535]"));
   }
+  absl::StatusOr<std::string> device = CheckPsDevice(options.device);
+  if (!device.ok()) {
+    return absl::Status(device.status().code(),
+                        absl::StrCat("device ", options.device.Name(), ": ",
+                                     device.status().message()));
+  }
   std::unique_ptr<PsServer> s(new PsServer());
   s->options_ = options;
+  s->device_description_ = *device;
   s->logger_ = logger;
   s->metrics_ = std::make_unique<MetricsRegistry>();
   VariableStoreOptions store_options;
   store_options.checkpoint_dir = options.checkpoint_dir;
   store_options.max_variable_bytes = options.max_variable_bytes;
+  store_options.device = options.device;
   s->store_ = std::make_unique<VariableStore>(store_options);
   s->service_ = std::make_unique<ParameterServiceImpl>(
       s->store_.get(), logger, s->metrics_.get(), options.service);

@@ -25,6 +25,9 @@ struct PsServerOptions {
   int metrics_port = -1;      // -1: no metrics endpoint; 0 picks a port
   std::string checkpoint_dir;
   uint64_t max_variable_bytes = uint64_t{16} << 30;
+  // Where variables live (strata-ps --device); Start fails when it is a CUDA
+  // device this build or machine cannot use.
+  PsDevice device;
   // TLS of the listening port (plaintext when not enabled); bearer-token
   // credentials are service.credentials.
   TlsOptions tls;
@@ -37,7 +40,8 @@ struct PsServerOptions {
 class PsServer {
  public:
   // Builds and starts the server. Errors: UNAVAILABLE when the address
-  // cannot be bound (naming it), INVALID_ARGUMENT for bad options.
+  // cannot be bound (naming it), INVALID_ARGUMENT for bad options,
+  // FAILED_PRECONDITION for an unusable device (see CheckPsDevice).
   static absl::StatusOr<std::unique_ptr<PsServer>> Start(
       const PsServerOptions& options, Logger* logger);
   ~PsServer();
@@ -47,6 +51,8 @@ class PsServer {
   std::string address() const;
   VariableStore* store() { return store_.get(); }
   MetricsRegistry* metrics() { return metrics_.get(); }
+  // "cpu", or the CUDA device's description (CheckPsDevice).
+  const std::string& device_description() const { return device_description_; }
 
   // Stops accepting calls and lets in-flight calls finish, cancelling those
   // still running after `grace`. Idempotent.
@@ -58,6 +64,7 @@ class PsServer {
   PsServerOptions options_;
   Logger* logger_ = nullptr;
   int port_ = 0;
+  std::string device_description_;
   std::unique_ptr<MetricsRegistry> metrics_;
   std::unique_ptr<VariableStore> store_;
   std::unique_ptr<ParameterServiceImpl> service_;

@@ -228,7 +228,7 @@ absl::StatusOr<OptimizerConfig> OptimizerFromProto(const v1::OptimizerSpec& o) {
 }
 
 Variable::Variable(const v1::VariableSpec& spec, DType dtype, Shape shape,
-                   std::unique_ptr<Optimizer> optimizer)
+                   std::unique_ptr<Optimizer> optimizer, const PsDevice& device)
     : spec_(spec),
       dtype_(dtype),
       shape_(std::move(shape)),
@@ -240,12 +240,42 @@ Variable::Variable(const v1::VariableSpec& spec, DType dtype, Shape shape,
       optimizer_(std::move(optimizer)),
       mode_(spec.update_mode().kind()),
       num_replicas_(spec.update_mode().num_replicas()),
-      staleness_(spec.update_mode().staleness()) {}
+      staleness_(spec.update_mode().staleness()),
+      device_(device) {}
 
 Variable::~Variable() = default;
 
 absl::StatusOr<std::shared_ptr<Variable>> Variable::Create(
-    const v1::VariableSpec& spec, uint64_t max_bytes) {
+    const v1::VariableSpec& spec, uint64_t max_bytes, const PsDevice& device) {
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v,
+                          CreateOnHost(spec, max_bytes, device));
+  if (device.is_cuda()) {
+    absl::MutexLock lock(&v->mu_);
+    STRATA_RETURN_IF_ERROR(v->AttachDeviceLocked());
+  }
+  return v;
+}
+
+absl::Status Variable::AttachDeviceLocked() {
+  const std::string where =
+      absl::StrCat("variable ", Quote(name()), ": device ", device_.Name());
+  absl::StatusOr<std::unique_ptr<VariableDevice>> state = NewVariableDevice(
+      device_, optimizer_->config(), dtype_, num_elements_, row_width_);
+  if (!state.ok()) {
+    return absl::Status(state.status().code(),
+                        absl::StrCat(where, ": ", state.status().message()));
+  }
+  absl::Status s = (*state)->Init(&value_, slots_);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+  }
+  slots_.clear();
+  on_device_ = std::move(*state);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Variable>> Variable::CreateOnHost(
+    const v1::VariableSpec& spec, uint64_t max_bytes, const PsDevice& device) {
   if (spec.name().empty()) {
     return absl::InvalidArgumentError("variable spec: name is empty");
   }
@@ -301,7 +331,7 @@ absl::StatusOr<std::shared_ptr<Variable>> Variable::Create(
   }
 
   std::shared_ptr<Variable> v(
-      new Variable(spec, *dtype, shape, std::move(*optimizer)));
+      new Variable(spec, *dtype, shape, std::move(*optimizer), device));
   auto init = InitializerFromProto(spec.initializer());
   if (!init.ok()) {
     return absl::InvalidArgumentError(
@@ -343,7 +373,8 @@ absl::StatusOr<std::shared_ptr<Variable>> Variable::Create(
 }
 
 absl::StatusOr<std::shared_ptr<Variable>> Variable::FromCheckpoint(
-    const CheckpointVariable& entry, uint64_t max_bytes) {
+    const CheckpointVariable& entry, uint64_t max_bytes,
+    const PsDevice& device) {
   v1::VariableSpec spec;
   if (!entry.meta.contains("spec") || !entry.meta["spec"].is_string()) {
     return absl::DataLossError(absl::StrCat(
@@ -366,8 +397,9 @@ absl::StatusOr<std::shared_ptr<Variable>> Variable::FromCheckpoint(
   // Start from a zero-initialized variable, then install the saved state.
   v1::VariableSpec zero_spec = spec;
   zero_spec.mutable_initializer()->Clear();
+  // Built on the host; moved to `device` once the saved state is in.
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v,
-                          Create(zero_spec, max_bytes));
+                          CreateOnHost(zero_spec, max_bytes, device));
   if (entry.dtype != v->dtype_ || entry.shape != v->shape_ ||
       entry.value == nullptr || entry.value->size() != v->byte_size_) {
     return absl::DataLossError(absl::StrCat(
@@ -446,6 +478,7 @@ absl::StatusOr<std::shared_ptr<Variable>> Variable::FromCheckpoint(
           MetaInt((*clocks)[i], nullptr, where, &v->clocks_[i]));
     }
   }
+  if (device.is_cuda()) STRATA_RETURN_IF_ERROR(v->AttachDeviceLocked());
   return v;
 }
 
@@ -516,6 +549,11 @@ void Variable::UnshareLocked() {
 }
 
 absl::Status Variable::ApplyDenseLocked(const char* grad) {
+  if (on_device_ != nullptr) {
+    STRATA_RETURN_IF_ERROR(on_device_->ApplyDense(iterations_, grad, &value_));
+    ++iterations_;
+    return absl::OkStatus();
+  }
   UnshareLocked();
   std::vector<void*> slots;
   for (auto& s : slots_) slots.push_back(s->data());
@@ -527,6 +565,12 @@ absl::Status Variable::ApplyDenseLocked(const char* grad) {
 
 absl::Status Variable::ApplyRowsLocked(absl::Span<const int64_t> ids,
                                        const char* values) {
+  if (on_device_ != nullptr) {
+    STRATA_RETURN_IF_ERROR(
+        on_device_->ApplyRows(iterations_, ids, values, &value_));
+    ++iterations_;
+    return absl::OkStatus();
+  }
   UnshareLocked();
   std::vector<void*> slots;
   for (auto& s : slots_) slots.push_back(s->data());
@@ -756,13 +800,22 @@ absl::StatusOr<int64_t> Variable::Assign(const char* data, size_t size) {
   STRATA_RETURN_IF_ERROR(CheckFinite(
       dtype_, data, num_elements_,
       absl::StrCat("value assigned to variable ", Quote(name()))));
-  auto fresh = Buffer::Allocate(size, false);
-  std::memcpy(fresh->data(), data, size);
+  // On the host the copy is made before taking the lock; on a device it is
+  // uploaded under it.
+  std::shared_ptr<Buffer> fresh;
+  if (!device_.is_cuda()) {
+    fresh = Buffer::Allocate(size, false);
+    std::memcpy(fresh->data(), data, size);
+  }
   std::vector<std::function<void(absl::Status)>> ready;
   int64_t version;
   {
     absl::MutexLock lock(&mu_);
-    value_ = std::move(fresh);
+    if (on_device_ != nullptr) {
+      STRATA_RETURN_IF_ERROR(on_device_->Assign(data, &value_));
+    } else {
+      value_ = std::move(fresh);
+    }
     // A sync variable's version counts steps; an assignment does not move it.
     if (mode_ != v1::UpdateMode::SYNC) ++version_;
     version = version_;
@@ -919,7 +972,7 @@ nlohmann::json Variable::MetaLocked() const {
   return m;
 }
 
-CheckpointVariable Variable::ToCheckpoint() const {
+absl::StatusOr<CheckpointVariable> Variable::CheckpointEntry() const {
   absl::ReaderMutexLock lock(&mu_);
   CheckpointVariable c;
   c.name = name();
@@ -927,9 +980,34 @@ CheckpointVariable Variable::ToCheckpoint() const {
   c.shape = shape_;
   c.value = value_;
   std::vector<std::string> names = optimizer_->SlotNames();
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    c.slots.emplace_back(names[i], slots_[i]);
+  std::vector<std::shared_ptr<Buffer>> slots = slots_;
+  if (on_device_ != nullptr) {
+    absl::StatusOr<std::vector<std::shared_ptr<Buffer>>> read =
+        on_device_->ReadSlots();
+    if (!read.ok()) {
+      return absl::Status(
+          read.status().code(),
+          absl::StrCat("variable ", Quote(name()), ": reading its slots from ",
+                       device_.Name(), ": ", read.status().message()));
+    }
+    slots = *std::move(read);
   }
+  for (size_t i = 0; i < slots.size() && i < names.size(); ++i) {
+    c.slots.emplace_back(names[i], std::move(slots[i]));
+  }
+  c.meta = MetaLocked();
+  return c;
+}
+
+CheckpointVariable Variable::ToCheckpoint() const {
+  absl::StatusOr<CheckpointVariable> entry = CheckpointEntry();
+  if (entry.ok()) return *std::move(entry);
+  absl::ReaderMutexLock lock(&mu_);
+  CheckpointVariable c;
+  c.name = name();
+  c.dtype = dtype_;
+  c.shape = shape_;
+  c.value = value_;
   c.meta = MetaLocked();
   return c;
 }

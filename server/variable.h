@@ -23,6 +23,7 @@
 #include "kernels/optimizers.h"
 #include "nlohmann/json.hpp"
 #include "server/checkpoint.h"
+#include "server/device_state.h"
 #include "strata/v1/parameter_server.pb.h"
 
 namespace strata {
@@ -57,18 +58,29 @@ inline constexpr int64_t kDedupWindow = 4096;
 
 // Thread-safe. Updates to one variable are serialized by its mutex; readers
 // take reference-counted snapshots and never see a half-applied update.
+//
+// On a CUDA device (`device`), the value and the optimizer slots live in
+// device memory and the optimizer steps run there (server/device_state.h);
+// the host keeps a copy of the value, refreshed by every update under the
+// lock, from which snapshots, row reads and checkpoints are served exactly
+// as on the host device.
 class Variable {
  public:
   // Builds and initializes a variable from `spec` (validated: name, dtype,
-  // shape, full shape and row offset, initializer, optimizer, update mode).
-  // Errors: INVALID_ARGUMENT naming the field; RESOURCE_EXHAUSTED when the
-  // value would exceed `max_bytes`.
+  // shape, full shape and row offset, initializer, optimizer, update mode)
+  // on `device`. Errors: INVALID_ARGUMENT naming the field;
+  // RESOURCE_EXHAUSTED when the value would exceed `max_bytes` (or device
+  // memory runs out); FAILED_PRECONDITION when `device` is a CUDA device
+  // this build or machine cannot use (naming the device).
   static absl::StatusOr<std::shared_ptr<Variable>> Create(
-      const v1::VariableSpec& spec, uint64_t max_bytes);
+      const v1::VariableSpec& spec, uint64_t max_bytes,
+      const PsDevice& device = PsDevice());
 
-  // Rebuilds a variable from a checkpoint entry.
+  // Rebuilds a variable from a checkpoint entry, on `device`. Errors:
+  // DATA_LOSS for an entry that does not match its spec; those of Create.
   static absl::StatusOr<std::shared_ptr<Variable>> FromCheckpoint(
-      const CheckpointVariable& entry, uint64_t max_bytes);
+      const CheckpointVariable& entry, uint64_t max_bytes,
+      const PsDevice& device = PsDevice());
 
   ~Variable();
 
@@ -121,8 +133,17 @@ class Variable {
   // Text describing why a pull is not ready (for error messages).
   std::string WaitDescription(int64_t min_version, int64_t clock) const;
 
-  // Entry for a checkpoint (snapshots; no copy of the value or slots).
+  // Entry for a checkpoint: snapshots (no copy) of the value and, on the
+  // host device, of the slots; on a CUDA device the slots are read back from
+  // device memory. Errors: the CUDA failures of that read.
+  absl::StatusOr<CheckpointVariable> CheckpointEntry() const;
+  // As CheckpointEntry, for callers that cannot handle an error: a variable
+  // whose device slots cannot be read gives an entry without slots (which
+  // FromCheckpoint refuses with DATA_LOSS).
   CheckpointVariable ToCheckpoint() const;
+
+  // Where the value and slots live.
+  const PsDevice& device() const { return device_; }
 
   int64_t version() const;
   int64_t iterations() const;
@@ -147,7 +168,16 @@ class Variable {
   };
 
   Variable(const v1::VariableSpec& spec, DType dtype, Shape shape,
-           std::unique_ptr<Optimizer> optimizer);
+           std::unique_ptr<Optimizer> optimizer, const PsDevice& device);
+
+  // Create, with the value and slots in host memory (not yet on `device`).
+  static absl::StatusOr<std::shared_ptr<Variable>> CreateOnHost(
+      const v1::VariableSpec& spec, uint64_t max_bytes,
+      const PsDevice& device);
+  // Moves the value and slots to device_ (a CUDA device): uploads them and
+  // keeps the host copy of the value. Errors: those of NewVariableDevice
+  // and VariableDevice::Init, prefixed with the variable and device.
+  absl::Status AttachDeviceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Status CheckWorker(const PushMeta& meta) const;
   // Exactly-once check; on a new push records it and returns false.
@@ -183,10 +213,15 @@ class Variable {
   const v1::UpdateMode::Kind mode_;
   const int num_replicas_;
   const int staleness_;
+  const PsDevice device_;
 
   mutable absl::Mutex mu_;
+  // The value (on a CUDA device: the host copy of the device's value).
   std::shared_ptr<Buffer> value_ ABSL_GUARDED_BY(mu_);
+  // The optimizer slots on the host device; empty on a CUDA device.
   std::vector<std::shared_ptr<Buffer>> slots_ ABSL_GUARDED_BY(mu_);
+  // Value and slots in device memory; null on the host device.
+  std::unique_ptr<VariableDevice> on_device_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t iterations_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::pair<std::string, int64_t>, DedupWindow> dedup_

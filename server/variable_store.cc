@@ -34,7 +34,8 @@ absl::StatusOr<bool> VariableStore::Create(const v1::VariableSpec& spec) {
   }
   // Initialize outside the map lock (large variables take a while).
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v,
-                          Variable::Create(spec, options_.max_variable_bytes));
+                          Variable::Create(spec, options_.max_variable_bytes,
+                                           options_.device));
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = variables_.emplace(spec.name(), v);
   if (!inserted) {
@@ -94,7 +95,10 @@ absl::StatusOr<std::string> VariableStore::ResolvePath(
 absl::StatusOr<SaveResult> VariableStore::Save(const std::string& path) {
   STRATA_ASSIGN_OR_RETURN(std::string resolved, ResolvePath(path));
   Checkpoint ckpt;
-  for (const auto& v : List()) ckpt.variables.push_back(v->ToCheckpoint());
+  for (const auto& v : List()) {
+    STRATA_ASSIGN_OR_RETURN(CheckpointVariable entry, v->CheckpointEntry());
+    ckpt.variables.push_back(std::move(entry));
+  }
   ckpt.extra["pushes_applied"] = pushes_applied_.load();
   STRATA_ASSIGN_OR_RETURN(int64_t bytes, WriteCheckpoint(resolved, ckpt));
   SaveResult result;
@@ -111,7 +115,8 @@ absl::StatusOr<int64_t> VariableStore::Restore(const std::string& path) {
   for (const CheckpointVariable& entry : ckpt.variables) {
     STRATA_ASSIGN_OR_RETURN(
         std::shared_ptr<Variable> v,
-        Variable::FromCheckpoint(entry, options_.max_variable_bytes));
+        Variable::FromCheckpoint(entry, options_.max_variable_bytes,
+                                 options_.device));
     if (!fresh.emplace(entry.name, std::move(v)).second) {
       return absl::DataLossError(absl::StrCat(
           "checkpoint '", resolved, "' lists variable '", entry.name,

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/device_state.h"
 #include "server/variable.h"
 
 namespace strata {
@@ -24,6 +25,10 @@ struct VariableStoreOptions {
   // Relative checkpoint paths resolve under this directory; empty refuses
   // relative paths.
   std::string checkpoint_dir;
+  // Where variables live: host memory (default) or a CUDA device. The store
+  // does not probe the device; creating a variable on an unusable one fails
+  // (FAILED_PRECONDITION). PsServer::Start checks it first.
+  PsDevice device;
 };
 
 struct StoreStats {
@@ -51,10 +56,10 @@ class VariableStore {
   explicit VariableStore(VariableStoreOptions options);
   ~VariableStore();
 
-  // Creates a variable. Returns true when created, false when an identical
-  // variable already exists. Errors: ALREADY_EXISTS for a different spec
-  // under the same name; INVALID_ARGUMENT / RESOURCE_EXHAUSTED from
-  // Variable::Create.
+  // Creates a variable (on options().device). Returns true when created,
+  // false when an identical variable already exists. Errors: ALREADY_EXISTS
+  // for a different spec under the same name; INVALID_ARGUMENT /
+  // RESOURCE_EXHAUSTED / FAILED_PRECONDITION from Variable::Create.
   absl::StatusOr<bool> Create(const v1::VariableSpec& spec);
 
   // Errors: NOT_FOUND naming the variable.
@@ -62,10 +67,14 @@ class VariableStore {
 
   std::vector<std::shared_ptr<Variable>> List() const;
 
-  // Writes every variable to `path` (see server/checkpoint.h).
+  // Writes every variable to `path` (see server/checkpoint.h); slots of
+  // device variables are read back from the device. Errors: those of
+  // WriteCheckpoint and of reading device slots.
   absl::StatusOr<SaveResult> Save(const std::string& path);
-  // Replaces every variable with the checkpoint's. Pulls waiting on the old
-  // variables get ABORTED. Errors: NOT_FOUND, DATA_LOSS (nothing changes).
+  // Replaces every variable with the checkpoint's (on options().device,
+  // whatever device saved it). Pulls waiting on the old variables get
+  // ABORTED. Errors: NOT_FOUND, DATA_LOSS, and the device's errors (nothing
+  // changes).
   absl::StatusOr<int64_t> Restore(const std::string& path);
 
   // Resolves a request path against checkpoint_dir.

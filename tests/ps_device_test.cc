@@ -1,0 +1,304 @@
+// The PS's --device option where no usable CUDA device is asked for: these
+// tests run on every machine and every build (with or without CUDA). A
+// device index no machine has (cuda:9999) is refused with
+// FAILED_PRECONDITION and a clear message, by the library and by the
+// strata-ps process; the default device keeps serving from host memory;
+// malformed values are refused naming the flag.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/device_state.h"
+#include "server/ps_server.h"
+#include "server/variable_store.h"
+#include "tests/test_util.h"
+
+extern char** environ;
+
+namespace strata {
+namespace {
+
+using ::testing::HasSubstr;
+
+// No machine has this many GPUs: refused with or without a device.
+constexpr int kMissingIndex = 9999;
+
+v1::VariableSpec Spec(const std::string& name) {
+  v1::VariableSpec spec;
+  spec.set_name(name);
+  spec.set_dtype(v1::DT_FLOAT32);
+  spec.add_shape(4);
+  spec.add_shape(3);
+  spec.mutable_initializer()->set_type("ones");
+  spec.mutable_optimizer()->set_type("sgd");
+  spec.mutable_optimizer()->set_learning_rate(0.5);
+  return spec;
+}
+
+PsDevice Missing() {
+  PsDevice d;
+  d.cuda_index = kMissingIndex;
+  return d;
+}
+
+// What the refusal of a CUDA device says in this build.
+std::string ExpectedReason() {
+  return PsBuiltWithCuda() ? "CUDA device" : "built without CUDA";
+}
+
+TEST(PsDeviceTest, ParsesCpuCudaAndIndexedCuda) {
+  absl::StatusOr<PsDevice> cpu = ParsePsDevice("cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_FALSE(cpu->is_cuda());
+  EXPECT_EQ(cpu->Name(), "cpu");
+  absl::StatusOr<PsDevice> cuda = ParsePsDevice("cuda");
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  EXPECT_EQ(cuda->cuda_index, 0);
+  EXPECT_EQ(cuda->Name(), "cuda:0");
+  absl::StatusOr<PsDevice> three = ParsePsDevice("cuda:3");
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_EQ(three->cuda_index, 3);
+  EXPECT_EQ(PsDevice().Name(), "cpu");
+}
+
+TEST(PsDeviceTest, RefusesOtherValuesNamingTheFlag) {
+  for (const char* bad : {"gpu", "cuda:x", "cuda:", "cuda:-1", "cuda:12345",
+                          "CUDA", "", "cuda0", "cpu:0", "cuda:1 "}) {
+    SCOPED_TRACE(bad);
+    absl::StatusOr<PsDevice> d = ParsePsDevice(bad, "--device");
+    EXPECT_THAT(d, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                       "--device"));
+    EXPECT_THAT(d, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                       "cpu, cuda, cuda:N"));
+  }
+}
+
+TEST(PsDeviceTest, CpuIsAlwaysUsable) {
+  absl::StatusOr<std::string> d = CheckPsDevice(PsDevice());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(*d, "cpu");
+}
+
+TEST(PsDeviceTest, MissingCudaDeviceIsFailedPrecondition) {
+  absl::StatusOr<std::string> d = CheckPsDevice(Missing());
+  EXPECT_THAT(d, StatusIsWithMessage(absl::StatusCode::kFailedPrecondition,
+                                     ExpectedReason()));
+  if (!PsBuiltWithCuda()) {
+    EXPECT_THAT(d, StatusIsWithMessage(absl::StatusCode::kFailedPrecondition,
+                                       "-DSTRATA_WITH_CUDA=ON"));
+  }
+}
+
+// cuda:0 is usable exactly where a device is; where it is not, the refusal
+// says why (the CUDA error, or the build).
+TEST(PsDeviceTest, CudaZeroIsUsableOrRefusedWithTheReason) {
+  PsDevice zero;
+  zero.cuda_index = 0;
+  absl::StatusOr<std::string> d = CheckPsDevice(zero);
+  if (d.ok()) {
+    EXPECT_TRUE(PsBuiltWithCuda());
+    EXPECT_THAT(*d, HasSubstr("cuda:0"));
+  } else {
+    EXPECT_THAT(d, StatusIsWithMessage(
+                       absl::StatusCode::kFailedPrecondition,
+                       PsBuiltWithCuda() ? "no usable CUDA device"
+                                         : "built without CUDA"));
+  }
+}
+
+TEST(PsDeviceTest, StoreOnAMissingDeviceRefusesVariablesAndKeepsNone) {
+  VariableStoreOptions options;
+  options.device = Missing();
+  VariableStore store(options);
+  absl::StatusOr<bool> created = store.Create(Spec("w"));
+  EXPECT_THAT(created, StatusIsWithMessage(
+                           absl::StatusCode::kFailedPrecondition, "'w'"));
+  EXPECT_THAT(created, StatusIsWithMessage(
+                           absl::StatusCode::kFailedPrecondition, "cuda:9999"));
+  EXPECT_THAT(store.Get("w"), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST(PsDeviceTest, DefaultStoreServesFromHostMemory) {
+  VariableStore store({});
+  STRATA_ASSERT_OK(store.Create(Spec("w")));
+  absl::StatusOr<std::shared_ptr<Variable>> v = store.Get("w");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_FALSE((*v)->device().is_cuda());
+  std::vector<float> grad(12, 1.0f);
+  PushMeta meta;
+  meta.job = "j";
+  STRATA_ASSERT_OK((*v)->PushDense(
+      meta, reinterpret_cast<const char*>(grad.data()), 48));
+  VariableSnapshot snap = (*v)->Snapshot();
+  EXPECT_EQ(snap.version, 1);
+  EXPECT_FLOAT_EQ(snap.value->span<float>()[0], 0.5f);
+  EXPECT_FLOAT_EQ(snap.value->span<float>()[11], 0.5f);
+}
+
+TEST(PsDeviceTest, RestoreOntoAMissingDeviceFailsAndChangesNothing) {
+  const std::string dir =
+      (std::filesystem::path(::testing::TempDir()) /
+       ("ps_device_test_" + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove_all(dir);
+  VariableStore cpu({});
+  STRATA_ASSERT_OK(cpu.Create(Spec("w")));
+  STRATA_ASSERT_OK(cpu.Save(dir));
+  VariableStoreOptions options;
+  options.device = Missing();
+  VariableStore gpu(options);
+  EXPECT_THAT(gpu.Restore(dir),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_TRUE(gpu.List().empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PsDeviceTest, ServerStartOnAMissingDeviceIsFailedPrecondition) {
+  Logger logger("ps_device_test");
+  PsServerOptions options;
+  options.device = Missing();
+  absl::StatusOr<std::unique_ptr<PsServer>> server =
+      PsServer::Start(options, &logger);
+  EXPECT_THAT(server, StatusIsWithMessage(
+                          absl::StatusCode::kFailedPrecondition,
+                          "device cuda:9999"));
+  EXPECT_THAT(server, StatusIsWithMessage(
+                          absl::StatusCode::kFailedPrecondition,
+                          ExpectedReason()));
+
+  options.device = PsDevice();
+  server = PsServer::Start(options, &logger);
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->device_description(), "cpu");
+  (*server)->Shutdown(absl::ZeroDuration());
+}
+
+// --- strata-ps as a process. ------------------------------------------------
+
+// SIGCHLD is blocked so that the waits below can take it (bounded).
+class BlockSigchld : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  }
+};
+const auto* const kBlockSigchld =
+    ::testing::AddGlobalTestEnvironment(new BlockSigchld);
+
+struct Exit {
+  int code = -1;       // exit status; -1: did not exit in time (killed)
+  std::string output;  // stdout and stderr
+};
+
+// Runs strata-ps with `args` until it exits, at most `limit`.
+Exit RunPs(const std::vector<std::string>& args, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  Exit result;
+  int fds[2];
+  if (pipe(fds) != 0) {
+    ADD_FAILURE() << "pipe failed";
+    return result;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  std::vector<std::string> full = {STRATA_PS_BINARY, "--port=0"};
+  full.insert(full.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : full) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string(*e).rfind("TF_CONFIG=", 0) != 0) envp.push_back(*e);
+  }
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, STRATA_PS_BINARY, &actions, &attr,
+                                  argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (spawned != 0) {
+    close(fds[0]);
+    ADD_FAILURE() << "cannot spawn " << STRATA_PS_BINARY;
+    return result;
+  }
+  // Read until the child closes its output (it exits) or the deadline.
+  auto remaining_ms = [&] {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    return left.count() > 0 ? static_cast<int>(left.count()) : 0;
+  };
+  bool eof = false;
+  while (!eof && remaining_ms() > 0) {
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, remaining_ms()) <= 0) break;
+    char buf[4096];
+    const ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n <= 0) {
+      eof = true;
+    } else {
+      result.output.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fds[0]);
+  while (true) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      result.code = WIFEXITED(status) ? WEXITSTATUS(status)
+                                      : 128 + WTERMSIG(status);
+      return result;
+    }
+    if (remaining_ms() == 0) break;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    timespec ts{0, 100 * 1000 * 1000};
+    sigtimedwait(&set, nullptr, &ts);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  result.code = -1;
+  return result;
+}
+
+TEST(PsDeviceProcessTest, MissingCudaDeviceExitsNonZeroWithTheReason) {
+  Exit e = RunPs({"--device=cuda:9999"}, std::chrono::seconds(60));
+  EXPECT_EQ(e.code, 1) << e.output;
+  EXPECT_THAT(e.output, HasSubstr("strata-ps: --device cuda:9999: "));
+  EXPECT_THAT(e.output, HasSubstr(ExpectedReason()));
+  EXPECT_THAT(e.output, ::testing::Not(HasSubstr("listening on")));
+}
+
+TEST(PsDeviceProcessTest, MalformedDeviceExitsWithUsageError) {
+  for (const char* bad : {"--device=gpu", "--device=cuda:x"}) {
+    SCOPED_TRACE(bad);
+    Exit e = RunPs({bad}, std::chrono::seconds(60));
+    EXPECT_EQ(e.code, 2) << e.output;
+    EXPECT_THAT(e.output, HasSubstr("strata-ps: --device: '"));
+    EXPECT_THAT(e.output, HasSubstr("is not one of cpu, cuda, cuda:N"));
+  }
+}
+
+}  // namespace
+}  // namespace strata
