@@ -626,6 +626,12 @@ absl::Status CudaCopyOnDevice(void* device_dst, const void* device_src,
   return absl::OkStatus();
 }
 
+absl::Status CudaZero(void* device_dst, size_t bytes, CudaStreamHandle stream) {
+  if (bytes == 0) return absl::OkStatus();
+  STRATA_CUDA_CHECK(cudaMemsetAsync(device_dst, 0, bytes, stream));
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------------------
 // Optimizer steps.
 

@@ -174,6 +174,8 @@ absl::Status CudaCopyToHost(void* host_dst, const void* device_src,
                             size_t bytes, CudaStreamHandle stream);
 absl::Status CudaCopyOnDevice(void* device_dst, const void* device_src,
                               size_t bytes, CudaStreamHandle stream);
+// Sets `bytes` bytes of device memory to zero, on `stream`.
+absl::Status CudaZero(void* device_dst, size_t bytes, CudaStreamHandle stream);
 
 // One optimizer step on device memory, with kernels/optimizers.cc's formulas
 // (Keras's): `config` as given to Optimizer::Create (it is validated and its
