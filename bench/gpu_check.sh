@@ -37,7 +37,7 @@ OUTPUT=""
 for arg in "$@"; do
   case "$arg" in
     --no-device-ok) NO_DEVICE_OK=1 ;;
-    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpu_check: unknown flag $arg" >&2; exit 2 ;;
     *) OUTPUT="$arg" ;;
   esac
