@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -37,7 +38,15 @@ template <typename T>
 void AddT(char* dst, const char* src, int64_t n) {
   T* d = reinterpret_cast<T*>(dst);
   const T* s = reinterpret_cast<const T*>(src);
-  for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+  if constexpr (std::is_integral_v<T>) {
+    // Wraps on overflow, as assign_add does, without signed-overflow UB.
+    using U = std::make_unsigned_t<T>;
+    for (int64_t i = 0; i < n; ++i) {
+      d[i] = static_cast<T>(static_cast<U>(d[i]) + static_cast<U>(s[i]));
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+  }
 }
 
 void AddInto(DType dtype, char* dst, const char* src, int64_t n) {

@@ -4,6 +4,7 @@
 // readers never change, checkpoints round-trip between the two devices, and
 // the gRPC service serves device variables. Skips without a usable device.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -335,6 +336,37 @@ TEST_F(GpuPsTest, SyncStepsMatchTheHostStore) {
   }
   EXPECT_EQ(Get(gpu, "s")->version(), 3);
   ExpectSameVariable(gpu, cpu, "s", DType::kFloat32, "sync");
+}
+
+// Integer variables (assign_add wraps, assign copies) give exactly the host
+// store's values.
+TEST_F(GpuPsTest, IntegerAssignAddAndAssignAreExact) {
+  STRATA_SKIP_WITHOUT_CUDA();
+  for (const char* type : {"assign_add", "assign"}) {
+    SCOPED_TRACE(type);
+    v1::OptimizerSpec o;
+    o.set_type(type);
+    v1::VariableSpec spec = Spec("i", v1::DT_INT64, {50, 3}, o);
+    spec.mutable_initializer()->set_type("ones");
+    VariableStore gpu(Options(Cuda0())), cpu({});
+    STRATA_ASSERT_OK(gpu.Create(spec));
+    STRATA_ASSERT_OK(cpu.Create(spec));
+    std::vector<int64_t> grad(150);
+    for (int64_t i = 0; i < 150; ++i) {
+      grad[i] = i % 3 == 0 ? INT64_MAX : i * 1000 - 7;
+    }
+    const char* bytes = reinterpret_cast<const char*>(grad.data());
+    const std::vector<int64_t> ids = {49, 2, 2};
+    for (VariableStore* s : {&gpu, &cpu}) {
+      STRATA_ASSERT_OK(Get(*s, "i")->PushDense(Meta(0), bytes, 1200));
+      STRATA_ASSERT_OK(Get(*s, "i")->PushRows(Meta(1), ids, bytes, 72));
+    }
+    VariableSnapshot g = Get(gpu, "i")->Snapshot();
+    VariableSnapshot c = Get(cpu, "i")->Snapshot();
+    ASSERT_EQ(g.value->size(), c.value->size());
+    EXPECT_EQ(std::memcmp(g.value->data(), c.value->data(), c.value->size()),
+              0);
+  }
 }
 
 // strata-ps's code path: PsServer with --device cuda:0, reached over gRPC.

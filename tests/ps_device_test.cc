@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -142,6 +143,26 @@ TEST(PsDeviceTest, DefaultStoreServesFromHostMemory) {
   EXPECT_EQ(snap.version, 1);
   EXPECT_FLOAT_EQ(snap.value->span<float>()[0], 0.5f);
   EXPECT_FLOAT_EQ(snap.value->span<float>()[11], 0.5f);
+}
+
+// Duplicate row ids of an integer variable are summed with wrap-around (as
+// assign_add itself), on the host as the device path's reference.
+TEST(PsDeviceTest, HostIntegerDuplicateRowSumsWrap) {
+  v1::VariableSpec spec;
+  spec.set_name("i");
+  spec.set_dtype(v1::DT_INT64);
+  spec.add_shape(3);
+  spec.add_shape(1);
+  spec.mutable_optimizer()->set_type("assign_add");
+  VariableStore store({});
+  STRATA_ASSERT_OK(store.Create(spec));
+  absl::StatusOr<std::shared_ptr<Variable>> v = store.Get("i");
+  ASSERT_TRUE(v.ok()) << v.status();
+  const std::vector<int64_t> ids = {1, 1};
+  const std::vector<int64_t> rows = {INT64_MAX, 2};
+  STRATA_ASSERT_OK((*v)->PushRows(
+      PushMeta{}, ids, reinterpret_cast<const char*>(rows.data()), 16));
+  EXPECT_EQ((*v)->Snapshot().value->span<int64_t>()[1], INT64_MIN + 1);
 }
 
 TEST(PsDeviceTest, RestoreOntoAMissingDeviceFailsAndChangesNothing) {
