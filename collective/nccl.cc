@@ -424,6 +424,12 @@ absl::Status NcclGroupImpl::AllReduceOnRank(int rank, DType dtype, void* data,
         "NCCL all-reduce: the mean of ", DTypeName(dtype),
         " is not defined (float32 and float64 only)")));
   }
+  {
+    // Before touching the staging buffers: after a failure the stream may
+    // still hold copies into them.
+    absl::MutexLock lock(&mu_);
+    if (!aborted_.ok()) return AbortedLocked();
+  }
   Rank& r = ranks_[static_cast<size_t>(rank)];
   const int64_t index = r.next_op++;
   const int gpu = device(rank);
