@@ -209,5 +209,13 @@ load: build
 	$(BUILD_DIR)/bin/load_gen --seconds $(LOAD_SECONDS) \
 	  --markdown $(BUILD_DIR)/load.md
 
+# The CUDA path on a GPU machine: builds build-cuda, runs the CUDA tests
+# (fails if any skipped: the kernels must run) and the GPU benchmarks, and
+# writes their figures to bench/results/gpu_check-*.json (bench/gpu_check.sh).
+.PHONY: gpu-check
+gpu-check: deps
+	bench/gpu_check.sh
+
 clean:
-	rm -rf $(BUILD_DIR) $(TSA_DIR) $(FUZZ_DIR) $(ASAN_DIR) $(TSAN_DIR)
+	rm -rf $(BUILD_DIR) $(TSA_DIR) $(FUZZ_DIR) $(ASAN_DIR) $(TSAN_DIR) \
+	  build-cuda

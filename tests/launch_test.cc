@@ -252,5 +252,25 @@ TEST_F(LaunchTest, BadJobFailsWithTheFieldName) {
   EXPECT_NE(Log(run).find("conv"), std::string::npos) << Log(run);
 }
 
+TEST_F(LaunchTest, PsDeviceIsPassedToEveryPsTask) {
+  LaunchRun run = StartLaunch("ps_device", {"--ps=1", "--workers=1",
+                                            "--ps_device=cuda:0"});
+  const int code = Wait(run);
+  if (code == 0) {
+    // A machine with a usable GPU: the variables lived there and trained.
+    nlohmann::json s = Summary(run);
+    ExpectCompleted(run, s);
+    EXPECT_GT(s["test_accuracy"].get<double>(), 0.7);
+    return;
+  }
+  // Elsewhere strata-ps refuses at start, and the launcher says why.
+  EXPECT_EQ(code, 1) << Log(run);
+  EXPECT_NE(Log(run).find("ps:0 did not report its address (exit code 1)"),
+            std::string::npos)
+      << Log(run);
+  EXPECT_NE(Log(run).find("strata-ps: --device cuda:0: "), std::string::npos)
+      << Log(run);
+}
+
 }  // namespace
 }  // namespace strata

@@ -266,6 +266,9 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
                   absl::StrCat("--task-index=", i),
                   "--checkpoint-dir=" + run_dir + absl::StrCat("/ps-", i),
                   "--coordinator=" + coordinator.address};
+    if (!options.ps_device.empty()) {
+      ps[i].argv.push_back("--device=" + options.ps_device);
+    }
     ps[i].log_path = run_dir + absl::StrCat("/ps-", i, ".log");
     // A PS only registers with the coordinator: the worker role will do.
     secure(&ps[i], true, security.worker_token);

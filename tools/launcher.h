@@ -40,6 +40,10 @@ struct LaunchOptions {
   // the binaries) in RUN_DIR/tls, and RUN_DIR/tls/auth.json with fresh
   // tokens for the job (coordinator, worker and admin roles).
   bool tls = false;
+  // Where the PS tasks keep variables and optimizer slots (strata-ps
+  // --device: "cpu", "cuda" or "cuda:N"). Empty: strata-ps's default (cpu).
+  // The workers' device is the job's "device".
+  std::string ps_device;
   // Called after the job succeeded, while the PS tasks still run, with
   // their addresses in task order (to read the trained variables).
   std::function<absl::Status(const std::vector<std::string>& ps_addresses)>

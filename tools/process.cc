@@ -8,12 +8,36 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
 extern char** environ;
 
 namespace strata {
+
+namespace {
+
+// The last non-empty line of the file at `path` (at most its last 4 KiB),
+// or "" when it cannot be read: what a child that exited early said.
+std::string LastLogLine(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = size > 4096 ? size - 4096 : 0;
+  in.seekg(from);
+  std::string tail((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) {
+    tail.pop_back();
+  }
+  const size_t nl = tail.rfind('\n');
+  return nl == std::string::npos ? tail : tail.substr(nl + 1);
+}
+
+}  // namespace
 
 absl::Status Spawn(ChildProcess* child, bool wait_for_address,
                    absl::Duration timeout) {
@@ -93,10 +117,12 @@ absl::Status Spawn(ChildProcess* child, bool wait_for_address,
   }
   close(fds[0]);
   Stop(child, absl::Seconds(1));
+  const std::string last = LastLogLine(child->log_path);
   return absl::UnavailableError(absl::StrCat(
       child->name, " did not report its address (",
       child->exited ? DescribeExit(child->wait_status) : "timed out",
-      "); see ", child->log_path));
+      "); see ", child->log_path,
+      last.empty() ? "" : absl::StrCat("; its last line: ", last)));
 }
 
 bool Reap(ChildProcess* child) {

@@ -31,6 +31,8 @@ ABSL_FLAG(std::string, strategy, "", "launch: overrides the job's strategy");
 ABSL_FLAG(std::string, collective, "", "launch: overrides the job's "
           "strategy.collective (multi_worker_mirrored: ring or ps)");
 ABSL_FLAG(int, ps, 2, "launch: parameter-server tasks");
+ABSL_FLAG(std::string, ps_device, "", "launch: where the PS tasks keep "
+          "variables and slots (cpu, cuda, cuda:N; strata-ps --device)");
 ABSL_FLAG(int, workers, 2, "launch: worker tasks");
 ABSL_FLAG(int, epochs, 0, "launch: overrides the job's epochs");
 ABSL_FLAG(std::string, summary, "", "launch: write the run summary (JSON)");
@@ -84,6 +86,7 @@ int Launch(const char* argv0) {
   }
   options.strategy = absl::GetFlag(FLAGS_strategy);
   options.collective = absl::GetFlag(FLAGS_collective);
+  options.ps_device = absl::GetFlag(FLAGS_ps_device);
   options.num_ps = absl::GetFlag(FLAGS_ps);
   options.num_workers = absl::GetFlag(FLAGS_workers);
   options.epochs = absl::GetFlag(FLAGS_epochs);

@@ -108,6 +108,13 @@ class GroupTrainer {
   JobSpec job_;
   std::unique_ptr<PlacementPolicy> policy_;
   std::unique_ptr<Model> model_;
+  // Mirrored on GPUs: replica i's model, on GPU gpus_[i] (empty otherwise).
+  std::vector<std::unique_ptr<Model>> replica_models_;
+  // The model replica `rep` computes with.
+  const Model& ModelOf(const Replica& rep) const {
+    const size_t i = static_cast<size_t>(&rep - replicas_.data());
+    return i < replica_models_.size() ? *replica_models_[i] : *model_;
+  }
   std::unique_ptr<Optimizer> optimizer_;
   Dataset train_;
   Dataset test_;
@@ -151,9 +158,17 @@ absl::Status GroupTrainer::Setup(const v1::JobStatus& status) {
         "strategy ", policy_->name(), " does not train in groups"));
   }
   STRATA_RETURN_IF_ERROR(ChooseGpus());
-  STRATA_ASSIGN_OR_RETURN(Model model,
-                          Model::Build(job_.model, job_.loss, job_.seed));
+  // The model computes on the job's device; mirrored over several GPUs
+  // gives replica i a model on its own GPU, gpus_[i].
+  STRATA_ASSIGN_OR_RETURN(Model model, BuildModelForJob(job_));
   model_ = std::make_unique<Model>(std::move(model));
+  replica_models_.clear();
+  for (int gpu : gpus_) {
+    STRATA_ASSIGN_OR_RETURN(
+        Model m, Model::Build(job_.model, job_.loss, job_.seed,
+                              absl::StrCat("cuda:", gpu)));
+    replica_models_.push_back(std::make_unique<Model>(std::move(m)));
+  }
   STRATA_ASSIGN_OR_RETURN(optimizer_, Optimizer::Create(job_.optimizer));
   STRATA_ASSIGN_OR_RETURN(train_, LoadTrain(job_));
   if (job_.data.has_test) {
@@ -641,8 +656,8 @@ absl::Status GroupTrainer::EvaluateAndReport(const v1::GroupAssignment& a,
   double loss = 0, accuracy = 0;
   if (has_test_) {
     STRATA_ASSIGN_OR_RETURN(
-        StepStats stats, model_->Evaluate(Model::Views(rep->params), test_,
-                                          1024, &rep->workspace));
+        StepStats stats, ModelOf(*rep).Evaluate(Model::Views(rep->params),
+                                                test_, 1024, &rep->workspace));
     loss = stats.loss;
     accuracy = stats.accuracy;
   }
@@ -723,7 +738,7 @@ absl::Status GroupTrainer::ReplicaLoop(const v1::GroupAssignment& a, int local,
     if (n > 0) {
       STRATA_ASSIGN_OR_RETURN(
           stats,
-          model_->TrainStep(Model::Views(rep.params),
+          ModelOf(rep).TrainStep(Model::Views(rep.params),
                             rep.x.data() + begin * model_->num_features(),
                             rep.y.data() + begin, n,
                             job_.seed * 1000003 +
