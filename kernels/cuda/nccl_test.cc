@@ -19,6 +19,7 @@
 #include "collective/in_process.h"
 #include "collective/nccl.h"
 #include "gtest/gtest.h"
+#include "kernels/cuda/cuda_test_util.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/nccl_status.h"
 
@@ -26,15 +27,6 @@ namespace strata {
 namespace collective {
 namespace {
 
-// Skips the current test when no CUDA device can be used on this machine
-// (the message ctest's SKIP_REGULAR_EXPRESSION looks for).
-#define STRATA_SKIP_WITHOUT_CUDA()                                    \
-  do {                                                                \
-    absl::StatusOr<int> count = CudaDeviceCount();                    \
-    if (!count.ok()) {                                                \
-      GTEST_SKIP() << "no CUDA device, skipping: " << count.status(); \
-    }                                                                 \
-  } while (0)
 
 int Gpus() {
   absl::StatusOr<int> count = CudaDeviceCount();

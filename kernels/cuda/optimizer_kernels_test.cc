@@ -14,20 +14,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cuda/cuda_test_util.h"
 #include "kernels/cuda/device.h"
 #include "kernels/optimizers.h"
 
 namespace strata {
 namespace {
 
-// Skips the current test when no CUDA device can be used on this machine.
-#define STRATA_SKIP_WITHOUT_CUDA()                                         \
-  do {                                                                     \
-    absl::StatusOr<int> count = CudaDeviceCount();                         \
-    if (!count.ok()) {                                                     \
-      GTEST_SKIP() << "no CUDA device, skipping: " << count.status();      \
-    }                                                                      \
-  } while (0)
 
 #define ASSERT_OK(expr)                             \
   do {                                              \
