@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/model_spec_util.h"
 #include "tests/test_util.h"
 #include "worker/dataset.h"
 #include "worker/job.h"
@@ -20,6 +21,10 @@
 namespace strata {
 namespace {
 
+using testing_util::Dense;
+using testing_util::Dropout;
+using testing_util::ReferenceModel;
+
 #define STRATA_SKIP_WITHOUT_CUDA()                                   \
   do {                                                               \
     const absl::Status usable = CheckDevice("cuda:0");               \
@@ -27,29 +32,6 @@ namespace {
       GTEST_SKIP() << "no CUDA device, skipping: " << usable;        \
     }                                                                \
   } while (0)
-
-LayerSpec Dense(int64_t units, Activation activation) {
-  LayerSpec layer;
-  layer.type = LayerType::kDense;
-  layer.units = units;
-  layer.activation = activation;
-  return layer;
-}
-
-LayerSpec Dropout(double rate) {
-  LayerSpec layer;
-  layer.type = LayerType::kDropout;
-  layer.rate = rate;
-  return layer;
-}
-
-ModelSpec ReferenceModel() {
-  ModelSpec spec;
-  spec.input_shape = {784};
-  spec.layers = {Dense(128, Activation::kRelu),
-                 Dense(10, Activation::kSoftmax)};
-  return spec;
-}
 
 // Every activation in a hidden layer, dropout before and between layers,
 // and the output layer `loss` needs.

@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/initializers.h"
+#include "tests/model_spec_util.h"
 #include "tests/test_util.h"
 #include "worker/dataset.h"
 #include "worker/job.h"
@@ -20,35 +21,10 @@
 namespace strata {
 namespace {
 
-LayerSpec Dense(int64_t units, Activation activation, bool use_bias = true) {
-  LayerSpec layer;
-  layer.type = LayerType::kDense;
-  layer.units = units;
-  layer.activation = activation;
-  layer.use_bias = use_bias;
-  return layer;
-}
-
-LayerSpec Dropout(double rate) {
-  LayerSpec layer;
-  layer.type = LayerType::kDropout;
-  layer.rate = rate;
-  return layer;
-}
-
-LayerSpec Flatten() {
-  LayerSpec layer;
-  layer.type = LayerType::kFlatten;
-  return layer;
-}
-
-ModelSpec ReferenceModel() {
-  ModelSpec spec;
-  spec.input_shape = {784};
-  spec.layers = {Dense(128, Activation::kRelu),
-                 Dense(10, Activation::kSoftmax)};
-  return spec;
-}
+using testing_util::Dense;
+using testing_util::Dropout;
+using testing_util::Flatten;
+using testing_util::ReferenceModel;
 
 // Deterministic pseudo-random values in [lo, hi).
 std::vector<float> RandomVector(size_t n, uint32_t seed, float lo, float hi) {
