@@ -4,11 +4,7 @@
 // FAILED_PRECONDITION and a clear message, by the library and by the
 // strata-ps process; the default device keeps serving from host memory;
 // malformed values are refused naming the flag.
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -21,9 +17,8 @@
 #include "server/device_state.h"
 #include "server/ps_server.h"
 #include "server/variable_store.h"
+#include "tests/process_util.h"
 #include "tests/test_util.h"
-
-extern char** environ;
 
 namespace strata {
 namespace {
@@ -218,94 +213,18 @@ class BlockSigchld : public ::testing::Environment {
 const auto* const kBlockSigchld =
     ::testing::AddGlobalTestEnvironment(new BlockSigchld);
 
-struct Exit {
-  int code = -1;       // exit status; -1: did not exit in time (killed)
-  std::string output;  // stdout and stderr
-};
-
 // Runs strata-ps with `args` until it exits, at most `limit`.
-Exit RunPs(const std::vector<std::string>& args, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  Exit result;
-  int fds[2];
-  if (pipe(fds) != 0) {
-    ADD_FAILURE() << "pipe failed";
-    return result;
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+testing_util::ChildResult RunPs(const std::vector<std::string>& args,
+                                std::chrono::seconds limit) {
   std::vector<std::string> full = {STRATA_PS_BINARY, "--port=0"};
   full.insert(full.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : full) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::string(*e).rfind("TF_CONFIG=", 0) != 0) envp.push_back(*e);
-  }
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  const int spawned = posix_spawn(&pid, STRATA_PS_BINARY, &actions, &attr,
-                                  argv.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  if (spawned != 0) {
-    close(fds[0]);
-    ADD_FAILURE() << "cannot spawn " << STRATA_PS_BINARY;
-    return result;
-  }
-  // Read until the child closes its output (it exits) or the deadline.
-  auto remaining_ms = [&] {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    return left.count() > 0 ? static_cast<int>(left.count()) : 0;
-  };
-  bool eof = false;
-  while (!eof && remaining_ms() > 0) {
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, remaining_ms()) <= 0) break;
-    char buf[4096];
-    const ssize_t n = read(fds[0], buf, sizeof(buf));
-    if (n <= 0) {
-      eof = true;
-    } else {
-      result.output.append(buf, static_cast<size_t>(n));
-    }
-  }
-  close(fds[0]);
-  while (true) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      result.code = WIFEXITED(status) ? WEXITSTATUS(status)
-                                      : 128 + WTERMSIG(status);
-      return result;
-    }
-    if (remaining_ms() == 0) break;
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    timespec ts{0, 100 * 1000 * 1000};
-    sigtimedwait(&set, nullptr, &ts);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  result.code = -1;
-  return result;
+  return testing_util::RunChild(std::move(full), limit);
 }
 
 TEST(PsDeviceProcessTest, MissingCudaDeviceExitsNonZeroWithTheReason) {
-  Exit e = RunPs({"--device=cuda:9999"}, std::chrono::seconds(60));
-  EXPECT_EQ(e.code, 1) << e.output;
+  testing_util::ChildResult e =
+      RunPs({"--device=cuda:9999"}, std::chrono::seconds(60));
+  EXPECT_EQ(e.exit_code, 1) << e.output;
   EXPECT_THAT(e.output, HasSubstr("strata-ps: --device cuda:9999: "));
   EXPECT_THAT(e.output, HasSubstr(ExpectedReason()));
   EXPECT_THAT(e.output, ::testing::Not(HasSubstr("listening on")));
@@ -314,8 +233,8 @@ TEST(PsDeviceProcessTest, MissingCudaDeviceExitsNonZeroWithTheReason) {
 TEST(PsDeviceProcessTest, MalformedDeviceExitsWithUsageError) {
   for (const char* bad : {"--device=gpu", "--device=cuda:x"}) {
     SCOPED_TRACE(bad);
-    Exit e = RunPs({bad}, std::chrono::seconds(60));
-    EXPECT_EQ(e.code, 2) << e.output;
+    testing_util::ChildResult e = RunPs({bad}, std::chrono::seconds(60));
+    EXPECT_EQ(e.exit_code, 2) << e.output;
     EXPECT_THAT(e.output, HasSubstr("strata-ps: --device: '"));
     EXPECT_THAT(e.output, HasSubstr("is not one of cpu, cuda, cuda:N"));
   }

@@ -2,11 +2,6 @@
 // past the last GPU, or a build without CUDA) exit non-zero at start with a
 // message that says so, instead of hanging or crashing.
 // The including target defines STRATA_BIN_DIR and STRATA_SOURCE_DIR.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,77 +13,15 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/process_util.h"
 #include "worker/model.h"
-
-extern char** environ;
 
 namespace strata {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct ProcessResult {
-  int exit_code = -1;  // 128 + signal when killed; -1 when it timed out
-  std::string output;  // stdout and stderr together
-};
-
-// Runs `args` with stdout and stderr into a pipe until it exits, or kills it
-// after `limit`.
-ProcessResult RunProcess(std::vector<std::string> args,
-                         std::chrono::seconds limit) {
-  ProcessResult result;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    ADD_FAILURE() << "pipe2 failed";
-    return result;
-  }
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  pid_t pid = -1;
-  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr,
-                                  argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  if (spawned != 0) {
-    close(fds[0]);
-    ADD_FAILURE() << "cannot start " << args[0];
-    return result;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  bool eof = false;
-  while (!eof) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-    char buf[4096];
-    const ssize_t n = read(fds[0], buf, sizeof(buf));
-    if (n > 0) {
-      result.output.append(buf, static_cast<size_t>(n));
-    } else if (n == 0) {
-      eof = true;
-    }
-  }
-  close(fds[0]);
-  if (!eof) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    ADD_FAILURE() << args[0] << " did not exit within " << limit.count()
-                  << " s; output: " << result.output;
-    return result;
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  result.exit_code =
-      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
+using testing_util::RunChild;
 
 // tests/data/small_job.json with `device` set, written to a temp file.
 std::string JobFile(const std::string& device, const std::string& name) {
@@ -116,7 +49,7 @@ bool SaysUnusable(const std::string& output) {
 constexpr std::chrono::seconds kLimit(60);
 
 TEST(LocalTrainDeviceTest, JobOnMissingGpuIndexExitsWithMessage) {
-  const ProcessResult r = RunProcess(
+  const testing_util::ChildResult r = RunChild(
       {STRATA_BIN_DIR "/local_train", "--job=" + JobFile("cuda:9999", "far")},
       kLimit);
   EXPECT_NE(r.exit_code, 0) << r.output;
@@ -130,7 +63,7 @@ TEST(LocalTrainDeviceTest, JobOnMissingGpuIndexExitsWithMessage) {
 
 TEST(LocalTrainDeviceTest, CudaJobWithoutDeviceExitsWithMessage) {
   if (CudaUsable()) GTEST_SKIP() << "a CUDA device is present";
-  const ProcessResult r = RunProcess(
+  const testing_util::ChildResult r = RunChild(
       {STRATA_BIN_DIR "/local_train", "--job=" + JobFile("cuda", "cuda")},
       kLimit);
   EXPECT_NE(r.exit_code, 0) << r.output;
@@ -140,8 +73,8 @@ TEST(LocalTrainDeviceTest, CudaJobWithoutDeviceExitsWithMessage) {
 }
 
 TEST(LocalTrainDeviceTest, DeviceFlagOverridesTheJob) {
-  const ProcessResult r =
-      RunProcess({STRATA_BIN_DIR "/local_train",
+  const testing_util::ChildResult r =
+      RunChild({STRATA_BIN_DIR "/local_train",
                   "--job=" + JobFile("", "flag"), "--device=cuda:9999"},
                  kLimit);
   EXPECT_NE(r.exit_code, 0) << r.output;
@@ -152,8 +85,8 @@ TEST(LocalTrainDeviceTest, DeviceFlagOverridesTheJob) {
 }
 
 TEST(LocalTrainDeviceTest, MalformedDeviceFlagIsRejected) {
-  const ProcessResult r =
-      RunProcess({STRATA_BIN_DIR "/local_train",
+  const testing_util::ChildResult r =
+      RunChild({STRATA_BIN_DIR "/local_train",
                   "--job=" + JobFile("", "bad"), "--device=gpu"},
                  kLimit);
   EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -164,7 +97,7 @@ TEST(LocalTrainDeviceTest, MalformedDeviceFlagIsRejected) {
 // strata-worker checks its --device before it contacts the coordinator (the
 // address here has nothing listening), so it fails at once.
 TEST(WorkerDeviceTest, MissingGpuIndexExitsBeforeConnecting) {
-  const ProcessResult r = RunProcess(
+  const testing_util::ChildResult r = RunChild(
       {STRATA_BIN_DIR "/strata-worker", "--coordinator=127.0.0.1:1",
        "--device=cuda:9999"},
       kLimit);
@@ -177,7 +110,7 @@ TEST(WorkerDeviceTest, MissingGpuIndexExitsBeforeConnecting) {
 
 TEST(WorkerDeviceTest, CudaWithoutDeviceExitsBeforeConnecting) {
   if (CudaUsable()) GTEST_SKIP() << "a CUDA device is present";
-  const ProcessResult r = RunProcess(
+  const testing_util::ChildResult r = RunChild(
       {STRATA_BIN_DIR "/strata-worker", "--coordinator=127.0.0.1:1",
        "--device=cuda"},
       kLimit);
