@@ -1,5 +1,7 @@
 #include "client/ps_client.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -7,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
@@ -340,18 +343,19 @@ std::unique_ptr<PsClient> PsClient::Connect(const std::string& target,
     ApplyDataPlaneChannelArgs(&args);
     channels.push_back(CreateChannel(target, options.security, args));
   }
-  return FromChannels(std::move(channels), options);
+  return FromChannels(std::move(channels), options, target);
 }
 
 std::unique_ptr<PsClient> PsClient::FromChannels(
     std::vector<std::shared_ptr<grpc::Channel>> channels,
-    const PsClientOptions& options) {
-  return std::unique_ptr<PsClient>(new PsClient(std::move(channels), options));
+    const PsClientOptions& options, const std::string& target) {
+  return std::unique_ptr<PsClient>(
+      new PsClient(std::move(channels), options, target));
 }
 
 PsClient::PsClient(std::vector<std::shared_ptr<grpc::Channel>> channels,
-                   const PsClientOptions& options)
-    : options_(options) {
+                   const PsClientOptions& options, std::string target)
+    : options_(options), target_(std::move(target)) {
   for (auto& ch : channels) {
     Conn c;
     c.channel = ch;
@@ -717,6 +721,65 @@ absl::StatusOr<v1::ListVariablesResponse> PsClient::ListVariables() {
 absl::StatusOr<v1::StatsResponse> PsClient::Stats() {
   v1::StatsRequest req;
   STRATA_UNARY(Stats, req, StatsResponse);
+}
+
+absl::StatusOr<uint64_t> PsClient::AttachSharedRegion(
+    const SharedRegion& region) {
+  v1::AttachSharedRegionRequest req;
+  req.set_pid(static_cast<int64_t>(::getpid()));
+  req.set_fd(region.fd());
+  req.set_bytes(static_cast<int64_t>(region.size()));
+  req.set_nonce(region.nonce());
+  absl::StatusOr<v1::AttachSharedRegionResponse> resp = [&] {
+    STRATA_UNARY(AttachSharedRegion, req, AttachSharedRegionResponse);
+  }();
+  if (!resp.ok()) return resp.status();
+  return resp->region();
+}
+
+absl::Status PsClient::DetachSharedRegion(uint64_t id) {
+  v1::DetachSharedRegionRequest req;
+  req.set_region(id);
+  absl::StatusOr<v1::DetachSharedRegionResponse> resp = [&] {
+    STRATA_UNARY(DetachSharedRegion, req, DetachSharedRegionResponse);
+  }();
+  return resp.status();
+}
+
+absl::StatusOr<v1::SharedExchangeResponse> PsClient::ExchangeShared(
+    v1::SharedExchangeRequest request) {
+  absl::StatusOr<v1::SharedExchangeResponse> result;
+  for (int attempt = 1;; ++attempt) {
+    if (request.push().variables_size() > 0) {
+      request.mutable_push()->mutable_tag()->set_attempt(attempt - 1);
+    }
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, options_.deadline);
+    v1::SharedExchangeResponse resp;
+    grpc::Status s = Next().stub->ExchangeShared(&ctx, request, &resp);
+    result = s.ok() ? absl::StatusOr<v1::SharedExchangeResponse>(
+                          std::move(resp))
+                    : FromGrpcStatus(s);
+    if (result.ok() ||
+        result.status().code() != absl::StatusCode::kUnavailable ||
+        attempt >= options_.max_attempts) {
+      break;
+    }
+    std::this_thread::sleep_for(absl::ToChronoMilliseconds(Backoff(attempt)));
+  }
+  return result;
+}
+
+bool PsClient::TargetIsLoopback() const {
+  absl::string_view t = target_;
+  if (absl::StartsWith(t, "unix:")) return true;
+  if (absl::StartsWith(t, "ipv4:") || absl::StartsWith(t, "ipv6:") ||
+      absl::StartsWith(t, "dns:")) {
+    t = t.substr(t.find(':') + 1);
+    while (absl::StartsWith(t, "/")) t.remove_prefix(1);
+  }
+  return absl::StartsWith(t, "127.") || absl::StartsWith(t, "[::1]") ||
+         absl::StartsWith(t, "localhost:") || t == "localhost";
 }
 
 }  // namespace strata

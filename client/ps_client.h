@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/tensor.h"
+#include "client/shared_region.h"
 #include "common/tls.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -33,6 +34,9 @@ struct PsClientOptions {
   size_t chunk_bytes = 1 << 20;
   // TLS and the bearer token of every call (plaintext, none by default).
   ClientSecurity security;
+  // PsCluster::PushPullMany passes bytes through shared memory to a server
+  // on this host (a loopback target) that accepts it.
+  bool shared_memory = true;
 };
 
 struct PullOptions {
@@ -72,9 +76,10 @@ class PsClient {
   static std::unique_ptr<PsClient> Connect(const std::string& target,
                                            const PsClientOptions& options = {});
   // Uses existing channels (tests, credentials set by the caller).
+  // `target` is the address the channels lead to ("" when unknown).
   static std::unique_ptr<PsClient> FromChannels(
       std::vector<std::shared_ptr<grpc::Channel>> channels,
-      const PsClientOptions& options = {});
+      const PsClientOptions& options = {}, const std::string& target = "");
   ~PsClient();
 
   // Returns true when created, false when an identical variable existed.
@@ -115,6 +120,19 @@ class PsClient {
       const std::vector<Shape>& shapes, const std::vector<const void*>& data,
       const PushTag& tag);
 
+  // Same-host shared memory (AttachSharedRegion in parameter_server.proto).
+  // Attach returns the region's id on the server.
+  absl::StatusOr<uint64_t> AttachSharedRegion(const SharedRegion& region);
+  absl::Status DetachSharedRegion(uint64_t id);
+  // A push then a pull whose bytes are in an attached region; retried on
+  // UNAVAILABLE with the push's attempt number set, as PushVariables.
+  absl::StatusOr<v1::SharedExchangeResponse> ExchangeShared(
+      v1::SharedExchangeRequest request);
+  // Whether the target is a loopback address (127.0.0.0/8, [::1],
+  // localhost) or a unix socket, where shared memory may work.
+  bool TargetIsLoopback() const;
+  const PsClientOptions& options() const { return options_; }
+
   // Replaces a variable's value. Returns the new version.
   absl::StatusOr<int64_t> Assign(const std::string& name, DType dtype,
                                  const Shape& shape, const void* data);
@@ -131,7 +149,7 @@ class PsClient {
     std::unique_ptr<grpc::GenericStub> generic;
   };
   PsClient(std::vector<std::shared_ptr<grpc::Channel>> channels,
-           const PsClientOptions& options);
+           const PsClientOptions& options, std::string target);
   Conn& Next();
   absl::Duration Backoff(int attempt) const;
 
@@ -151,6 +169,7 @@ class PsClient {
       std::vector<absl::string_view> payload);
 
   const PsClientOptions options_;
+  const std::string target_;
   std::vector<Conn> conns_;
   std::atomic<uint64_t> next_{0};
 };

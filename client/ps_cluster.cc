@@ -1,10 +1,12 @@
 #include "client/ps_cluster.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -109,28 +111,43 @@ void PsCluster::RunPerPs(const std::function<void(int)>& fn) {
   for (auto& t : threads) t.join();
 }
 
+absl::StatusOr<std::vector<PsCluster::PerPs>> PsCluster::SplitPerPs(
+    const std::vector<std::string>& names,
+    const std::vector<const void*>& grads,
+    const std::vector<void*>& dsts) const {
+  std::vector<PerPs> per_ps(clients_.size());
+  for (size_t v = 0; v < names.size(); ++v) {
+    STRATA_ASSIGN_OR_RETURN(VariablePlacement p, Placement(names[v]));
+    if (!grads.empty() && p.spec.dtype() != v1::DT_FLOAT32) {
+      // The model runtime's variables are float32.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pushing variable '", names[v], "': it is not float32"));
+    }
+    for (const auto& s : p.shards) {
+      Shape shape(p.spec.shape().begin(), p.spec.shape().end());
+      if (!shape.empty()) shape[0] = s.num_rows;
+      PerPs& part = per_ps[s.ps];
+      part.names.push_back(s.name);
+      part.shapes.push_back(std::move(shape));
+      part.sizes.push_back(s.bytes);
+      if (!dsts.empty()) {
+        part.dsts.push_back(static_cast<char*>(dsts[v]) + s.byte_offset);
+      }
+      if (!grads.empty()) {
+        part.grads.push_back(static_cast<const char*>(grads[v]) +
+                             s.byte_offset);
+      }
+    }
+  }
+  return per_ps;
+}
+
 absl::Status PsCluster::PullMany(const std::vector<std::string>& names,
                                  const std::vector<void*>& dsts,
                                  const PullOptions& options) {
-  std::vector<VariablePlacement> placements;
-  for (const auto& n : names) {
-    STRATA_ASSIGN_OR_RETURN(VariablePlacement p, Placement(n));
-    placements.push_back(std::move(p));
-  }
   // One PullVariables call per PS task, all tasks in parallel.
-  struct PerPs {
-    std::vector<std::string> names;
-    std::vector<void*> dsts;
-    std::vector<size_t> sizes;
-  };
-  std::vector<PerPs> per_ps(clients_.size());
-  for (size_t v = 0; v < placements.size(); ++v) {
-    for (const auto& s : placements[v].shards) {
-      per_ps[s.ps].names.push_back(s.name);
-      per_ps[s.ps].dsts.push_back(static_cast<char*>(dsts[v]) + s.byte_offset);
-      per_ps[s.ps].sizes.push_back(s.bytes);
-    }
-  }
+  STRATA_ASSIGN_OR_RETURN(std::vector<PerPs> per_ps,
+                          SplitPerPs(names, {}, dsts));
   std::vector<absl::Status> status(clients_.size());
   RunPerPs([&](int i) {
     if (per_ps[i].names.empty()) return;
@@ -146,34 +163,9 @@ absl::Status PsCluster::PullMany(const std::vector<std::string>& names,
 absl::StatusOr<int64_t> PsCluster::PushMany(
     const std::vector<std::string>& names,
     const std::vector<const void*>& grads, const PushTag& tag) {
-  std::vector<VariablePlacement> placements;
-  for (const auto& n : names) {
-    STRATA_ASSIGN_OR_RETURN(VariablePlacement p, Placement(n));
-    placements.push_back(std::move(p));
-  }
-  // One PushVariables call per PS task (float32 variables, as the model
-  // runtime has them), all tasks in parallel.
-  struct PerPs {
-    std::vector<std::string> names;
-    std::vector<Shape> shapes;
-    std::vector<const void*> data;
-  };
-  std::vector<PerPs> per_ps(clients_.size());
-  for (size_t v = 0; v < placements.size(); ++v) {
-    if (placements[v].spec.dtype() != v1::DT_FLOAT32) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "PushMany: variable '", names[v], "' is not float32"));
-    }
-    for (const auto& s : placements[v].shards) {
-      Shape shape(placements[v].spec.shape().begin(),
-                  placements[v].spec.shape().end());
-      if (!shape.empty()) shape[0] = s.num_rows;
-      per_ps[s.ps].names.push_back(s.name);
-      per_ps[s.ps].shapes.push_back(std::move(shape));
-      per_ps[s.ps].data.push_back(static_cast<const char*>(grads[v]) +
-                                  s.byte_offset);
-    }
-  }
+  // One PushVariables call per PS task, all tasks in parallel.
+  STRATA_ASSIGN_OR_RETURN(std::vector<PerPs> per_ps,
+                          SplitPerPs(names, grads, {}));
   std::vector<absl::StatusOr<std::vector<PushResult>>> results(clients_.size());
   RunPerPs([&](int i) {
     if (per_ps[i].names.empty()) {
@@ -181,7 +173,7 @@ absl::StatusOr<int64_t> PsCluster::PushMany(
       return;
     }
     results[i] = clients_[i]->PushVariables(per_ps[i].names, DType::kFloat32,
-                                            per_ps[i].shapes, per_ps[i].data,
+                                            per_ps[i].shapes, per_ps[i].grads,
                                             tag);
   });
   int64_t version = std::numeric_limits<int64_t>::max();
@@ -190,6 +182,176 @@ absl::StatusOr<int64_t> PsCluster::PushMany(
     for (const PushResult& p : *r) version = std::min(version, p.version);
   }
   return version;
+}
+
+PsCluster::~PsCluster() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, lane] : lanes_) {
+    if (lane->id != 0) (void)clients_[key.second]->DetachSharedRegion(lane->id);
+  }
+}
+
+PsCluster::SharedLane* PsCluster::Lane(int lane, int ps) {
+  absl::MutexLock lock(&mu_);
+  std::unique_ptr<SharedLane>& l = lanes_[{lane, ps}];
+  if (l == nullptr) {
+    l = std::make_unique<SharedLane>();
+    PsClient* client = clients_[ps].get();
+    l->refused = !client->options().shared_memory || !client->TargetIsLoopback();
+  }
+  return l.get();
+}
+
+bool PsCluster::UsesSharedMemory(int lane, int ps) const {
+  absl::MutexLock lock(&mu_);
+  auto it = lanes_.find({lane, ps});
+  return it != lanes_.end() && !it->second->refused && it->second->id != 0;
+}
+
+namespace {
+
+size_t RoundUp64(size_t n) { return (n + 63) & ~size_t{63}; }
+
+bool NotAttached(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kFailedPrecondition &&
+         absl::StartsWith(s.message(), "shared region ");
+}
+
+}  // namespace
+
+absl::Status PsCluster::ExchangeWith(int ps, SharedLane* lane,
+                                     const PerPs& part, const PushTag& tag,
+                                     const PullOptions& options,
+                                     bool* shared) {
+  *shared = false;
+  if (lane->refused) return absl::OkStatus();
+  PsClient* client = clients_[ps].get();
+  size_t push_bytes = 0;
+  size_t pull_bytes = 0;
+  for (size_t i = 0; i < part.names.size(); ++i) {
+    if (!part.grads.empty()) push_bytes += part.sizes[i];
+    pull_bytes += part.sizes[i];
+  }
+  const size_t push_offset = SharedRegion::kHeaderBytes;
+  const size_t pull_offset = push_offset + RoundUp64(push_bytes);
+  const size_t needed = pull_offset + pull_bytes;
+  for (int round = 0; round < 2; ++round) {
+    if (lane->region == nullptr || lane->region->size() < needed ||
+        lane->id == 0) {
+      if (lane->region == nullptr || lane->region->size() < needed) {
+        if (lane->id != 0) (void)client->DetachSharedRegion(lane->id);
+        lane->id = 0;
+        absl::StatusOr<std::unique_ptr<SharedRegion>> region =
+            SharedRegion::Create(needed);
+        if (!region.ok()) {
+          lane->refused = true;
+          return absl::OkStatus();
+        }
+        lane->region = *std::move(region);
+      }
+      absl::StatusOr<uint64_t> id = client->AttachSharedRegion(*lane->region);
+      if (!id.ok()) {
+        if (id.status().code() == absl::StatusCode::kUnavailable ||
+            id.status().code() == absl::StatusCode::kDeadlineExceeded) {
+          return id.status();  // the server is down: the caller retries
+        }
+        // Refused (another host, a server without the call, limits):
+        // stream from now on.
+        lane->refused = true;
+        lane->region.reset();
+        return absl::OkStatus();
+      }
+      lane->id = *id;
+    }
+    char* base = lane->region->data();
+    v1::SharedExchangeRequest request;
+    request.set_region(lane->id);
+    if (!part.grads.empty()) {
+      v1::PushVariablesHeader* push = request.mutable_push();
+      size_t offset = push_offset;
+      for (size_t i = 0; i < part.names.size(); ++i) {
+        v1::VariableSlot* slot = push->add_variables();
+        slot->set_name(part.names[i]);
+        slot->set_dtype(v1::DT_FLOAT32);
+        for (int64_t d : part.shapes[i]) slot->add_shape(d);
+        slot->set_bytes(static_cast<int64_t>(part.sizes[i]));
+        std::memcpy(base + offset, part.grads[i], part.sizes[i]);
+        offset += part.sizes[i];
+      }
+      push->set_payload_bytes(static_cast<int64_t>(push_bytes));
+      push->mutable_tag()->set_job(tag.job);
+      push->mutable_tag()->set_worker(tag.worker);
+      push->mutable_tag()->set_step(tag.step);
+      push->mutable_tag()->set_group(tag.group);
+      push->mutable_tag()->set_group_size(tag.group_size);
+      request.set_push_offset(push_offset);
+    }
+    v1::PullVariablesRequest* pull = request.mutable_pull();
+    for (const std::string& name : part.names) pull->add_names(name);
+    pull->set_min_version(options.min_version);
+    pull->set_clock(options.clock);
+    pull->set_worker(options.worker);
+    request.set_pull_offset(pull_offset);
+    absl::StatusOr<v1::SharedExchangeResponse> resp =
+        client->ExchangeShared(std::move(request));
+    if (!resp.ok() && NotAttached(resp.status()) && round == 0) {
+      // The server restarted or dropped the region: attach again.
+      lane->id = 0;
+      continue;
+    }
+    if (!resp.ok()) return resp.status();
+    if (resp->pulled_size() != static_cast<int>(part.names.size())) {
+      return absl::InternalError(absl::StrCat(
+          "ExchangeShared with ps ", ps, ": ", resp->pulled_size(),
+          " variables pulled, ", part.names.size(), " asked"));
+    }
+    size_t offset = pull_offset;
+    for (size_t i = 0; i < part.names.size(); ++i) {
+      if (static_cast<size_t>(resp->pulled(static_cast<int>(i)).bytes()) !=
+          part.sizes[i]) {
+        return absl::InternalError(absl::StrCat(
+            "ExchangeShared: variable '", part.names[i], "' pulled with ",
+            resp->pulled(static_cast<int>(i)).bytes(), " bytes, expected ",
+            part.sizes[i]));
+      }
+      std::memcpy(part.dsts[i], base + offset, part.sizes[i]);
+      offset += part.sizes[i];
+    }
+    *shared = true;
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "ExchangeShared with ps ", ps, ": the region was dropped twice"));
+}
+
+absl::Status PsCluster::PushPullMany(int lane,
+                                     const std::vector<std::string>& names,
+                                     const std::vector<const void*>& grads,
+                                     const PushTag& tag,
+                                     const std::vector<void*>& dsts,
+                                     const PullOptions& options) {
+  STRATA_ASSIGN_OR_RETURN(std::vector<PerPs> per_ps,
+                          SplitPerPs(names, grads, dsts));
+  std::vector<absl::Status> status(clients_.size());
+  RunPerPs([&](int i) {
+    const PerPs& part = per_ps[i];
+    if (part.names.empty()) return;
+    bool shared = false;
+    status[i] = ExchangeWith(i, Lane(lane, i), part, tag, options, &shared);
+    if (!status[i].ok() || shared) return;
+    if (!part.grads.empty()) {
+      status[i] = clients_[i]
+                      ->PushVariables(part.names, DType::kFloat32,
+                                      part.shapes, part.grads, tag)
+                      .status();
+      if (!status[i].ok()) return;
+    }
+    status[i] =
+        clients_[i]->PullVariables(part.names, part.dsts, part.sizes, options)
+            .status();
+  });
+  for (const auto& s : status) STRATA_RETURN_IF_ERROR(s);
+  return absl::OkStatus();
 }
 
 }  // namespace strata

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -17,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "client/ps_client.h"
+#include "client/shared_region.h"
 #include "common/thread_pool.h"
 #include "strategies/partitioner.h"
 
@@ -68,14 +70,62 @@ class PsCluster {
                                    const std::vector<const void*>& grads,
                                    const PushTag& tag);
 
+  // Pushes `grads` (float32, full-size buffers; none when empty) with `tag`,
+  // then pulls `names` into `dsts`: one ExchangeShared call per PS task on
+  // this host, whose bytes go through a shared-memory region of `lane`
+  // (one lane per concurrent caller: calls on one lane must not overlap);
+  // PushVariables then PullVariables for a task elsewhere, for a client
+  // with options().shared_memory off, or when the server refuses the
+  // region. Errors: those of PushMany and PullMany.
+  absl::Status PushPullMany(int lane, const std::vector<std::string>& names,
+                            const std::vector<const void*>& grads,
+                            const PushTag& tag, const std::vector<void*>& dsts,
+                            const PullOptions& options = {});
+  // Whether `lane`'s calls to PS task `ps` go through shared memory (after
+  // its first PushPullMany).
+  bool UsesSharedMemory(int lane, int ps) const;
+
+  // Detaches every lane's regions.
+  ~PsCluster();
+
  private:
   // Runs fn(0..num_ps-1) concurrently, fn(0) on the calling thread.
   void RunPerPs(const std::function<void(int)>& fn);
+
+  // What one PS task gets of a call: its shards' names, shapes and where
+  // their bytes are in the caller's full buffers.
+  struct PerPs {
+    std::vector<std::string> names;
+    std::vector<Shape> shapes;
+    std::vector<size_t> sizes;
+    std::vector<void*> dsts;
+    std::vector<const void*> grads;
+  };
+  absl::StatusOr<std::vector<PerPs>> SplitPerPs(
+      const std::vector<std::string>& names,
+      const std::vector<const void*>& grads,
+      const std::vector<void*>& dsts) const;
+
+  // One lane's shared region with one PS task; used only by the lane's
+  // caller.
+  struct SharedLane {
+    std::unique_ptr<SharedRegion> region;
+    uint64_t id = 0;
+    bool refused = false;  // the server or this host said no: stream
+  };
+  SharedLane* Lane(int lane, int ps);
+  // PushPullMany's exchange with task `ps` through `lane`; false in
+  // `*shared` when it could not use shared memory (nothing was sent then).
+  absl::Status ExchangeWith(int ps, SharedLane* lane, const PerPs& part,
+                            const PushTag& tag, const PullOptions& options,
+                            bool* shared);
 
   std::vector<std::unique_ptr<PsClient>> clients_;
   std::unique_ptr<ThreadPool> pool_;
   mutable absl::Mutex mu_;
   std::map<std::string, VariablePlacement> placements_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int, int>, std::unique_ptr<SharedLane>> lanes_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace strata

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "common/status_macros.h"
 #include "proto/chunk_codec.h"
 #include "server/requests.h"
+#include "server/shared_regions.h"
 
 namespace strata {
 namespace {
@@ -217,6 +219,80 @@ class AssignReactor final : public ChunkedReceiveReactor {
   std::shared_ptr<Variable> variable_;
 };
 
+// Waits, without holding a thread, until every variable satisfies
+// (min_version, clock), then runs `done` with OK; or runs it with ABORTED
+// naming what it waited for a little before the caller's deadline (so that
+// the caller hears why), or after the server's maximum wait. `done` runs
+// once, possibly on another thread before Start returns; the owner must
+// outlive that call.
+class ReadyWait {
+ public:
+  using Done = std::function<void(const absl::Status&, const std::string&)>;
+
+  void Start(ParameterServiceImpl* service,
+             const grpc::CallbackServerContext* ctx,
+             std::vector<std::shared_ptr<Variable>> variables,
+             int64_t min_version, int64_t clock, Done done) {
+    service_ = service;
+    waiting_ = std::move(variables);
+    min_version_ = min_version;
+    clock_ = clock;
+    done_ = std::move(done);
+    const absl::Time now = absl::Now();
+    deadline_ = now + service->options().max_pull_wait;
+    const absl::Time caller = absl::FromChrono(ctx->deadline());
+    if (caller < deadline_) {
+      deadline_ = caller - std::min(absl::Milliseconds(100), (caller - now) / 5);
+    }
+    Next();
+  }
+
+ private:
+  // Waits on the first variable that is not ready; checks all again when it
+  // becomes ready.
+  void Next() {
+    for (const auto& v : waiting_) {
+      if (v->PullReady(min_version_, clock_)) continue;
+      if (absl::Now() >= deadline_) {
+        done_(absl::AbortedError(
+                  absl::StrCat("pull timed out waiting: ",
+                               v->WaitDescription(min_version_, clock_))),
+              v->name());
+        return;
+      }
+      // The waiter may run (and finish the owner) on another thread before
+      // WaitForPull returns: nothing below may touch `this`.
+      std::shared_ptr<Variable> waiting = v;
+      DeadlineTimer* timer = service_->timer();
+      const absl::Time deadline = deadline_;
+      const int64_t min_version = min_version_;
+      const int64_t clock = clock_;
+      const std::string name = v->name();
+      int64_t id = waiting->WaitForPull(
+          min_version, clock, [this, name](absl::Status s) {
+            s.ok() ? Next() : done_(s, name);
+          });
+      if (id != 0) {
+        timer->Schedule(deadline, [waiting, id, min_version, clock]() {
+          waiting->ExpireWaiter(
+              id, absl::AbortedError(absl::StrCat(
+                      "pull timed out waiting: ",
+                      waiting->WaitDescription(min_version, clock))));
+        });
+      }
+      return;
+    }
+    done_(absl::OkStatus(), "");
+  }
+
+  ParameterServiceImpl* service_ = nullptr;
+  std::vector<std::shared_ptr<Variable>> waiting_;
+  int64_t min_version_ = 0;
+  int64_t clock_ = 0;
+  absl::Time deadline_;
+  Done done_;
+};
+
 // Server side of Pull and PullVariables: waits until the variables are
 // ready (version, staleness bound), then streams snapshot buffers in chunks
 // that alias them (no chunk spans two buffers), the header in the first.
@@ -245,21 +321,13 @@ class SnapshotStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   virtual void OnReady() = 0;
 
   // Calls OnReady() when every variable satisfies (min_version, clock), or
-  // fails with ABORTED naming what it waited for a little before the
-  // caller's deadline (so that the caller hears why), or after the server's
-  // maximum wait.
+  // fails as ReadyWait says.
   void WaitUntilReady(std::vector<std::shared_ptr<Variable>> variables,
                       int64_t min_version, int64_t clock) {
-    waiting_ = std::move(variables);
-    min_version_ = min_version;
-    clock_ = clock;
-    const absl::Time now = absl::Now();
-    deadline_ = now + service_->options().max_pull_wait;
-    const absl::Time caller = absl::FromChrono(ctx_->deadline());
-    if (caller < deadline_) {
-      deadline_ = caller - std::min(absl::Milliseconds(100), (caller - now) / 5);
-    }
-    WaitOrReady();
+    wait_.Start(service_, ctx_, std::move(variables), min_version, clock,
+                [this](const absl::Status& s, const std::string& name) {
+                  s.ok() ? OnReady() : Fail(s, name);
+                });
   }
 
   // Streams `buffers` (their bytes concatenated) after `header`.
@@ -287,43 +355,6 @@ class SnapshotStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   std::optional<Caller> caller_;
 
  private:
-  // Waits on the first variable that is not ready; checks all again when it
-  // becomes ready.
-  void WaitOrReady() {
-    for (const auto& v : waiting_) {
-      if (v->PullReady(min_version_, clock_)) continue;
-      if (absl::Now() >= deadline_) {
-        Fail(absl::AbortedError(
-                 absl::StrCat("pull timed out waiting: ",
-                              v->WaitDescription(min_version_, clock_))),
-             v->name());
-        return;
-      }
-      // The waiter may run (and finish this reactor) on another thread
-      // before WaitForPull returns: nothing below may touch `this`.
-      std::shared_ptr<Variable> waiting = v;
-      DeadlineTimer* timer = service_->timer();
-      const absl::Time deadline = deadline_;
-      const int64_t min_version = min_version_;
-      const int64_t clock = clock_;
-      const std::string name = v->name();
-      int64_t id = waiting->WaitForPull(
-          min_version, clock, [this, name](absl::Status s) {
-            s.ok() ? WaitOrReady() : Fail(s, name);
-          });
-      if (id != 0) {
-        timer->Schedule(deadline, [waiting, id, min_version, clock]() {
-          waiting->ExpireWaiter(
-              id, absl::AbortedError(absl::StrCat(
-                      "pull timed out waiting: ",
-                      waiting->WaitDescription(min_version, clock))));
-        });
-      }
-      return;
-    }
-    OnReady();
-  }
-
   void WriteNext() {
     const size_t chunk = service_->options().chunk_bytes;
     while (index_ < buffers_.size() && pos_ >= buffers_[index_]->size()) {
@@ -366,10 +397,7 @@ class SnapshotStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   grpc::CallbackServerContext* const ctx_;
   const char* const method_;
   const absl::Time start_;
-  std::vector<std::shared_ptr<Variable>> waiting_;
-  int64_t min_version_ = 0;
-  int64_t clock_ = 0;
-  absl::Time deadline_;
+  ReadyWait wait_;
   std::string header_;
   std::vector<std::shared_ptr<const Buffer>> buffers_;
   grpc::ByteBuffer message_;
@@ -509,6 +537,146 @@ class PushVariablesReactor final : public ChunkedReceiveReactor {
   std::vector<std::shared_ptr<Variable>> variables_;
 };
 
+// ExchangeShared: a push then a pull whose bytes are in a client's shared
+// region. Everything (region, push header, pull names, ranges) is checked
+// before the push is applied, so a bad request changes nothing; the
+// gradients are copied out of the region before they are checked and
+// applied, so that the client cannot change them in between.
+class ExchangeReactor final : public grpc::ServerUnaryReactor {
+ public:
+  ExchangeReactor(ParameterServiceImpl* service,
+                  grpc::CallbackServerContext* ctx,
+                  const v1::SharedExchangeRequest* request,
+                  v1::SharedExchangeResponse* response)
+      : service_(service),
+        ctx_(ctx),
+        request_(request),
+        response_(response),
+        start_(absl::Now()) {}
+
+  void Begin(std::optional<Caller> caller) {
+    caller_ = std::move(caller);
+    if (absl::Status s = Prepare(); !s.ok()) {
+      Complete(s, variable_);
+      return;
+    }
+    if (request_->push().variables_size() > 0) {
+      if (absl::Status s = ApplyPush(); !s.ok()) {
+        Complete(s, variable_);
+        return;
+      }
+    }
+    if (pull_.empty()) {
+      Complete(absl::OkStatus(), "");
+      return;
+    }
+    wait_.Start(service_, ctx_, pull_, request_->pull().min_version(),
+                request_->pull().clock(),
+                [this](const absl::Status& s, const std::string& name) {
+                  s.ok() ? WritePull() : Complete(s, name);
+                });
+  }
+
+  void Reject(const absl::Status& status) { Complete(status, ""); }
+  void OnDone() override { delete this; }
+
+ private:
+  absl::Status Prepare() {
+    const std::string job = caller_.has_value() && !caller_->Has(Role::kAdmin)
+                                ? caller_->job
+                                : std::string();
+    STRATA_ASSIGN_OR_RETURN(region_, service_->shared_regions()->Get(
+                                         request_->region(), job, start_));
+    const v1::PushVariablesHeader& push = request_->push();
+    if (push.variables_size() > 0) {
+      variable_ = push.variables(0).name();
+      for (const auto& v : push.variables()) {
+        STRATA_RETURN_IF_ERROR(service_->CheckOwner(caller_, v.name()));
+      }
+      STRATA_ASSIGN_OR_RETURN(
+          pushed_, ValidatePushVariablesHeader(push, *service_->store(),
+                                               &push_bytes_));
+      STRATA_RETURN_IF_ERROR(region_->CheckRange(
+          request_->push_offset(), push_bytes_, "ExchangeShared push"));
+    }
+    const v1::PullVariablesRequest& pull = request_->pull();
+    if (pull.names_size() > 0) {
+      STRATA_RETURN_IF_ERROR(ValidatePullVariablesRequest(pull));
+      for (const std::string& name : pull.names()) {
+        variable_ = name;
+        STRATA_RETURN_IF_ERROR(service_->CheckOwner(caller_, name));
+        STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v,
+                                service_->store()->Get(name));
+        pull_bytes_ += v->byte_size();
+        pull_.push_back(std::move(v));
+      }
+      STRATA_RETURN_IF_ERROR(region_->CheckRange(
+          request_->pull_offset(), pull_bytes_, "ExchangeShared pull"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ApplyPush() {
+    variable_ = request_->push().variables(0).name();
+    std::shared_ptr<Buffer> grads = service_->buffers()->Acquire(push_bytes_);
+    std::memcpy(grads->data(), region_->data() + request_->push_offset(),
+                push_bytes_);
+    STRATA_ASSIGN_OR_RETURN(
+        *response_->mutable_push(),
+        ApplyPushVariables(request_->push(), pushed_, grads->data(),
+                           push_bytes_, service_->store()));
+    return absl::OkStatus();
+  }
+
+  void WritePull() {
+    char* dst = region_->data() + request_->pull_offset();
+    for (const auto& v : pull_) {
+      VariableSnapshot snap = v->Snapshot();
+      std::memcpy(dst, snap.value->data(), snap.value->size());
+      dst += snap.value->size();
+      v1::VariableSlot* slot = response_->add_pulled();
+      slot->set_name(v->name());
+      slot->set_dtype(DTypeToProto(snap.dtype));
+      for (int64_t d : snap.shape) slot->add_shape(d);
+      slot->set_bytes(static_cast<int64_t>(snap.value->size()));
+      slot->set_version(snap.version);
+    }
+    service_->store()->RecordPull(static_cast<int64_t>(pull_bytes_));
+    Complete(absl::OkStatus(), "");
+  }
+
+  void Complete(const absl::Status& status, const std::string& variable) {
+    if (finished_) return;
+    finished_ = true;
+    service_->Record("ExchangeShared", status, absl::Now() - start_,
+                     status.ok() ? static_cast<int64_t>(push_bytes_) : 0,
+                     status.ok() ? static_cast<int64_t>(pull_bytes_) : 0);
+    if (!status.ok()) {
+      service_->logger()->Log(LogLevel::kWarning, "rpc_error",
+                              {{"method", "ExchangeShared"},
+                               {"variable", variable},
+                               {"code", CodeName(status.code())},
+                               {"message", std::string(status.message())}});
+    }
+    Finish(ToGrpcStatus(status));
+  }
+
+  ParameterServiceImpl* const service_;
+  grpc::CallbackServerContext* const ctx_;
+  const v1::SharedExchangeRequest* const request_;
+  v1::SharedExchangeResponse* const response_;
+  const absl::Time start_;
+  std::optional<Caller> caller_;
+  std::shared_ptr<MappedRegion> region_;
+  std::string variable_;
+  std::vector<std::shared_ptr<Variable>> pushed_;
+  uint64_t push_bytes_ = 0;
+  std::vector<std::shared_ptr<Variable>> pull_;
+  uint64_t pull_bytes_ = 0;
+  ReadyWait wait_;
+  bool finished_ = false;
+};
+
 // Finishes a unary call with `status`, recording it.
 grpc::ServerUnaryReactor* FinishUnary(ParameterServiceImpl* service,
                                       grpc::CallbackServerContext* ctx,
@@ -536,7 +704,8 @@ ParameterServiceImpl::ParameterServiceImpl(VariableStore* store,
       logger_(logger),
       metrics_(metrics),
       options_(std::move(options)),
-      buffers_(BufferPool::Create(options_.buffer_pool_bytes)) {
+      buffers_(BufferPool::Create(options_.buffer_pool_bytes)),
+      shared_regions_(options_.shared_regions) {
   metrics_->SetGaugeFunction(
       "strata_ps_variables", "Variables held by this server", {},
       [store] { return static_cast<double>(store->Stats().num_variables); });
@@ -861,6 +1030,60 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::Stats(
   resp->set_bytes_pulled(s.bytes_pulled);
   resp->set_sync_steps_applied(s.sync_steps_applied);
   return FinishUnary(this, ctx, "Stats", start, absl::OkStatus());
+}
+
+namespace {
+
+// The job a caller's shared regions are scoped to ("" for none or admin).
+std::string RegionJob(const std::optional<Caller>& caller) {
+  return caller.has_value() && !caller->Has(Role::kAdmin) ? caller->job
+                                                          : std::string();
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* ParameterServiceImpl::AttachSharedRegion(
+    grpc::CallbackServerContext* ctx,
+    const v1::AttachSharedRegionRequest* req,
+    v1::AttachSharedRegionResponse* resp) {
+  absl::Time start = absl::Now();
+  auto caller = Authorize(ctx, Role::kWorker, "AttachSharedRegion");
+  if (!caller.ok()) {
+    return FinishUnary(this, ctx, "AttachSharedRegion", start,
+                       caller.status());
+  }
+  absl::StatusOr<uint64_t> id = shared_regions_.Attach(
+      ctx->peer(), req->pid(), req->fd(), static_cast<uint64_t>(req->bytes()),
+      req->nonce(), RegionJob(*caller), start);
+  if (id.ok()) resp->set_region(*id);
+  return FinishUnary(this, ctx, "AttachSharedRegion", start, id.status());
+}
+
+grpc::ServerUnaryReactor* ParameterServiceImpl::DetachSharedRegion(
+    grpc::CallbackServerContext* ctx,
+    const v1::DetachSharedRegionRequest* req,
+    v1::DetachSharedRegionResponse* /*resp*/) {
+  absl::Time start = absl::Now();
+  auto caller = Authorize(ctx, Role::kWorker, "DetachSharedRegion");
+  if (!caller.ok()) {
+    return FinishUnary(this, ctx, "DetachSharedRegion", start,
+                       caller.status());
+  }
+  return FinishUnary(this, ctx, "DetachSharedRegion", start,
+                     shared_regions_.Detach(req->region(), RegionJob(*caller)));
+}
+
+grpc::ServerUnaryReactor* ParameterServiceImpl::ExchangeShared(
+    grpc::CallbackServerContext* ctx, const v1::SharedExchangeRequest* req,
+    v1::SharedExchangeResponse* resp) {
+  auto* reactor = new ExchangeReactor(this, ctx, req, resp);
+  auto caller = Authorize(ctx, Role::kWorker, "ExchangeShared");
+  if (!caller.ok()) {
+    reactor->Reject(caller.status());
+    return reactor;
+  }
+  reactor->Begin(*std::move(caller));
+  return reactor;
 }
 
 }  // namespace strata

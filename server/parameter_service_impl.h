@@ -18,12 +18,16 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "server/deadline_timer.h"
+#include "server/shared_regions.h"
 #include "server/variable_store.h"
 #include "strata/v1/parameter_server.grpc.pb.h"
 
 namespace strata {
 
 using ParameterServiceBase =
+    v1::ParameterService::WithCallbackMethod_AttachSharedRegion<
+    v1::ParameterService::WithCallbackMethod_DetachSharedRegion<
+    v1::ParameterService::WithCallbackMethod_ExchangeShared<
     v1::ParameterService::WithCallbackMethod_CreateVariable<
         v1::ParameterService::WithRawCallbackMethod_Pull<
             v1::ParameterService::WithRawCallbackMethod_Push<
@@ -37,7 +41,7 @@ using ParameterServiceBase =
                                             v1::ParameterService::
                                                 WithRawCallbackMethod_PushVariables<
                                                     v1::ParameterService::
-                                                        Service>>>>>>>>>>;
+                                                        Service>>>>>>>>>>>>>;
 
 struct ParameterServiceOptions {
   // Payload bytes per streamed chunk.
@@ -57,6 +61,8 @@ struct ParameterServiceOptions {
   // coordinator resolve the path under "<job>/" and are refused while the
   // server holds another job's variables. Null: no authentication.
   std::shared_ptr<const CredentialStore> credentials;
+  // Same-host shared-memory regions (AttachSharedRegion).
+  SharedRegionOptions shared_regions;
 };
 
 // Thread-safe; the store, logger and metrics registry must outlive it.
@@ -95,6 +101,17 @@ class ParameterServiceImpl final : public ParameterServiceBase {
       grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) override;
   grpc::ServerReadReactor<grpc::ByteBuffer>* PushVariables(
       grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* AttachSharedRegion(
+      grpc::CallbackServerContext* ctx,
+      const v1::AttachSharedRegionRequest* req,
+      v1::AttachSharedRegionResponse* resp) override;
+  grpc::ServerUnaryReactor* DetachSharedRegion(
+      grpc::CallbackServerContext* ctx,
+      const v1::DetachSharedRegionRequest* req,
+      v1::DetachSharedRegionResponse* resp) override;
+  grpc::ServerUnaryReactor* ExchangeShared(
+      grpc::CallbackServerContext* ctx, const v1::SharedExchangeRequest* req,
+      v1::SharedExchangeResponse* resp) override;
 
   // Per-method accounting (public for the reactors in the .cc file).
   void Record(const char* method, const absl::Status& status,
@@ -114,6 +131,7 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   Logger* logger() { return logger_; }
   DeadlineTimer* timer() { return &timer_; }
   BufferPool* buffers() { return buffers_.get(); }
+  SharedRegionTable* shared_regions() { return &shared_regions_; }
   const ParameterServiceOptions& options() const { return options_; }
 
  private:
@@ -132,6 +150,7 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   DeadlineTimer timer_;
   // Receive buffers for Push and Assign payloads.
   std::shared_ptr<BufferPool> buffers_;
+  SharedRegionTable shared_regions_;
   // The job owning each variable (only with credentials). Held across a
   // create, save or restore so that ownership and the store agree.
   mutable absl::Mutex owners_mu_;

@@ -317,7 +317,10 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
                        "--coordinator=" + coordinator.address,
                        absl::StrCat("--task-index=", i),
                        absl::StrCat("--steps-in-flight=",
-                                    options.steps_in_flight)};
+                                    options.steps_in_flight),
+                       absl::StrCat("--ps-shared-memory=",
+                                    options.ps_shared_memory ? "true"
+                                                             : "false")};
     if (!options.export_dir.empty()) {
       workers[i].argv.push_back("--export-dir=" + options.export_dir);
     }

@@ -35,6 +35,9 @@ struct LaunchOptions {
   bool restart_servers = true;
   // Steps each worker runs concurrently (strata-worker --steps-in-flight).
   int steps_in_flight = 2;
+  // strata-worker --ps-shared-memory: same-host PS exchanges through shared
+  // memory.
+  bool ps_shared_memory = true;
   // Runs the cluster over mutual TLS with per-job credentials: a CA and
   // certificates made by strata-make-certs (tools/make_certs.sh, next to
   // the binaries) in RUN_DIR/tls, and RUN_DIR/tls/auth.json with fresh

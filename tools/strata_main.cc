@@ -42,6 +42,9 @@ ABSL_FLAG(std::string, bin_dir, "", "launch: directory of strata-ps, "
           "strata-worker, strata-coordinator (default: found beside strata)");
 ABSL_FLAG(int, steps_in_flight, 2, "launch: steps each worker runs "
           "concurrently");
+ABSL_FLAG(bool, ps_shared_memory, true, "launch: workers exchange bytes "
+          "with the (same-host) PS tasks through shared memory; false: "
+          "stream them over gRPC");
 ABSL_FLAG(std::string, coordinator, "", "submit: the coordinator's "
           "host:port (default: the chief task of TF_CONFIG)");
 ABSL_FLAG(bool, wait, false, "submit: follow the job to its end (exit 0 "
@@ -94,6 +97,7 @@ int Launch(const char* argv0) {
   options.run_dir = absl::GetFlag(FLAGS_run_dir);
   options.bin_dir = absl::GetFlag(FLAGS_bin_dir);
   options.steps_in_flight = absl::GetFlag(FLAGS_steps_in_flight);
+  options.ps_shared_memory = absl::GetFlag(FLAGS_ps_shared_memory);
   options.tls = absl::GetFlag(FLAGS_tls);
   if (options.bin_dir.empty()) options.bin_dir = DefaultBinDir(argv0);
   struct sigaction sa {};

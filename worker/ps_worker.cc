@@ -156,6 +156,7 @@ absl::Status PsWorker::Run() {
 
   const int n = std::max(1, options_.steps_in_flight);
   std::vector<StepContext> contexts(n);
+  for (int i = 0; i < n; ++i) contexts[i].lane = i;
   for (StepContext& ctx : contexts) {
     for (int64_t size : sizes_) {
       ctx.params.emplace_back(size);
@@ -201,6 +202,9 @@ absl::Status PsWorker::WorkLoop(StepContext* ctx) {
     *report.mutable_task() = task_;
     report.set_incarnation(agent_->incarnation());
     *report.mutable_item() = *item;
+    // Values pulled after the last push serve only a training step that
+    // follows at once.
+    if (item->kind() != v1::WorkItem::TRAIN) ctx->params_fresh = false;
     switch (item->kind()) {
       case v1::WorkItem::WAIT:
         absl::SleepFor(absl::Milliseconds(
@@ -212,6 +216,7 @@ absl::Status PsWorker::WorkLoop(StepContext* ctx) {
       case v1::WorkItem::TRAIN: {
         absl::Status s = Train(*item, ctx);
         if (!s.ok()) {
+          ctx->params_fresh = false;
           logger_->Log(LogLevel::kWarning, "step_failed",
                        {{"step", item->step()}, {"error", s.ToString()}});
           report.set_error(s.ToString());
@@ -281,6 +286,7 @@ absl::Status PsWorker::Setup(const v1::JobStatus& status) {
   }
   PsClientOptions ps_options;
   ps_options.security = options_.ps_security;
+  ps_options.shared_memory = options_.ps_shared_memory;
   if (job_.strategy.update == "sync") {
     // A sync pull waits for earlier aggregated steps; if one of them is held
     // by a worker that died, give up soon and take other work, so that this
@@ -335,7 +341,11 @@ absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
   if (sync) pull.min_version = group;
   std::vector<void*> dsts;
   for (auto& p : ctx->params) dsts.push_back(p.data());
-  STRATA_RETURN_IF_ERROR(cluster_->PullMany(names_, dsts, pull));
+  if (!ctx->params_fresh) {
+    STRATA_RETURN_IF_ERROR(
+        cluster_->PushPullMany(ctx->lane, names_, {}, {}, dsts, pull));
+  }
+  ctx->params_fresh = false;
   STRATA_ASSIGN_OR_RETURN(
       ctx->stats,
       model_->TrainStep(Model::Views(ctx->params), ctx->batch_x.data(),
@@ -345,10 +355,14 @@ absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
   std::vector<const void*> grads;
   for (auto& g : ctx->grads) grads.push_back(g.data());
   // Tagged by step, not by worker: whoever runs a step, it is applied once.
+  // Async: the same call pulls the values for this context's next step
+  // (one round trip per PS task and step).
   if (!sync) {
-    return cluster_
-        ->PushMany(names_, grads, PushTag{item.job_id(), 0, item.step()})
-        .status();
+    STRATA_RETURN_IF_ERROR(cluster_->PushPullMany(
+        ctx->lane, names_, grads, PushTag{item.job_id(), 0, item.step()},
+        dsts));
+    ctx->params_fresh = true;
+    return absl::OkStatus();
   }
   const int64_t replica = item.step() % replicas;
   STRATA_RETURN_IF_ERROR(
@@ -378,7 +392,8 @@ absl::Status PsWorker::EvaluateEpoch(const v1::WorkItem& item,
   }
   std::vector<void*> dsts;
   for (auto& p : ctx->params) dsts.push_back(p.data());
-  STRATA_RETURN_IF_ERROR(cluster_->PullMany(names_, dsts));
+  STRATA_RETURN_IF_ERROR(
+      cluster_->PushPullMany(ctx->lane, names_, {}, {}, dsts));
   STRATA_ASSIGN_OR_RETURN(
       StepStats stats,
       model_->Evaluate(Model::Views(ctx->params), test_, 1024,

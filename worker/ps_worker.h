@@ -29,6 +29,9 @@ struct PsWorkerOptions {
   // own buffers), so that one step's RPCs overlap another's compute, as
   // ClusterCoordinator keeps several closures in flight per worker.
   int steps_in_flight = 2;
+  // Exchange bytes with PS tasks on this host through shared memory
+  // (PsCluster::PushPullMany).
+  bool ps_shared_memory = true;
   // Synchronous strategies: where this task's WorkerService listens.
   std::string host = "127.0.0.1";
   int worker_port = 0;
@@ -75,6 +78,11 @@ class PsWorker {
  private:
   // Buffers of one in-flight step.
   struct StepContext {
+    // This context's lane in PsCluster::PushPullMany.
+    int lane = 0;
+    // params holds the values pulled right after this context's last push
+    // (async updates): the next training step uses them without a pull.
+    bool params_fresh = false;
     std::vector<std::vector<float>> params;
     std::vector<std::vector<float>> grads;
     ModelWorkspace workspace;

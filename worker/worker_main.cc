@@ -29,6 +29,9 @@
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (default: "
           "the chief task of TF_CONFIG; required without it)");
 ABSL_FLAG(int, steps_in_flight, 2, "Training steps run concurrently");
+ABSL_FLAG(bool, ps_shared_memory, true, "Exchange gradients and values with "
+          "a PS task on this host through shared memory (ExchangeShared); "
+          "false: always stream them over gRPC");
 ABSL_FLAG(std::string, export_dir, "", "Synchronous strategies with "
           "variables on the replicas: rank 0 writes its final state to "
           "DIR/final_state.pb when the job ends");
@@ -166,6 +169,7 @@ int main(int argc, char** argv) {
   options.role = role;
   options.stop = &g_stop;
   options.steps_in_flight = absl::GetFlag(FLAGS_steps_in_flight);
+  options.ps_shared_memory = absl::GetFlag(FLAGS_ps_shared_memory);
   options.host = health_host;
   if (!absl::GetFlag(FLAGS_advertise_host).empty()) {
     advertise_host = absl::GetFlag(FLAGS_advertise_host);
