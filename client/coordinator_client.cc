@@ -134,6 +134,16 @@ absl::StatusOr<v1::ReportWorkResponse> CoordinatorClient::ReportWork(
   return resp;
 }
 
+absl::StatusOr<v1::ReportWorkBatchResponse> CoordinatorClient::ReportWorkBatch(
+    const v1::ReportWorkBatchRequest& r) {
+  v1::ReportWorkBatchResponse resp;
+  absl::Status s = Call([&](grpc::ClientContext* ctx) {
+    return stub_->ReportWorkBatch(ctx, r, &resp);
+  });
+  if (!s.ok()) return s;
+  return resp;
+}
+
 absl::StatusOr<v1::GroupAssignment> CoordinatorClient::JoinGroup(
     const v1::JoinGroupRequest& r) {
   v1::GroupAssignment resp;

@@ -41,6 +41,8 @@ class CoordinatorClient {
   absl::StatusOr<v1::WorkItem> GetWork(const v1::GetWorkRequest& r);
   absl::StatusOr<v1::ReportWorkResponse> ReportWork(
       const v1::ReportWorkRequest& r);
+  absl::StatusOr<v1::ReportWorkBatchResponse> ReportWorkBatch(
+      const v1::ReportWorkBatchRequest& r);
   absl::StatusOr<v1::GroupAssignment> JoinGroup(
       const v1::JoinGroupRequest& r);
 

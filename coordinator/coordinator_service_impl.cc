@@ -9,6 +9,35 @@
 namespace strata {
 namespace {
 
+// The limits and the one-task rule of a ReportWorkBatchRequest.
+absl::Status ValidateReportBatch(const v1::ReportWorkBatchRequest& req) {
+  if (req.max_items() < 0 || req.max_items() > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_items: must be in [0, 64], got ", req.max_items()));
+  }
+  if (req.reports_size() > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reports: at most 1024 per call, got ", req.reports_size()));
+  }
+  if (req.holding_size() > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "holding: at most 1024 steps, got ", req.holding_size()));
+  }
+  for (int i = 0; i < req.reports_size(); ++i) {
+    const v1::ReportWorkRequest& r = req.reports(i);
+    if (r.task().role() != req.task().role() ||
+        r.task().index() != req.task().index() ||
+        r.incarnation() != req.incarnation()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reports[", i, "]: is for ", r.task().role(), ":", r.task().index(),
+          " (incarnation '", r.incarnation(), "'), not the caller ",
+          req.task().role(), ":", req.task().index(), " (incarnation '",
+          req.incarnation(), "')"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 const char* const kGauges[] = {
     "strata_coordinator_generation", "strata_coordinator_members_alive",
     "strata_coordinator_steps_completed", "strata_coordinator_lost_steps"};
@@ -561,6 +590,58 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportWork(
     EnqueueDurable([](absl::Status) {});
   }
   FinishReactor(reactor, "ReportWork", start, status);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportWorkBatch(
+    grpc::CallbackServerContext* ctx, const v1::ReportWorkBatchRequest* req,
+    v1::ReportWorkBatchResponse* resp) {
+  const absl::Time start = absl::Now();
+  if (absl::Status auth = Authorize(ctx, Role::kWorker, "ReportWorkBatch");
+      !auth.ok()) {
+    return FinishUnary(ctx, "ReportWorkBatch", start, auth);
+  }
+  absl::Status status = ValidateReportBatch(*req);
+  const v1::JobStatus::State before = state_->JobState();
+  bool milestone = false;
+  for (const v1::ReportWorkRequest& report : req->reports()) {
+    if (!status.ok()) break;
+    status = state_->ApplyReport(report);
+    milestone |= report.item().kind() == v1::WorkItem::EVALUATE;
+  }
+  milestone |= state_->JobState() != before;
+  if (status.ok()) {
+    status = state_->ReleaseUnheld(
+                        req->task(), req->incarnation(),
+                        std::vector<int64_t>(req->holding().begin(),
+                                             req->holding().end()))
+                 .status();
+  }
+  if (status.ok()) resp->set_group(state_->NewestGroup());
+  for (int i = 0; status.ok() && i < req->max_items(); ++i) {
+    absl::StatusOr<v1::WorkItem> next =
+        state_->GetWork(req->task(), req->incarnation());
+    if (!next.ok()) {
+      status = next.status();
+      break;
+    }
+    const bool train = next->kind() == v1::WorkItem::TRAIN;
+    *resp->add_items() = *std::move(next);
+    if (!train) break;
+  }
+  // Durable as ReportWork: evaluations and the job's end before the
+  // answer, plain step reports batched by the persist thread.
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (status.ok() && state_->persistent() && milestone) {
+    EnqueueDurable([this, reactor, start](absl::Status written) {
+      FinishReactor(reactor, "ReportWorkBatch", start, written);
+    });
+    return reactor;
+  }
+  if (status.ok() && state_->persistent() && req->reports_size() > 0) {
+    EnqueueDurable([](absl::Status) {});
+  }
+  FinishReactor(reactor, "ReportWorkBatch", start, status);
   return reactor;
 }
 

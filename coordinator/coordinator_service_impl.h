@@ -83,6 +83,9 @@ class CoordinatorServiceImpl final
   grpc::ServerUnaryReactor* ReportWork(grpc::CallbackServerContext* ctx,
                                        const v1::ReportWorkRequest* req,
                                        v1::ReportWorkResponse* resp) override;
+  grpc::ServerUnaryReactor* ReportWorkBatch(
+      grpc::CallbackServerContext* ctx, const v1::ReportWorkBatchRequest* req,
+      v1::ReportWorkBatchResponse* resp) override;
   grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* ctx,
                                     const v1::BarrierRequest* req,
                                     v1::BarrierResponse* resp) override;

@@ -1301,6 +1301,7 @@ v1::EpochResult CoordinatorState::EpochResultLocked(int64_t epoch) const {
   v1::EpochResult r;
   r.set_epoch(static_cast<int32_t>(epoch));
   r.set_steps(e.steps);
+  r.set_examples(e.examples);
   if (e.steps > 0) {
     r.set_loss(e.loss_sum / static_cast<double>(e.steps));
     r.set_accuracy(e.accuracy_sum / static_cast<double>(e.steps));
@@ -1442,6 +1443,37 @@ absl::StatusOr<v1::WorkItem> CoordinatorState::GetWork(
   }
   if (changed) FlushOrLog();
   return item;
+}
+
+absl::StatusOr<int> CoordinatorState::ReleaseUnheld(
+    const v1::TaskId& task_id, const std::string& incarnation,
+    const std::vector<int64_t>& holding) {
+  STRATA_ASSIGN_OR_RETURN(TaskKey task, ValidateTask(task_id));
+  const std::set<int64_t> held(holding.begin(), holding.end());
+  std::vector<int64_t> steps;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!job_) return 0;
+    for (auto it = job_->inflight.begin(); it != job_->inflight.end();) {
+      const ItemKey item = it->first;
+      if (item.kind == v1::WorkItem::TRAIN && it->second.task == task &&
+          it->second.incarnation == incarnation &&
+          held.count(item.number) == 0) {
+        it = job_->inflight.erase(it);
+        RequeueLocked(item);
+        steps.push_back(item.number);
+      } else {
+        ++it;
+      }
+    }
+    if (!steps.empty()) {
+      logger_->Warning("work_requeued", {{"member", Name(task)},
+                                         {"reason", "lease lost in transit"},
+                                         {"steps", steps}});
+      MarkDirtyLocked();
+    }
+  }
+  return static_cast<int>(steps.size());
 }
 
 absl::Status CoordinatorState::ReportWork(const v1::ReportWorkRequest& report) {

@@ -228,6 +228,14 @@ class CoordinatorState {
   // range, or negative examples.
   absl::Status ApplyReport(const v1::ReportWorkRequest& report);
 
+  // A worker's account of the TRAIN steps it holds (leased, not reported):
+  // every other TRAIN step in flight for task+incarnation goes back to the
+  // queue (its lease was lost with an answer the worker never received).
+  // Returns how many were re-queued. Errors: as ValidateTask.
+  absl::StatusOr<int> ReleaseUnheld(const v1::TaskId& task,
+                                    const std::string& incarnation,
+                                    const std::vector<int64_t>& holding);
+
   // Writes state.json if anything changed since the last write (one write
   // covers every change made before it started). No-op when not
   // persistent. Errors: UNAVAILABLE naming the file (the change is kept in

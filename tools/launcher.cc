@@ -19,6 +19,7 @@
 #include "common/status_macros.h"
 #include "common/tls.h"
 #include "tools/process.h"
+#include "tools/submit.h"
 #include "worker/dataset.h"
 #include "worker/job.h"
 #include "worker/ps_worker.h"
@@ -477,6 +478,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
              : 0.0},
         {"restarts", nlohmann::json::object()},
         {"run_dir", run_dir}};
+    AddTrainThroughput(status, &summary);
     for (ChildProcess* c : all()) {
       if (c->restarts > 0) summary["restarts"][c->name] = c->restarts;
     }

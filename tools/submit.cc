@@ -20,6 +20,18 @@
 #include "worker/ps_worker.h"
 
 namespace strata {
+
+void AddTrainThroughput(const v1::JobStatus& status, nlohmann::json* summary) {
+  double seconds = 0;
+  int64_t examples = 0;
+  for (const auto& e : status.epochs()) {
+    seconds += e.elapsed_seconds();
+    examples += e.examples();
+  }
+  (*summary)["train_seconds"] = seconds;
+  (*summary)["train_examples_per_second"] =
+      seconds > 0 ? static_cast<double>(examples) / seconds : 0.0;
+}
 namespace {
 
 constexpr absl::Duration kPoll = absl::Milliseconds(200);
@@ -254,6 +266,7 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
            ? static_cast<double>(status.examples()) / status.wall_seconds()
            : 0.0},
       {"epochs_detail", epochs}};
+  AddTrainThroughput(status, &result);
   out << absl::StrFormat("Test accuracy: %.4f (test loss %.4f)", test_accuracy,
                          test_loss)
       << std::endl;

@@ -13,8 +13,15 @@
 #include "absl/time/time.h"
 #include "common/tls.h"
 #include "nlohmann/json.hpp"
+#include "strata/v1/coordinator.pb.h"
 
 namespace strata {
+
+// Adds "train_seconds" (the epochs' training time: each epoch from its
+// first step handed out to its last step reported, without evaluations or
+// start-up) and "train_examples_per_second" (examples over that time, as
+// local_train measures a single process) to a run summary.
+void AddTrainThroughput(const v1::JobStatus& status, nlohmann::json* summary);
 
 struct SubmitOptions {
   std::string coordinator;  // host:port

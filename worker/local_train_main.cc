@@ -169,6 +169,9 @@ int main(int argc, char** argv) {
   summary["examples_per_second"] =
       train_seconds > 0 ? static_cast<double>(train_examples) / train_seconds
                         : 0.0;
+  // As strata launch's summary names the same measure.
+  summary["train_seconds"] = train_seconds;
+  summary["train_examples_per_second"] = summary["examples_per_second"];
   if (last_test) {
     std::printf("test_accuracy: %.4f - test_loss: %.4f - %lld steps - "
                 "%.1f s\n",

@@ -155,6 +155,13 @@ absl::Status PsWorker::Run() {
   STRATA_RETURN_IF_ERROR(Setup(job));
 
   const int n = std::max(1, options_.steps_in_flight);
+  // A lease of two items per step thread; reports go back after every
+  // step thread finished one (or at once for evaluations and failures).
+  WorkFeedOptions feed_options;
+  feed_options.lease = std::min(64, 2 * n);
+  feed_options.report_every = n;
+  feed_ = std::make_unique<WorkFeed>(coordinator_, task_,
+                                     agent_->incarnation(), feed_options);
   std::vector<StepContext> contexts(n);
   for (int i = 0; i < n; ++i) contexts[i].lane = i;
   for (StepContext& ctx : contexts) {
@@ -177,22 +184,14 @@ absl::Status PsWorker::Run() {
 }
 
 absl::Status PsWorker::WorkLoop(StepContext* ctx) {
-  v1::GetWorkRequest get;
-  *get.mutable_task() = task_;
-  get.set_incarnation(agent_->incarnation());
-  std::optional<v1::WorkItem> next;
+  std::optional<v1::ReportWorkRequest> done;
   while (!Stopping()) {
-    absl::StatusOr<v1::WorkItem> item;
-    if (next.has_value()) {
-      item = *std::move(next);
-      next.reset();
-    } else {
-      item = coordinator_->GetWork(get);
-    }
+    absl::StatusOr<v1::WorkItem> item = feed_->Next(std::move(done));
+    done.reset();
     if (!item.ok()) {
       if (item.status().code() == absl::StatusCode::kNotFound) {
         // Declared failed or unknown after a coordinator restart: the agent
-        // re-registers; ask again shortly.
+        // re-registers; ask again shortly (the reports stay queued).
         absl::SleepFor(absl::Milliseconds(200));
         continue;
       }
@@ -248,15 +247,8 @@ absl::Status PsWorker::WorkLoop(StepContext* ctx) {
       default:
         continue;
     }
-    report.set_want_next(true);
-    absl::StatusOr<v1::ReportWorkResponse> reported =
-        coordinator_->ReportWork(report);
-    if (reported.ok()) {
-      if (reported->has_next()) next = reported->next();
-    } else if (reported.status().code() != absl::StatusCode::kNotFound) {
-      logger_->Log(LogLevel::kWarning, "report_failed",
-                   {{"error", reported.status().ToString()}});
-    }
+    // Sent with the next call for more work (WorkFeed).
+    done = std::move(report);
   }
   return absl::CancelledError("stopped");
 }

@@ -17,6 +17,7 @@
 #include "worker/dataset.h"
 #include "worker/job.h"
 #include "worker/model.h"
+#include "worker/work_feed.h"
 
 namespace strata {
 
@@ -107,6 +108,8 @@ class PsWorker {
   const PsWorkerOptions options_;
   std::unique_ptr<MembershipAgent> agent_;
   v1::TaskId task_;
+  // The step threads' shared queue of leased items.
+  std::unique_ptr<WorkFeed> feed_;
 
   // Set up once by Setup(); read-only while steps run.
   JobSpec job_;
