@@ -185,8 +185,12 @@ absl::StatusOr<int64_t> PsCluster::PushMany(
 }
 
 PsCluster::~PsCluster() {
-  absl::MutexLock lock(&mu_);
-  for (auto& [key, lane] : lanes_) {
+  std::map<std::pair<int, int>, std::unique_ptr<SharedLane>> lanes;
+  {
+    absl::MutexLock lock(&mu_);
+    lanes.swap(lanes_);
+  }
+  for (auto& [key, lane] : lanes) {
     if (lane->id != 0) (void)clients_[key.second]->DetachSharedRegion(lane->id);
   }
 }

@@ -1034,7 +1034,8 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::Stats(
 
 namespace {
 
-// The job a caller's shared regions are scoped to ("" for none or admin).
+// The job whose shared regions a caller may use ("" for any: no
+// credentials, or an admin).
 std::string RegionJob(const std::optional<Caller>& caller) {
   return caller.has_value() && !caller->Has(Role::kAdmin) ? caller->job
                                                           : std::string();
@@ -1052,9 +1053,11 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::AttachSharedRegion(
     return FinishUnary(this, ctx, "AttachSharedRegion", start,
                        caller.status());
   }
+  // The region belongs to the caller's job, an admin's included.
   absl::StatusOr<uint64_t> id = shared_regions_.Attach(
       ctx->peer(), req->pid(), req->fd(), static_cast<uint64_t>(req->bytes()),
-      req->nonce(), RegionJob(*caller), start);
+      req->nonce(), caller->has_value() ? (*caller)->job : std::string(),
+      start);
   if (id.ok()) resp->set_region(*id);
   return FinishUnary(this, ctx, "AttachSharedRegion", start, id.status());
 }

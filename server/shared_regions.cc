@@ -49,10 +49,11 @@ absl::Status MappedRegion::CheckRange(uint64_t offset, uint64_t bytes,
 }
 
 bool IsLoopbackPeer(const std::string& peer) {
+  // gRPC writes an IPv6 peer's brackets percent-encoded.
   return absl::StartsWith(peer, "ipv4:127.") ||
-         absl::StartsWith(peer, "ipv6:[::1]:") ||
          absl::StartsWith(peer, "ipv6:%5B::1%5D:") ||
-         absl::StartsWith(peer, "ipv6:[::ffff:127.") ||
+         absl::StartsWith(peer, "ipv6:%5B::ffff:127.") ||
+         absl::StartsWith(peer, "ipv6:[::1]:") ||
          absl::StartsWith(peer, "unix:");
 }
 
@@ -153,7 +154,7 @@ absl::StatusOr<std::shared_ptr<MappedRegion>> SharedRegionTable::Get(
         "shared region ", id, " is not attached (attach it again)"));
   }
   const std::string& owner = it->second.region->job();
-  if (!job.empty() && !owner.empty() && owner != job) {
+  if (!job.empty() && owner != job) {
     return absl::PermissionDeniedError(absl::StrCat(
         "shared region ", id, " belongs to another job than '", job, "'"));
   }
@@ -169,7 +170,7 @@ absl::Status SharedRegionTable::Detach(uint64_t id, const std::string& job) {
         absl::StrCat("shared region ", id, " is not attached"));
   }
   const std::string& owner = it->second.region->job();
-  if (!job.empty() && !owner.empty() && owner != job) {
+  if (!job.empty() && owner != job) {
     return absl::PermissionDeniedError(absl::StrCat(
         "shared region ", id, " belongs to another job than '", job, "'"));
   }

@@ -82,8 +82,8 @@ class SharedRegionTable {
                                   const std::string& nonce,
                                   const std::string& job, absl::Time now);
 
-  // The region `id` for a caller of `job` (an empty job, or a region
-  // attached without one, matches any). Errors: FAILED_PRECONDITION naming
+  // The region `id` for a caller of `job` (an empty job matches any: no
+  // credentials, or an admin). Errors: FAILED_PRECONDITION naming
   // the id when it is not attached; PERMISSION_DENIED when it belongs to
   // another job.
   absl::StatusOr<std::shared_ptr<MappedRegion>> Get(uint64_t id,

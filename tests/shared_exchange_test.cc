@@ -1,0 +1,956 @@
+// Same-host shared-memory exchange with the parameter server
+// (AttachSharedRegion, ExchangeShared, DetachSharedRegion): in-process
+// servers on 127.0.0.1:0 driven through PsClient, PsCluster and raw stubs,
+// and SharedRegionTable on its own with the time injected.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "client/ps_client.h"
+#include "client/ps_cluster.h"
+#include "client/shared_region.h"
+#include "common/auth.h"
+#include "common/grpc_status.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/support/server_interceptor.h"
+#include "gtest/gtest.h"
+#include "server/ps_server.h"
+#include "server/shared_regions.h"
+#include "strategies/partitioner.h"
+#include "tests/test_util.h"
+
+namespace strata {
+namespace {
+
+// Region layout the tests use: gradients at kPushOffset, values pulled at
+// kPullOffset (both past SharedRegion::kHeaderBytes).
+constexpr uint64_t kPushOffset = 64;
+constexpr uint64_t kPullOffset = 1024;
+constexpr size_t kRegionBytes = 4096;
+
+v1::VariableSpec Spec(const std::string& name, const Shape& shape,
+                      const std::string& initializer = "ones") {
+  v1::VariableSpec spec;
+  spec.set_name(name);
+  spec.set_dtype(v1::DT_FLOAT32);
+  for (int64_t d : shape) spec.add_shape(d);
+  spec.mutable_initializer()->set_type(initializer);
+  spec.mutable_initializer()->set_seed(7);
+  spec.mutable_optimizer()->set_type("sgd");
+  spec.mutable_optimizer()->set_learning_rate(0.1);
+  return spec;
+}
+
+PsClientOptions ClientOptions() {
+  PsClientOptions options;
+  options.deadline = absl::Seconds(20);
+  options.max_attempts = 1;
+  return options;
+}
+
+// Calls `method` answered with `code` (the server's own accounting).
+double RpcCount(PsServer* server, const std::string& method,
+                const std::string& code = "OK") {
+  return server->metrics()
+      ->GetCounter("strata_ps_rpcs_total", "RPCs handled",
+                   {{"method", method}, {"code", code}})
+      ->value();
+}
+
+// An ExchangeShared request pushing float32 [n] variable `name` (gradient
+// at kPushOffset) with `tag`, then pulling `pull` at kPullOffset.
+v1::SharedExchangeRequest Exchange(uint64_t region, const std::string& name,
+                                   int64_t n, const PushTag& tag,
+                                   const std::vector<std::string>& pull) {
+  v1::SharedExchangeRequest request;
+  request.set_region(region);
+  if (!name.empty()) {
+    v1::PushVariablesHeader* push = request.mutable_push();
+    v1::VariableSlot* slot = push->add_variables();
+    slot->set_name(name);
+    slot->set_dtype(v1::DT_FLOAT32);
+    slot->add_shape(n);
+    slot->set_bytes(n * 4);
+    push->set_payload_bytes(n * 4);
+    push->mutable_tag()->set_job(tag.job);
+    push->mutable_tag()->set_worker(tag.worker);
+    push->mutable_tag()->set_step(tag.step);
+    request.set_push_offset(kPushOffset);
+  }
+  for (const std::string& p : pull) request.mutable_pull()->add_names(p);
+  request.set_pull_offset(kPullOffset);
+  return request;
+}
+
+void WriteFloats(SharedRegion* region, uint64_t offset,
+                 const std::vector<float>& values) {
+  std::memcpy(region->data() + offset, values.data(),
+              values.size() * sizeof(float));
+}
+
+std::vector<float> ReadFloats(const SharedRegion& region, uint64_t offset,
+                              size_t n) {
+  std::vector<float> out(n);
+  std::memcpy(out.data(), region.data() + offset, n * sizeof(float));
+  return out;
+}
+
+// One PS on 127.0.0.1:0 with float32 [4] variable "w" (ones, SGD 0.1), a
+// client and a region the client attached.
+class SharedExchangeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = PsServer::Start(PsServerOptions{}, &logger_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    client_ = PsClient::Connect(server_->address(), ClientOptions());
+    ASSERT_TRUE(client_->TargetIsLoopback());
+    STRATA_ASSERT_OK(client_->CreateVariable(Spec("w", {4})));
+    auto region = SharedRegion::Create(kRegionBytes);
+    ASSERT_TRUE(region.ok()) << region.status();
+    region_ = *std::move(region);
+    auto id = client_->AttachSharedRegion(*region_);
+    ASSERT_TRUE(id.ok()) << id.status();
+    id_ = *id;
+    ASSERT_NE(id_, 0u);
+  }
+
+  // Pulls "w" over the streaming path; its version in `*version`.
+  std::vector<float> PullW(int64_t* version) {
+    std::vector<float> out(4);
+    auto r = client_->Pull("w", out.data(), out.size() * sizeof(float));
+    EXPECT_TRUE(r.ok()) << r.status();
+    *version = r.ok() ? r->version : -1;
+    return out;
+  }
+
+  // Asserts that "w" still holds its initial ones at version 0.
+  void ExpectWUnchanged() {
+    int64_t version = -1;
+    EXPECT_EQ(PullW(&version), std::vector<float>(4, 1.0f));
+    EXPECT_EQ(version, 0);
+  }
+
+  std::ostringstream log_;
+  Logger logger_{"ps:test", &log_};
+  std::unique_ptr<PsServer> server_;
+  std::unique_ptr<PsClient> client_;
+  std::unique_ptr<SharedRegion> region_;
+  uint64_t id_ = 0;
+};
+
+TEST_F(SharedExchangeTest, PushThenPullGoesThroughTheRegion) {
+  WriteFloats(region_.get(), kPushOffset, {1, 2, 3, 4});
+  auto resp =
+      client_->ExchangeShared(Exchange(id_, "w", 4, PushTag{"j", 0, 1}, {"w"}));
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  ASSERT_EQ(resp->push().results_size(), 1);
+  EXPECT_FALSE(resp->push().results(0).duplicate());
+  EXPECT_TRUE(resp->push().results(0).applied());
+  EXPECT_EQ(resp->push().results(0).version(), 1);
+  ASSERT_EQ(resp->pulled_size(), 1);
+  EXPECT_EQ(resp->pulled(0).name(), "w");
+  EXPECT_EQ(resp->pulled(0).version(), 1);
+  EXPECT_EQ(resp->pulled(0).bytes(), 16);
+  const std::vector<float> got = ReadFloats(*region_, kPullOffset, 4);
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(got[i], 1.0f - 0.1f * (i + 1));
+  // The nonce at the region's start is untouched.
+  EXPECT_EQ(std::string(region_->data(), 16), region_->nonce());
+}
+
+TEST_F(SharedExchangeTest, SameTagTwiceIsAppliedOnce) {
+  WriteFloats(region_.get(), kPushOffset, {1, 1, 1, 1});
+  const v1::SharedExchangeRequest request =
+      Exchange(id_, "w", 4, PushTag{"j", 3, 5}, {"w"});
+  auto first = client_->ExchangeShared(request);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->push().results_size(), 1);
+  EXPECT_FALSE(first->push().results(0).duplicate());
+  EXPECT_EQ(first->push().results(0).version(), 1);
+  const std::vector<float> after_first = ReadFloats(*region_, kPullOffset, 4);
+  EXPECT_FLOAT_EQ(after_first[0], 0.9f);
+
+  std::memset(region_->data() + kPullOffset, 0, 16);
+  auto second = client_->ExchangeShared(request);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->push().results_size(), 1);
+  EXPECT_TRUE(second->push().results(0).duplicate());
+  EXPECT_EQ(second->push().results(0).version(), 1);
+  ASSERT_EQ(second->pulled_size(), 1);
+  EXPECT_EQ(second->pulled(0).version(), 1);
+  EXPECT_EQ(ReadFloats(*region_, kPullOffset, 4), after_first);
+
+  int64_t version = -1;
+  EXPECT_EQ(PullW(&version), after_first);
+  EXPECT_EQ(version, 1);
+  auto stats = client_->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->pushes_applied(), 1);
+  EXPECT_EQ(stats->pushes_duplicate(), 1);
+}
+
+TEST_F(SharedExchangeTest, NanGradientIsInvalidAndChangesNothing) {
+  WriteFloats(region_.get(), kPushOffset,
+              {1, std::numeric_limits<float>::quiet_NaN(), 1, 1});
+  EXPECT_THAT(
+      client_->ExchangeShared(Exchange(id_, "w", 4, PushTag{"j", 0, 1}, {"w"})),
+      StatusIs(absl::StatusCode::kInvalidArgument));
+  WriteFloats(region_.get(), kPushOffset,
+              {1, std::numeric_limits<float>::infinity(), 1, 1});
+  EXPECT_THAT(
+      client_->ExchangeShared(Exchange(id_, "w", 4, PushTag{"j", 0, 1}, {"w"})),
+      StatusIs(absl::StatusCode::kInvalidArgument));
+  ExpectWUnchanged();
+}
+
+TEST_F(SharedExchangeTest, UnknownPulledVariableIsNotFoundAndPushIsNotApplied) {
+  WriteFloats(region_.get(), kPushOffset, {1, 1, 1, 1});
+  EXPECT_THAT(client_->ExchangeShared(
+                  Exchange(id_, "w", 4, PushTag{"j", 0, 1}, {"w", "nope"})),
+              StatusIs(absl::StatusCode::kNotFound));
+  ExpectWUnchanged();
+  // The refused push left no trace: the same tag is applied afterwards.
+  auto resp =
+      client_->ExchangeShared(Exchange(id_, "w", 4, PushTag{"j", 0, 1}, {}));
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  ASSERT_EQ(resp->push().results_size(), 1);
+  EXPECT_FALSE(resp->push().results(0).duplicate());
+  EXPECT_EQ(resp->push().results(0).version(), 1);
+  EXPECT_EQ(resp->pulled_size(), 0);
+}
+
+TEST_F(SharedExchangeTest, UnknownPushedVariableIsNotFound) {
+  EXPECT_THAT(client_->ExchangeShared(
+                  Exchange(id_, "nope", 4, PushTag{"j", 0, 1}, {"w"})),
+              StatusIs(absl::StatusCode::kNotFound));
+  ExpectWUnchanged();
+}
+
+TEST_F(SharedExchangeTest, OffsetsOutsideTheRegionOrInTheNonceAreInvalid) {
+  WriteFloats(region_.get(), kPushOffset, {1, 1, 1, 1});
+  struct Case {
+    const char* what;
+    uint64_t push_offset;
+    uint64_t pull_offset;
+  };
+  const Case cases[] = {
+      {"push at the nonce", 0, kPullOffset},
+      {"push inside the nonce", 8, kPullOffset},
+      {"push straddling the end", kRegionBytes - 8, kPullOffset},
+      {"push past the end", kRegionBytes + 64, kPullOffset},
+      {"push at 2^64 - 8", std::numeric_limits<uint64_t>::max() - 7,
+       kPullOffset},
+      {"pull at the nonce", kPushOffset, 0},
+      {"pull inside the nonce", kPushOffset, 15},
+      {"pull straddling the end", kPushOffset, kRegionBytes - 8},
+      {"pull past the end", kPushOffset, kRegionBytes},
+      {"pull at 2^64 - 8", kPushOffset,
+       std::numeric_limits<uint64_t>::max() - 7},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    v1::SharedExchangeRequest request =
+        Exchange(id_, "w", 4, PushTag{"j", 0, 1}, {"w"});
+    request.set_push_offset(c.push_offset);
+    request.set_pull_offset(c.pull_offset);
+    EXPECT_THAT(client_->ExchangeShared(request),
+                StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                    "do not lie inside the shared region"));
+  }
+  // A pull-only exchange at the nonce is refused too (nothing overwritten).
+  v1::SharedExchangeRequest pull_only = Exchange(id_, "", 0, {}, {"w"});
+  pull_only.set_pull_offset(0);
+  EXPECT_THAT(client_->ExchangeShared(pull_only),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(std::string(region_->data(), 16), region_->nonce());
+  ExpectWUnchanged();
+  // The last valid bytes are accepted: the check is not off by one.
+  v1::SharedExchangeRequest edge =
+      Exchange(id_, "w", 4, PushTag{"j", 0, 1}, {"w"});
+  edge.set_push_offset(kRegionBytes - 32);
+  edge.set_pull_offset(kRegionBytes - 16);
+  WriteFloats(region_.get(), kRegionBytes - 32, {1, 1, 1, 1});
+  auto ok = client_->ExchangeShared(edge);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_FLOAT_EQ(ReadFloats(*region_, kRegionBytes - 16, 4)[3], 0.9f);
+}
+
+TEST_F(SharedExchangeTest, WrongShapeDtypeOrPayloadInThePushHeaderIsInvalid) {
+  WriteFloats(region_.get(), kPushOffset, {1, 1, 1, 1});
+  {
+    SCOPED_TRACE("shape [2, 2]");
+    v1::SharedExchangeRequest request =
+        Exchange(id_, "w", 4, PushTag{"j", 0, 1}, {"w"});
+    auto* slot = request.mutable_push()->mutable_variables(0);
+    slot->clear_shape();
+    slot->add_shape(2);
+    slot->add_shape(2);
+    EXPECT_THAT(client_->ExchangeShared(request),
+                StatusIs(absl::StatusCode::kInvalidArgument));
+  }
+  {
+    SCOPED_TRACE("shape [5]");
+    v1::SharedExchangeRequest request =
+        Exchange(id_, "w", 5, PushTag{"j", 0, 1}, {"w"});
+    EXPECT_THAT(client_->ExchangeShared(request),
+                StatusIs(absl::StatusCode::kInvalidArgument));
+  }
+  {
+    SCOPED_TRACE("dtype float64");
+    v1::SharedExchangeRequest request =
+        Exchange(id_, "w", 4, PushTag{"j", 0, 1}, {"w"});
+    request.mutable_push()->mutable_variables(0)->set_dtype(v1::DT_FLOAT64);
+    EXPECT_THAT(client_->ExchangeShared(request),
+                StatusIs(absl::StatusCode::kInvalidArgument));
+  }
+  {
+    SCOPED_TRACE("payload_bytes 32");
+    v1::SharedExchangeRequest request =
+        Exchange(id_, "w", 4, PushTag{"j", 0, 1}, {"w"});
+    request.mutable_push()->set_payload_bytes(32);
+    EXPECT_THAT(client_->ExchangeShared(request),
+                StatusIs(absl::StatusCode::kInvalidArgument));
+  }
+  ExpectWUnchanged();
+}
+
+TEST_F(SharedExchangeTest, UnknownRegionIsFailedPrecondition) {
+  WriteFloats(region_.get(), kPushOffset, {1, 1, 1, 1});
+  auto resp = client_->ExchangeShared(
+      Exchange(id_ + 1, "w", 4, PushTag{"j", 0, 1}, {"w"}));
+  ASSERT_THAT(resp, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_TRUE(absl::StartsWith(resp.status().message(), "shared region "))
+      << resp.status();
+  ExpectWUnchanged();
+}
+
+TEST_F(SharedExchangeTest, DetachedRegionIsFailedPrecondition) {
+  STRATA_ASSERT_OK(client_->DetachSharedRegion(id_));
+  EXPECT_THAT(client_->DetachSharedRegion(id_),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  WriteFloats(region_.get(), kPushOffset, {1, 1, 1, 1});
+  auto resp =
+      client_->ExchangeShared(Exchange(id_, "w", 4, PushTag{"j", 0, 1}, {"w"}));
+  ASSERT_THAT(resp, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_TRUE(absl::StartsWith(resp.status().message(), "shared region "))
+      << resp.status();
+  ExpectWUnchanged();
+  // Attaching again gives a working id.
+  auto id = client_->AttachSharedRegion(*region_);
+  ASSERT_TRUE(id.ok()) << id.status();
+  STRATA_ASSERT_OK(client_->ExchangeShared(
+      Exchange(*id, "w", 4, PushTag{"j", 0, 1}, {"w"})));
+}
+
+// --- AttachSharedRegion refusals, through a raw stub so that every field of
+// the request can be wrong.
+
+class AttachTest : public SharedExchangeTest {
+ protected:
+  absl::StatusOr<uint64_t> RawAttach(int64_t pid, int fd, int64_t bytes,
+                                     const std::string& nonce) {
+    if (stub_ == nullptr) {
+      stub_ = v1::ParameterService::NewStub(grpc::CreateChannel(
+          server_->address(), grpc::InsecureChannelCredentials()));
+    }
+    v1::AttachSharedRegionRequest req;
+    req.set_pid(pid);
+    req.set_fd(fd);
+    req.set_bytes(bytes);
+    req.set_nonce(nonce);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(20));
+    v1::AttachSharedRegionResponse resp;
+    grpc::Status s = stub_->AttachSharedRegion(&ctx, req, &resp);
+    if (!s.ok()) return FromGrpcStatus(s);
+    return resp.region();
+  }
+
+  std::unique_ptr<v1::ParameterService::Stub> stub_;
+};
+
+// A file of kRegionBytes starting with `nonce`, open read-write; closed on
+// destruction.
+class TestFile {
+ public:
+  explicit TestFile(int fd) : fd_(fd) {}
+  ~TestFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  TestFile(const TestFile&) = delete;
+  TestFile& operator=(const TestFile&) = delete;
+  int fd() const { return fd_; }
+
+  bool Fill(const std::string& nonce) {
+    return fd_ >= 0 && ::ftruncate(fd_, kRegionBytes) == 0 &&
+           ::pwrite(fd_, nonce.data(), nonce.size(), 0) ==
+               static_cast<ssize_t>(nonce.size());
+  }
+
+ private:
+  const int fd_;
+};
+
+TEST_F(AttachTest, TheRightRequestIsAccepted) {
+  auto id = RawAttach(::getpid(), region_->fd(),
+                      static_cast<int64_t>(region_->size()), region_->nonce());
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_NE(*id, 0u);
+  EXPECT_NE(*id, id_);
+}
+
+TEST_F(AttachTest, WrongNonceIsInvalid) {
+  std::string nonce = region_->nonce();
+  nonce[5] ^= 0x40;
+  EXPECT_THAT(RawAttach(::getpid(), region_->fd(),
+                        static_cast<int64_t>(region_->size()), nonce),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument, "nonce"));
+  EXPECT_THAT(RawAttach(::getpid(), region_->fd(),
+                        static_cast<int64_t>(region_->size()),
+                        region_->nonce().substr(0, 8)),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument, "nonce"));
+}
+
+TEST_F(AttachTest, WrongBytesIsInvalid) {
+  for (int64_t bytes :
+       {static_cast<int64_t>(kRegionBytes) - 64,
+        static_cast<int64_t>(kRegionBytes) + 64, int64_t{32}, int64_t{-1}}) {
+    SCOPED_TRACE(bytes);
+    EXPECT_THAT(RawAttach(::getpid(), region_->fd(), bytes, region_->nonce()),
+                StatusIs(absl::StatusCode::kInvalidArgument));
+  }
+}
+
+TEST_F(AttachTest, UnsealedMemfdIsInvalid) {
+  TestFile file(::memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  ASSERT_TRUE(file.Fill(region_->nonce())) << std::strerror(errno);
+  // Sealed against growing only: still not enough.
+  ASSERT_EQ(::fcntl(file.fd(), F_ADD_SEALS, F_SEAL_GROW), 0);
+  EXPECT_THAT(
+      RawAttach(::getpid(), file.fd(), kRegionBytes, region_->nonce()),
+      StatusIsWithMessage(absl::StatusCode::kInvalidArgument, "F_SEAL_SHRINK"));
+}
+
+TEST_F(AttachTest, RegularFileIsInvalid) {
+  const std::string path =
+      (std::filesystem::path(::testing::TempDir()) /
+       ("shared_exchange_test_" + std::to_string(::getpid())))
+          .string();
+  TestFile file(
+      ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  ::unlink(path.c_str());
+  ASSERT_TRUE(file.Fill(region_->nonce())) << std::strerror(errno);
+  EXPECT_THAT(
+      RawAttach(::getpid(), file.fd(), kRegionBytes, region_->nonce()),
+      StatusIsWithMessage(absl::StatusCode::kInvalidArgument, "F_SEAL_SHRINK"));
+}
+
+TEST_F(AttachTest, BogusFdIsPermissionDenied) {
+  constexpr int kBogusFd = 1 << 20;  // above any RLIMIT_NOFILE in use
+  ASSERT_EQ(::fcntl(kBogusFd, F_GETFD), -1);
+  EXPECT_THAT(RawAttach(::getpid(), kBogusFd, kRegionBytes, region_->nonce()),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  // A process that does not exist.
+  EXPECT_THAT(RawAttach(std::numeric_limits<int32_t>::max(), region_->fd(),
+                        kRegionBytes, region_->nonce()),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+}
+
+// --- SharedRegionTable and IsLoopbackPeer on their own.
+
+TEST(IsLoopbackPeerTest, AcceptsLoopbackOnly) {
+  EXPECT_TRUE(IsLoopbackPeer("ipv4:127.0.0.1:1"));
+  EXPECT_TRUE(IsLoopbackPeer("ipv4:127.3.4.5:65535"));
+  EXPECT_TRUE(IsLoopbackPeer("ipv6:[::1]:1"));
+  EXPECT_TRUE(IsLoopbackPeer("ipv6:%5B::1%5D:1"));
+  EXPECT_TRUE(IsLoopbackPeer("ipv6:%5B::ffff:127.0.0.1%5D:1"));
+  EXPECT_TRUE(IsLoopbackPeer("unix:/x"));
+  EXPECT_FALSE(IsLoopbackPeer("ipv4:10.1.2.3:1"));
+  EXPECT_FALSE(IsLoopbackPeer("ipv4:128.0.0.1:1"));
+  EXPECT_FALSE(IsLoopbackPeer("ipv6:[::2]:1"));
+  EXPECT_FALSE(IsLoopbackPeer("ipv6:%5B::ffff:10.0.0.1%5D:1"));
+  EXPECT_FALSE(IsLoopbackPeer(""));
+}
+
+constexpr char kLoopback[] = "ipv4:127.0.0.1:5000";
+
+std::unique_ptr<SharedRegion> NewRegion() {
+  auto region = SharedRegion::Create(kRegionBytes);
+  EXPECT_TRUE(region.ok()) << region.status();
+  return region.ok() ? *std::move(region) : nullptr;
+}
+
+absl::StatusOr<uint64_t> TableAttach(SharedRegionTable* table,
+                                     const SharedRegion& region,
+                                     const std::string& peer,
+                                     const std::string& job, absl::Time now) {
+  return table->Attach(peer, ::getpid(), region.fd(), region.size(),
+                       region.nonce(), job, now);
+}
+
+TEST(SharedRegionTableTest, NonLoopbackPeerIsPermissionDenied) {
+  SharedRegionTable table;
+  auto region = NewRegion();
+  ASSERT_NE(region, nullptr);
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  EXPECT_THAT(
+      TableAttach(&table, *region, "ipv4:10.0.0.1:5000", "", now),
+      StatusIsWithMessage(absl::StatusCode::kPermissionDenied, "loopback"));
+  EXPECT_THAT(TableAttach(&table, *region, "ipv6:[2001:db8::1]:5000", "", now),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_EQ(table.size(), 0);
+  STRATA_ASSERT_OK(TableAttach(&table, *region, kLoopback, "", now));
+  EXPECT_EQ(table.size(), 1);
+  EXPECT_EQ(table.total_bytes(), kRegionBytes);
+}
+
+TEST(SharedRegionTableTest, FullTableDropsOnlyIdleRegions) {
+  SharedRegionOptions options;
+  options.max_regions = 2;
+  options.idle_timeout = absl::Seconds(60);
+  SharedRegionTable table(options);
+  auto r1 = NewRegion();
+  auto r2 = NewRegion();
+  auto r3 = NewRegion();
+  ASSERT_TRUE(r1 && r2 && r3);
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  auto id1 = TableAttach(&table, *r1, kLoopback, "", t0);
+  auto id2 = TableAttach(&table, *r2, kLoopback, "", t0);
+  ASSERT_TRUE(id1.ok()) << id1.status();
+  ASSERT_TRUE(id2.ok()) << id2.status();
+  EXPECT_NE(*id1, *id2);
+  EXPECT_THAT(TableAttach(&table, *r3, kLoopback, "", t0),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(TableAttach(&table, *r3, kLoopback, "", t0 + absl::Seconds(59)),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(table.size(), 2);
+  // Region 2 is used at t0 + 30s, so at t0 + 60s only region 1 is idle.
+  STRATA_ASSERT_OK(table.Get(*id2, "", t0 + absl::Seconds(30)));
+  auto id3 = TableAttach(&table, *r3, kLoopback, "", t0 + absl::Seconds(60));
+  ASSERT_TRUE(id3.ok()) << id3.status();
+  EXPECT_EQ(table.size(), 2);
+  EXPECT_EQ(table.total_bytes(), 2 * kRegionBytes);
+  EXPECT_THAT(table.Get(*id1, "", t0 + absl::Seconds(60)),
+              StatusIsWithMessage(absl::StatusCode::kFailedPrecondition,
+                                  "shared region "));
+  STRATA_ASSERT_OK(table.Get(*id2, "", t0 + absl::Seconds(60)));
+  STRATA_ASSERT_OK(table.Get(*id3, "", t0 + absl::Seconds(60)));
+}
+
+TEST(SharedRegionTableTest, TotalBytesLimitAndDetach) {
+  SharedRegionOptions options;
+  options.max_total_bytes = kRegionBytes;
+  SharedRegionTable table(options);
+  auto r1 = NewRegion();
+  auto r2 = NewRegion();
+  ASSERT_TRUE(r1 && r2);
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  auto id1 = TableAttach(&table, *r1, kLoopback, "", t0);
+  ASSERT_TRUE(id1.ok()) << id1.status();
+  EXPECT_THAT(TableAttach(&table, *r2, kLoopback, "", t0),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  STRATA_ASSERT_OK(table.Detach(*id1, ""));
+  EXPECT_EQ(table.size(), 0);
+  EXPECT_EQ(table.total_bytes(), 0u);
+  STRATA_ASSERT_OK(TableAttach(&table, *r2, kLoopback, "", t0));
+}
+
+TEST(SharedRegionTableTest, RegionsBelongToTheirJob) {
+  SharedRegionTable table;
+  auto region = NewRegion();
+  ASSERT_NE(region, nullptr);
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  auto id = TableAttach(&table, *region, kLoopback, "a", t0);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_THAT(table.Get(*id, "b", t0),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(table.Detach(*id, "b"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  STRATA_ASSERT_OK(table.Get(*id, "a", t0));
+  // An empty job (no credentials, or an admin) reaches every region.
+  STRATA_ASSERT_OK(table.Get(*id, "", t0));
+  STRATA_ASSERT_OK(table.Detach(*id, "a"));
+  // A region attached by a caller without a job is not open to every job.
+  auto unowned = TableAttach(&table, *region, kLoopback, "", t0);
+  ASSERT_TRUE(unowned.ok()) << unowned.status();
+  EXPECT_THAT(table.Get(*unowned, "b", t0),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+}
+
+TEST(MappedRegionTest, CheckRangeKeepsOutOfTheNonceAndTheEnd) {
+  // A mapping of our own, handed to MappedRegion (which unmaps it).
+  void* data = ::mmap(nullptr, 256, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(data, MAP_FAILED);
+  MappedRegion region(static_cast<char*>(data), 256, "");
+  EXPECT_TRUE(region.CheckRange(16, 240, "x").ok());
+  EXPECT_TRUE(region.CheckRange(256, 0, "x").ok());
+  EXPECT_THAT(region.CheckRange(15, 1, "x"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(region.CheckRange(16, 241, "x"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(region.CheckRange(257, 0, "x"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(region.CheckRange(16, std::numeric_limits<uint64_t>::max(), "x"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(region.CheckRange(std::numeric_limits<uint64_t>::max(), 2, "x"),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument, "x"));
+}
+
+// --- PsCluster::PushPullMany.
+
+// Two PS tasks on 127.0.0.1:0 and a cluster over them with `options`.
+struct TwoPs {
+  std::vector<std::unique_ptr<PsServer>> servers;
+  std::unique_ptr<PsCluster> cluster;
+};
+
+absl::StatusOr<TwoPs> StartTwoPs(Logger* logger,
+                                 const PsClientOptions& options) {
+  TwoPs ps;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 2; ++i) {
+    auto s = PsServer::Start(PsServerOptions{}, logger);
+    if (!s.ok()) return s.status();
+    addresses.push_back((*s)->address());
+    ps.servers.push_back(*std::move(s));
+  }
+  ps.cluster = PsCluster::Connect(addresses, options);
+  return ps;
+}
+
+TEST(PushPullManyTest, SharedMemoryGivesTheSameValuesAndVersionsAsStreaming) {
+  std::ostringstream log;
+  Logger logger("ps:test", &log);
+  PsClientOptions shm_options = ClientOptions();
+  PsClientOptions stream_options = ClientOptions();
+  stream_options.shared_memory = false;
+  auto shm = StartTwoPs(&logger, shm_options);
+  ASSERT_TRUE(shm.ok()) << shm.status();
+  auto stream = StartTwoPs(&logger, stream_options);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+
+  const Shape kernel_shape = {300, 7};
+  auto slices = FixedShardsPartition(kernel_shape, 2);
+  ASSERT_TRUE(slices.ok()) << slices.status();
+  for (PsCluster* c : {shm->cluster.get(), stream->cluster.get()}) {
+    auto kernel = c->CreateVariable(
+        Spec("dense/kernel", kernel_shape, "glorot_uniform"), *slices);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    ASSERT_EQ(kernel->shards.size(), 2u);
+    EXPECT_EQ(kernel->shards[0].ps, 0);
+    EXPECT_EQ(kernel->shards[1].ps, 1);
+    STRATA_ASSERT_OK(c->CreateVariable(Spec("dense/bias", {7}, "zeros"), {}));
+  }
+
+  const size_t kernel_n = 300 * 7;
+  std::vector<float> initial(kernel_n);
+  // (Through the streaming cluster: the shared one must see no PullVariables.)
+  STRATA_ASSERT_OK(
+      stream->cluster->PullMany({"dense/kernel"}, {initial.data()}));
+  const std::vector<std::string> names = {"dense/kernel", "dense/bias"};
+  std::vector<float> shm_kernel(kernel_n), shm_bias(7);
+  std::vector<float> stream_kernel(kernel_n), stream_bias(7);
+  std::vector<float> gk(kernel_n), gb(7);
+  constexpr int kSteps = 3;
+  for (int step = 0; step < kSteps; ++step) {
+    SCOPED_TRACE(step);
+    for (size_t i = 0; i < kernel_n; ++i) {
+      gk[i] = 0.001f * static_cast<float>((i * 7 + step * 13) % 97) - 0.05f;
+    }
+    for (size_t i = 0; i < gb.size(); ++i) gb[i] = 0.25f * (i + step);
+    const PushTag tag{"job", 0, step};
+    STRATA_ASSERT_OK(
+        shm->cluster->PushPullMany(0, names, {gk.data(), gb.data()}, tag,
+                                   {shm_kernel.data(), shm_bias.data()}));
+    STRATA_ASSERT_OK(stream->cluster->PushPullMany(
+        0, names, {gk.data(), gb.data()}, tag,
+        {stream_kernel.data(), stream_bias.data()}));
+    EXPECT_EQ(std::memcmp(shm_kernel.data(), stream_kernel.data(),
+                          kernel_n * sizeof(float)),
+              0);
+    EXPECT_EQ(std::memcmp(shm_bias.data(), stream_bias.data(),
+                          shm_bias.size() * sizeof(float)),
+              0);
+    if (step == 0) {
+      // The pull saw the push: initial - 0.1 * gradient.
+      for (size_t i = 0; i < kernel_n; i += 97) {
+        EXPECT_FLOAT_EQ(shm_kernel[i], initial[i] - 0.1f * gk[i]) << i;
+      }
+      EXPECT_FLOAT_EQ(shm_bias[6], -0.1f * gb[6]);
+    }
+  }
+  EXPECT_NE(shm_kernel, initial);
+
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(shm->cluster->UsesSharedMemory(0, i));
+    EXPECT_FALSE(stream->cluster->UsesSharedMemory(0, i));
+    // What each server really saw.
+    EXPECT_EQ(RpcCount(shm->servers[i].get(), "ExchangeShared"), kSteps);
+    EXPECT_EQ(RpcCount(shm->servers[i].get(), "PushVariables"), 0);
+    EXPECT_EQ(RpcCount(shm->servers[i].get(), "PullVariables"), 0);
+    EXPECT_EQ(RpcCount(stream->servers[i].get(), "ExchangeShared"), 0);
+    EXPECT_EQ(RpcCount(stream->servers[i].get(), "AttachSharedRegion"), 0);
+    EXPECT_EQ(RpcCount(stream->servers[i].get(), "PushVariables"), kSteps);
+
+    // Same variables at the same versions on both.
+    auto a = shm->cluster->ps(i)->ListVariables();
+    auto b = stream->cluster->ps(i)->ListVariables();
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_EQ(a->variables_size(), b->variables_size());
+    ASSERT_GT(a->variables_size(), 0);
+    for (int v = 0; v < a->variables_size(); ++v) {
+      EXPECT_EQ(a->variables(v).spec().name(), b->variables(v).spec().name());
+      EXPECT_EQ(a->variables(v).version(), kSteps)
+          << a->variables(v).spec().name();
+      EXPECT_EQ(a->variables(v).version(), b->variables(v).version());
+    }
+    auto sa = shm->cluster->ps(i)->Stats();
+    auto sb = stream->cluster->ps(i)->Stats();
+    ASSERT_TRUE(sa.ok() && sb.ok());
+    EXPECT_EQ(sa->pushes_applied(), sb->pushes_applied());
+    EXPECT_EQ(sa->pushes_duplicate(), 0);
+  }
+  // The streaming path agrees on a fresh pull too.
+  std::vector<float> again(kernel_n);
+  STRATA_ASSERT_OK(shm->cluster->PullMany({"dense/kernel"}, {again.data()}));
+  EXPECT_EQ(
+      std::memcmp(again.data(), stream_kernel.data(), kernel_n * sizeof(float)),
+      0);
+}
+
+TEST(PushPullManyTest, ReattachesARegionTheServerDropped) {
+  std::ostringstream log;
+  Logger logger("ps:test", &log);
+  PsServerOptions options;
+  // Room for one region; an attach drops any other (idle from the start).
+  options.service.shared_regions.max_regions = 1;
+  options.service.shared_regions.idle_timeout = absl::ZeroDuration();
+  auto server = PsServer::Start(options, &logger);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto cluster = PsCluster::Connect({(*server)->address()}, ClientOptions());
+  STRATA_ASSERT_OK(cluster->CreateVariable(Spec("w", {4}), {}));
+
+  std::vector<float> g = {1, 1, 1, 1};
+  std::vector<float> got(4);
+  // Lane 0 attaches; lane 1's attach then drops lane 0's region.
+  STRATA_ASSERT_OK(cluster->PushPullMany(0, {"w"}, {g.data()},
+                                         PushTag{"j", 0, 0}, {got.data()}));
+  EXPECT_TRUE(cluster->UsesSharedMemory(0, 0));
+  EXPECT_FLOAT_EQ(got[0], 0.9f);
+  STRATA_ASSERT_OK(cluster->PushPullMany(1, {"w"}, {g.data()},
+                                         PushTag{"j", 1, 0}, {got.data()}));
+  EXPECT_TRUE(cluster->UsesSharedMemory(1, 0));
+  EXPECT_FLOAT_EQ(got[0], 0.8f);
+  // Lane 0's region is gone: its next call attaches again, still shared.
+  STRATA_ASSERT_OK(cluster->PushPullMany(0, {"w"}, {g.data()},
+                                         PushTag{"j", 0, 1}, {got.data()}));
+  EXPECT_TRUE(cluster->UsesSharedMemory(0, 0));
+  EXPECT_FLOAT_EQ(got[0], 0.7f);
+
+  PsServer* s = server->get();
+  EXPECT_EQ(RpcCount(s, "AttachSharedRegion"), 3);
+  EXPECT_EQ(RpcCount(s, "ExchangeShared", "FAILED_PRECONDITION"), 1);
+  EXPECT_EQ(RpcCount(s, "ExchangeShared"), 3);
+  EXPECT_EQ(RpcCount(s, "PushVariables"), 0);
+  EXPECT_EQ(RpcCount(s, "PullVariables"), 0);
+  auto pulled = cluster->ps(0)->Pull("w", got.data(), 16);
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(pulled->version, 3);
+}
+
+TEST(PushPullManyTest, ServerThatRefusesRegionsGetsStreamingCalls) {
+  std::ostringstream log;
+  Logger logger("ps:test", &log);
+  PsServerOptions options;
+  options.service.shared_regions.max_regions = 0;
+  auto server = PsServer::Start(options, &logger);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto cluster = PsCluster::Connect({(*server)->address()}, ClientOptions());
+  STRATA_ASSERT_OK(cluster->CreateVariable(Spec("w", {4}), {}));
+  std::vector<float> g = {1, 1, 1, 1};
+  std::vector<float> got(4);
+  for (int step = 0; step < 2; ++step) {
+    STRATA_ASSERT_OK(cluster->PushPullMany(
+        0, {"w"}, {g.data()}, PushTag{"j", 0, step}, {got.data()}));
+  }
+  EXPECT_FLOAT_EQ(got[0], 0.8f);
+  EXPECT_FALSE(cluster->UsesSharedMemory(0, 0));
+  PsServer* s = server->get();
+  // Refused once, then streaming without asking again.
+  EXPECT_EQ(RpcCount(s, "AttachSharedRegion", "RESOURCE_EXHAUSTED"), 1);
+  EXPECT_EQ(RpcCount(s, "ExchangeShared"), 0);
+  EXPECT_EQ(RpcCount(s, "PushVariables"), 2);
+}
+
+// --- Job isolation with credentials.
+
+constexpr char kCredentials[] = R"({"credentials": [
+  {"token": "worker-a", "job": "a", "role": "worker"},
+  {"token": "coord-a", "job": "a", "role": "coordinator"},
+  {"token": "worker-b", "job": "b", "role": "worker"},
+  {"token": "coord-b", "job": "b", "role": "coordinator"}]})";
+
+TEST(SharedExchangeAuthTest, AnotherJobCannotUseOrDetachARegion) {
+  std::ostringstream log;
+  Logger logger("ps:test", &log);
+  PsServerOptions options;
+  auto creds = CredentialStore::Parse(kCredentials);
+  ASSERT_TRUE(creds.ok()) << creds.status();
+  options.service.credentials =
+      std::make_shared<CredentialStore>(*std::move(creds));
+  auto server = PsServer::Start(options, &logger);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = [&](const std::string& token) {
+    PsClientOptions copts = ClientOptions();
+    copts.security.auth_token = token;
+    return PsClient::Connect((*server)->address(), copts);
+  };
+  STRATA_ASSERT_OK(client("coord-a")->CreateVariable(Spec("w", {4})));
+  STRATA_ASSERT_OK(client("coord-b")->CreateVariable(Spec("v", {4})));
+  auto worker_a = client("worker-a");
+  auto worker_b = client("worker-b");
+
+  // No token: no region.
+  auto region = NewRegion();
+  ASSERT_NE(region, nullptr);
+  EXPECT_THAT(client("")->AttachSharedRegion(*region),
+              StatusIs(absl::StatusCode::kUnauthenticated));
+
+  auto id = worker_a->AttachSharedRegion(*region);
+  ASSERT_TRUE(id.ok()) << id.status();
+  WriteFloats(region.get(), kPushOffset, {1, 1, 1, 1});
+  STRATA_ASSERT_OK(worker_a->ExchangeShared(
+      Exchange(*id, "w", 4, PushTag{"a", 0, 0}, {"w"})));
+  EXPECT_FLOAT_EQ(ReadFloats(*region, kPullOffset, 4)[0], 0.9f);
+
+  // Job b's worker, with its own variable, through job a's region.
+  std::memset(region->data() + kPullOffset, 0x5a, 16);
+  const std::vector<float> marker = ReadFloats(*region, kPullOffset, 4);
+  EXPECT_THAT(worker_b->ExchangeShared(
+                  Exchange(*id, "v", 4, PushTag{"b", 0, 0}, {"v"})),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(worker_b->ExchangeShared(Exchange(*id, "", 0, {}, {"v"})),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_EQ(ReadFloats(*region, kPullOffset, 4), marker);
+  EXPECT_THAT(worker_b->DetachSharedRegion(*id),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  std::vector<float> v(4);
+  auto pulled = worker_b->Pull("v", v.data(), 16);
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(pulled->version, 0);
+  EXPECT_EQ(v, std::vector<float>(4, 1.0f));
+
+  // Job a's worker still has its region; job a's variable through job a's
+  // region is still refused to job b, and job b's variable to job a.
+  STRATA_ASSERT_OK(worker_a->ExchangeShared(Exchange(*id, "", 0, {}, {"w"})));
+  EXPECT_THAT(
+      worker_a->ExchangeShared(Exchange(*id, "v", 4, PushTag{"a", 0, 1}, {})),
+      StatusIs(absl::StatusCode::kPermissionDenied));
+  STRATA_ASSERT_OK(worker_a->DetachSharedRegion(*id));
+}
+
+// --- IPv6 loopback: the peer string gRPC really produces is accepted.
+
+// Records the peer string of every AttachSharedRegion call.
+class PeerRecorder : public grpc::experimental::Interceptor {
+ public:
+  PeerRecorder(grpc::experimental::ServerRpcInfo* info, absl::Mutex* mu,
+               std::vector<std::string>* peers) {
+    if (std::string(info->method()) ==
+        "/strata.v1.ParameterService/AttachSharedRegion") {
+      absl::MutexLock lock(mu);
+      peers->push_back(info->server_context()->peer());
+    }
+  }
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
+    methods->Proceed();
+  }
+};
+
+class PeerRecorderFactory
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  PeerRecorderFactory(absl::Mutex* mu, std::vector<std::string>* peers)
+      : mu_(mu), peers_(peers) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new PeerRecorder(info, mu_, peers_);
+  }
+
+ private:
+  absl::Mutex* mu_;
+  std::vector<std::string>* peers_;
+};
+
+TEST(SharedExchangeIpv6Test, AttachOverIpv6LoopbackIsAccepted) {
+  std::ostringstream log;
+  Logger logger("ps:test", &log);
+  absl::Mutex mu;
+  std::vector<std::string> peers;
+  PsServerOptions options;
+  options.host = "::1";
+  options.configure_builder = [&](grpc::ServerBuilder& b) {
+    std::vector<
+        std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        factories;
+    factories.push_back(std::make_unique<PeerRecorderFactory>(&mu, &peers));
+    b.experimental().SetInterceptorCreators(std::move(factories));
+  };
+  auto server = PsServer::Start(options, &logger);
+  if (!server.ok()) {
+    GTEST_SKIP() << "cannot listen on [::1] (no IPv6 loopback here?): "
+                 << server.status();
+  }
+  const std::string target = (*server)->address();
+  ASSERT_TRUE(absl::StartsWith(target, "[::1]:")) << target;
+  auto client = PsClient::Connect(target, ClientOptions());
+  EXPECT_TRUE(client->TargetIsLoopback());
+  STRATA_ASSERT_OK(client->CreateVariable(Spec("w", {4})));
+  auto region = NewRegion();
+  ASSERT_NE(region, nullptr);
+  // On refusal the message names the peer string the server saw.
+  auto id = client->AttachSharedRegion(*region);
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_EQ(peers.size(), 1u);
+    std::cout << "[::1] client's peer string on the server: " << peers[0]
+              << "\n";
+    EXPECT_TRUE(IsLoopbackPeer(peers[0])) << peers[0];
+  }
+  ASSERT_TRUE(id.ok()) << id.status();
+  WriteFloats(region.get(), kPushOffset, {1, 1, 1, 1});
+  STRATA_ASSERT_OK(
+      client->ExchangeShared(Exchange(*id, "w", 4, PushTag{"j", 0, 0}, {"w"})));
+  EXPECT_FLOAT_EQ(ReadFloats(*region, kPullOffset, 4)[0], 0.9f);
+
+  // And PsCluster picks shared memory for it.
+  auto cluster = PsCluster::Connect({target}, ClientOptions());
+  std::vector<float> g = {1, 1, 1, 1};
+  std::vector<float> got(4);
+  STRATA_ASSERT_OK(cluster->CreateVariable(Spec("c", {4}), {}));
+  STRATA_ASSERT_OK(cluster->PushPullMany(0, {"c"}, {g.data()},
+                                         PushTag{"j", 0, 0}, {got.data()}));
+  EXPECT_TRUE(cluster->UsesSharedMemory(0, 0));
+  EXPECT_FLOAT_EQ(got[0], 0.9f);
+}
+
+}  // namespace
+}  // namespace strata
