@@ -155,11 +155,13 @@ absl::Status PsWorker::Run() {
   STRATA_RETURN_IF_ERROR(Setup(job));
 
   const int n = std::max(1, options_.steps_in_flight);
-  // A lease of two items per step thread; reports go back after every
-  // step thread finished one (or at once for evaluations and failures).
+  // A lease of four items per step thread, refilled below two; reports go
+  // back after every step thread finished one (evaluations and failures at
+  // once).
   WorkFeedOptions feed_options;
-  feed_options.lease = std::min(64, 2 * n);
+  feed_options.lease = std::min(64, 4 * n);
   feed_options.report_every = n;
+  feed_options.low_water = 2 * n;
   feed_ = std::make_unique<WorkFeed>(coordinator_, task_,
                                      agent_->incarnation(), feed_options);
   std::vector<StepContext> contexts(n);
@@ -178,6 +180,7 @@ absl::Status PsWorker::Run() {
   }
   results[0] = WorkLoop(&contexts[0]);
   for (auto& t : threads) t.join();
+  feed_.reset();
   agent_->Stop();
   for (const absl::Status& r : results) STRATA_RETURN_IF_ERROR(r);
   return absl::OkStatus();
@@ -206,8 +209,7 @@ absl::Status PsWorker::WorkLoop(StepContext* ctx) {
     if (item->kind() != v1::WorkItem::TRAIN) ctx->params_fresh = false;
     switch (item->kind()) {
       case v1::WorkItem::WAIT:
-        absl::SleepFor(absl::Milliseconds(
-            std::max<int64_t>(5, item->retry_after_ms())));
+        // The feed already waited (WorkFeedOptions::max_wait).
         continue;
       case v1::WorkItem::DONE:
         logger_->Log(LogLevel::kInfo, "job_done", {});

@@ -10,27 +10,69 @@ WorkFeed::WorkFeed(CoordinatorClient* coordinator, v1::TaskId task,
     : coordinator_(coordinator),
       task_(std::move(task)),
       incarnation_(std::move(incarnation)),
-      options_(options) {}
+      options_(options) {
+  feeder_ = std::thread([this] { FeederLoop(); });
+}
+
+WorkFeed::~WorkFeed() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  feeder_.join();
+}
 
 int64_t WorkFeed::calls() const {
   absl::MutexLock lock(&mu_);
   return calls_;
 }
 
-bool WorkFeed::CallDueLocked() const {
+bool WorkFeed::ReportsDueLocked() const {
+  // With nothing queued the step threads are idle: whatever they reported
+  // may be what the coordinator waits for (the end of an epoch).
   return urgent_ ||
-         static_cast<int>(pending_.size()) >= std::max(1, options_.report_every);
+         static_cast<int>(pending_.size()) >=
+             std::max(1, options_.report_every) ||
+         (!pending_.empty() && queue_.empty());
 }
 
-v1::WorkItem WorkFeed::PopLocked() {
-  v1::WorkItem item = std::move(queue_.front());
-  queue_.pop_front();
-  if (item.kind() == v1::WorkItem::TRAIN) running_.insert(item.step());
-  return item;
+bool WorkFeed::ItemsDueLocked() const {
+  return !done_ &&
+         static_cast<int>(queue_.size()) < std::max(1, options_.low_water) &&
+         absl::Now() >= next_call_;
+}
+
+bool WorkFeed::FeederWakeLocked() const {
+  return stop_ || ReportsDueLocked() || ItemsDueLocked();
+}
+
+bool WorkFeed::ItemReadyLocked() const {
+  return !queue_.empty() || !error_.ok() || (done_ && pending_.empty());
+}
+
+void WorkFeed::FeederLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stop_ && error_.ok()) {
+    // Sleep until a call is due (and allowed), or a stop.
+    const absl::Time now = absl::Now();
+    mu_.AwaitWithDeadline(
+        absl::Condition(this, &WorkFeed::FeederWakeLocked),
+        next_call_ > now ? std::min(next_call_, now + absl::Seconds(1))
+                         : now + absl::Seconds(1));
+    if (stop_) break;
+    if (!ReportsDueLocked() && !ItemsDueLocked()) continue;
+    absl::Status s = CallLocked();
+    if (s.code() == absl::StatusCode::kNotFound) {
+      // Declared failed or unknown after a coordinator restart: the
+      // membership agent registers again; the reports stay queued.
+      next_call_ = absl::Now() + options_.not_found_pause;
+    } else if (!s.ok()) {
+      error_ = s;
+    }
+  }
 }
 
 absl::Status WorkFeed::CallLocked() {
-  calling_ = true;
   v1::ReportWorkBatchRequest request;
   *request.mutable_task() = task_;
   request.set_incarnation(incarnation_);
@@ -43,15 +85,11 @@ absl::Status WorkFeed::CallLocked() {
   for (int64_t step : running_) request.add_holding(step);
   const int lease = std::clamp(options_.lease, 1, 64);
   request.set_max_items(
-      std::max(0, lease - static_cast<int>(queue_.size())));
-  if (!terminal_.has_value() || terminal_->kind() != v1::WorkItem::DONE) {
-    terminal_.reset();
-  }
+      done_ ? 0 : std::max(0, lease - static_cast<int>(queue_.size())));
   mu_.Unlock();
   absl::StatusOr<v1::ReportWorkBatchResponse> response =
       coordinator_->ReportWorkBatch(request);
   mu_.Lock();
-  calling_ = false;
   ++calls_;
   if (!response.ok()) {
     // Keep the reports for the next call (a report applied twice counts
@@ -63,11 +101,18 @@ absl::Status WorkFeed::CallLocked() {
     return response.status();
   }
   for (v1::WorkItem& item : *response->mutable_items()) {
-    if (item.kind() == v1::WorkItem::TRAIN ||
-        item.kind() == v1::WorkItem::EVALUATE) {
-      queue_.push_back(std::move(item));
-    } else {
-      terminal_ = std::move(item);
+    switch (item.kind()) {
+      case v1::WorkItem::TRAIN:
+      case v1::WorkItem::EVALUATE:
+        queue_.push_back(std::move(item));
+        break;
+      case v1::WorkItem::DONE:
+        done_ = true;
+        break;
+      default:  // WAIT: ask again after the coordinator's pause
+        next_call_ = absl::Now() + absl::Milliseconds(std::max<int64_t>(
+                                       1, item.retry_after_ms()));
+        break;
     }
   }
   return absl::OkStatus();
@@ -87,33 +132,23 @@ absl::StatusOr<v1::WorkItem> WorkFeed::Next(
     }
     pending_.push_back(*std::move(done));
   }
-  while (true) {
-    if (!calling_ && (queue_.empty() || CallDueLocked())) {
-      if (queue_.empty() && pending_.empty() && terminal_.has_value() &&
-          terminal_->kind() == v1::WorkItem::DONE) {
-        return *terminal_;
-      }
-      absl::Status s = CallLocked();
-      if (!s.ok()) return s;
-      if (queue_.empty()) {
-        if (terminal_.has_value()) return *terminal_;
-        v1::WorkItem wait;
-        wait.set_kind(v1::WorkItem::WAIT);
-        wait.set_retry_after_ms(5);
-        return wait;
-      }
-    }
-    if (!queue_.empty()) return PopLocked();
-    // Another thread's call is in flight: its items may serve this one.
-    const int64_t seen = calls_;
-    mu_.AwaitWithTimeout(absl::Condition(
-                             +[](bool* calling) { return !*calling; },
-                             &calling_),
-                         absl::Minutes(2));
-    if (calls_ != seen && queue_.empty() && terminal_.has_value()) {
-      return *terminal_;
-    }
+  mu_.AwaitWithTimeout(absl::Condition(this, &WorkFeed::ItemReadyLocked),
+                       options_.max_wait);
+  if (!queue_.empty()) {
+    v1::WorkItem item = std::move(queue_.front());
+    queue_.pop_front();
+    if (item.kind() == v1::WorkItem::TRAIN) running_.insert(item.step());
+    return item;
   }
+  if (!error_.ok()) return error_;
+  v1::WorkItem item;
+  if (done_ && pending_.empty()) {
+    item.set_kind(v1::WorkItem::DONE);
+  } else {
+    item.set_kind(v1::WorkItem::WAIT);
+    item.set_retry_after_ms(0);
+  }
+  return item;
 }
 
 }  // namespace strata

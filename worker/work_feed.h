@@ -1,7 +1,8 @@
 // WorkFeed: a worker's local queue of leased work items, shared by its step
-// threads. Reports are sent in batches together with a request for more
-// items (ReportWorkBatch), so that a step does not wait for a coordinator
-// round trip and the coordinator answers one call per several steps.
+// threads and kept filled by a feeder thread of its own. Reports go back in
+// batches with each request for more items (ReportWorkBatch), so that no
+// step waits for a coordinator round trip and the coordinator answers one
+// call per several steps.
 #ifndef STRATA_WORKER_WORK_FEED_H_
 #define STRATA_WORKER_WORK_FEED_H_
 
@@ -10,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -23,34 +25,48 @@ namespace strata {
 struct WorkFeedOptions {
   // Items asked for per call (the lease); at most 64.
   int lease = 4;
-  // A call is made once this many reports wait, even with items queued.
+  // A call is made once this many reports wait (or any while nothing is
+  // queued), or fewer items than low_water are queued.
   int report_every = 2;
+  int low_water = 2;
+  // How long Next waits for an item before answering WAIT (so that its
+  // caller can check for a stop).
+  absl::Duration max_wait = absl::Milliseconds(100);
+  // Pause after a NOT_FOUND answer (the task re-registers meanwhile).
+  absl::Duration not_found_pause = absl::Milliseconds(200);
 };
 
-// Thread-safe. One call to the coordinator at a time.
+// Thread-safe. Starts its feeder thread in the constructor; the destructor
+// stops it.
 class WorkFeed {
  public:
   WorkFeed(CoordinatorClient* coordinator, v1::TaskId task,
            std::string incarnation, WorkFeedOptions options);
+  ~WorkFeed();
+  WorkFeed(const WorkFeed&) = delete;
+  WorkFeed& operator=(const WorkFeed&) = delete;
 
   // Queues `done` (the report of the caller's last item, when it has one)
-  // and returns the caller's next item: a queued one, or one from a call
-  // made now (or by another thread). EVALUATE reports, failed steps and an
-  // empty queue are sent at once. WAIT means nothing is available now (ask
-  // again after retry_after_ms); DONE that the job is over. Errors: those
-  // of ReportWorkBatch (NOT_FOUND: the task must re-register); the reports
-  // not sent stay queued for the next call.
+  // and returns the caller's next item. EVALUATE reports and failed steps
+  // are sent at once. WAIT means nothing came within max_wait (ask again);
+  // DONE that the job is over (after the last reports were sent). Errors:
+  // a coordinator error other than NOT_FOUND (the feeder stops then).
   absl::StatusOr<v1::WorkItem> Next(std::optional<v1::ReportWorkRequest> done);
 
   // Calls made so far (tests).
   int64_t calls() const;
 
  private:
-  // Whether a call is due before handing out a queued item.
-  bool CallDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FeederLoop();
+  // Reports to send now; items to ask for now (not during a WAIT pause).
+  bool ReportsDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ItemsDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Conditions: the feeder has a call to make (or must stop); a step
+  // thread has an answer.
+  bool FeederWakeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ItemReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes one call (releasing mu_ meanwhile).
   absl::Status CallLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  v1::WorkItem PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   CoordinatorClient* const coordinator_;
   const v1::TaskId task_;
@@ -63,10 +79,13 @@ class WorkFeed {
   // TRAIN steps handed to step threads and not yet reported.
   std::set<int64_t> running_ ABSL_GUARDED_BY(mu_);
   bool urgent_ ABSL_GUARDED_BY(mu_) = false;  // a report to send at once
-  bool calling_ ABSL_GUARDED_BY(mu_) = false;
-  // WAIT or DONE from the last call, given out while the queue is empty.
-  std::optional<v1::WorkItem> terminal_ ABSL_GUARDED_BY(mu_);
+  // Not before this time (after WAIT or NOT_FOUND), unless urgent.
+  absl::Time next_call_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool done_ ABSL_GUARDED_BY(mu_) = false;  // the coordinator said DONE
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int64_t calls_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread feeder_;
 };
 
 }  // namespace strata
