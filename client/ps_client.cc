@@ -770,6 +770,19 @@ absl::StatusOr<v1::SharedExchangeResponse> PsClient::ExchangeShared(
   return result;
 }
 
+absl::Status PsClient::MirrorVariables(uint64_t id,
+                                      const std::vector<std::string>& names,
+                                      const std::vector<size_t>& offsets) {
+  v1::MirrorVariablesRequest req;
+  req.set_region(id);
+  for (const auto& n : names) req.add_names(n);
+  for (size_t o : offsets) req.add_offsets(o);
+  absl::StatusOr<v1::MirrorVariablesResponse> resp = [&] {
+    STRATA_UNARY(MirrorVariables, req, MirrorVariablesResponse);
+  }();
+  return resp.status();
+}
+
 bool PsClient::TargetIsLoopback() const {
   absl::string_view t = target_;
   if (absl::StartsWith(t, "unix:")) return true;

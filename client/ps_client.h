@@ -128,6 +128,10 @@ class PsClient {
   // UNAVAILABLE with the push's attempt number set, as PushVariables.
   absl::StatusOr<v1::SharedExchangeResponse> ExchangeShared(
       v1::SharedExchangeRequest request);
+  // Asks the server to keep `names` mirrored at `offsets` of region `id`.
+  absl::Status MirrorVariables(uint64_t id,
+                               const std::vector<std::string>& names,
+                               const std::vector<size_t>& offsets);
   // Whether the target is a loopback address (127.0.0.0/8, [::1],
   // localhost) or a unix socket, where shared memory may work.
   bool TargetIsLoopback() const;

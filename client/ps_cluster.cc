@@ -1,6 +1,7 @@
 #include "client/ps_cluster.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -8,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/shared_layout.h"
 #include "common/status_macros.h"
 
 namespace strata {
@@ -25,7 +27,16 @@ std::unique_ptr<PsCluster> PsCluster::Connect(
 PsCluster::PsCluster(std::vector<std::unique_ptr<PsClient>> clients)
     : clients_(std::move(clients)),
       pool_(std::make_unique<ThreadPool>(
-          std::max<int>(2, 2 * static_cast<int>(clients_.size())))) {}
+          std::max<int>(2, 2 * static_cast<int>(clients_.size())))) {
+  absl::MutexLock lock(&mu_);
+  mirrors_.resize(clients_.size());
+  read_mirror_.assign(clients_.size(), false);
+  failures_.assign(clients_.size(), 0);
+  for (const auto& c : clients_) {
+    mirror_refused_.push_back(!c->options().shared_memory ||
+                              !c->TargetIsLoopback());
+  }
+}
 
 absl::StatusOr<VariablePlacement> PsCluster::CreateVariable(
     const v1::VariableSpec& spec, const std::vector<ShardSlice>& slices) {
@@ -186,13 +197,25 @@ absl::StatusOr<int64_t> PsCluster::PushMany(
 
 PsCluster::~PsCluster() {
   std::map<std::pair<int, int>, std::unique_ptr<SharedLane>> lanes;
+  std::vector<std::shared_ptr<const MirrorSet>> mirrors;
   {
     absl::MutexLock lock(&mu_);
     lanes.swap(lanes_);
+    mirrors.swap(mirrors_);
   }
   for (auto& [key, lane] : lanes) {
     if (lane->id != 0) (void)clients_[key.second]->DetachSharedRegion(lane->id);
   }
+  for (size_t ps = 0; ps < mirrors.size(); ++ps) {
+    if (mirrors[ps] != nullptr) {
+      (void)clients_[ps]->DetachSharedRegion(mirrors[ps]->id);
+    }
+  }
+}
+
+void PsCluster::NoteFailure(int ps) {
+  absl::MutexLock lock(&mu_);
+  ++failures_[ps];
 }
 
 PsCluster::SharedLane* PsCluster::Lane(int lane, int ps) {
@@ -234,7 +257,7 @@ absl::Status PsCluster::ExchangeWith(int ps, SharedLane* lane,
   size_t pull_bytes = 0;
   for (size_t i = 0; i < part.names.size(); ++i) {
     if (!part.grads.empty()) push_bytes += part.sizes[i];
-    pull_bytes += part.sizes[i];
+    if (!part.dsts.empty()) pull_bytes += part.sizes[i];
   }
   const size_t push_offset = SharedRegion::kHeaderBytes;
   const size_t pull_offset = push_offset + RoundUp64(push_bytes);
@@ -290,27 +313,31 @@ absl::Status PsCluster::ExchangeWith(int ps, SharedLane* lane,
       push->mutable_tag()->set_group_size(tag.group_size);
       request.set_push_offset(push_offset);
     }
-    v1::PullVariablesRequest* pull = request.mutable_pull();
-    for (const std::string& name : part.names) pull->add_names(name);
-    pull->set_min_version(options.min_version);
-    pull->set_clock(options.clock);
-    pull->set_worker(options.worker);
-    request.set_pull_offset(pull_offset);
+    if (!part.dsts.empty()) {
+      v1::PullVariablesRequest* pull = request.mutable_pull();
+      for (const std::string& name : part.names) pull->add_names(name);
+      pull->set_min_version(options.min_version);
+      pull->set_clock(options.clock);
+      pull->set_worker(options.worker);
+      request.set_pull_offset(pull_offset);
+    }
     absl::StatusOr<v1::SharedExchangeResponse> resp =
         client->ExchangeShared(std::move(request));
     if (!resp.ok() && NotAttached(resp.status()) && round == 0) {
       // The server restarted or dropped the region: attach again.
+      NoteFailure(ps);
       lane->id = 0;
       continue;
     }
     if (!resp.ok()) return resp.status();
-    if (resp->pulled_size() != static_cast<int>(part.names.size())) {
+    const size_t pulled = part.dsts.empty() ? 0 : part.names.size();
+    if (resp->pulled_size() != static_cast<int>(pulled)) {
       return absl::InternalError(absl::StrCat(
           "ExchangeShared with ps ", ps, ": ", resp->pulled_size(),
           " variables pulled, ", part.names.size(), " asked"));
     }
     size_t offset = pull_offset;
-    for (size_t i = 0; i < part.names.size(); ++i) {
+    for (size_t i = 0; i < pulled; ++i) {
       if (static_cast<size_t>(resp->pulled(static_cast<int>(i)).bytes()) !=
           part.sizes[i]) {
         return absl::InternalError(absl::StrCat(
@@ -328,6 +355,29 @@ absl::Status PsCluster::ExchangeWith(int ps, SharedLane* lane,
       "ExchangeShared with ps ", ps, ": the region was dropped twice"));
 }
 
+absl::Status PsCluster::PushPullOne(int lane, int ps, const PerPs& part,
+                                    const PushTag& tag,
+                                    const PullOptions& options) {
+  bool shared = false;
+  absl::Status status =
+      ExchangeWith(ps, Lane(lane, ps), part, tag, options, &shared);
+  if (status.ok() && !shared) {
+    if (!part.grads.empty()) {
+      status = clients_[ps]
+                   ->PushVariables(part.names, DType::kFloat32, part.shapes,
+                                   part.grads, tag)
+                   .status();
+    }
+    if (status.ok() && !part.dsts.empty()) {
+      status = clients_[ps]
+                   ->PullVariables(part.names, part.dsts, part.sizes, options)
+                   .status();
+    }
+  }
+  if (!status.ok()) NoteFailure(ps);
+  return status;
+}
+
 absl::Status PsCluster::PushPullMany(int lane,
                                      const std::vector<std::string>& names,
                                      const std::vector<const void*>& grads,
@@ -338,24 +388,131 @@ absl::Status PsCluster::PushPullMany(int lane,
                           SplitPerPs(names, grads, dsts));
   std::vector<absl::Status> status(clients_.size());
   RunPerPs([&](int i) {
-    const PerPs& part = per_ps[i];
-    if (part.names.empty()) return;
-    bool shared = false;
-    status[i] = ExchangeWith(i, Lane(lane, i), part, tag, options, &shared);
-    if (!status[i].ok() || shared) return;
-    if (!part.grads.empty()) {
-      status[i] = clients_[i]
-                      ->PushVariables(part.names, DType::kFloat32,
-                                      part.shapes, part.grads, tag)
-                      .status();
-      if (!status[i].ok()) return;
-    }
-    status[i] =
-        clients_[i]->PullVariables(part.names, part.dsts, part.sizes, options)
-            .status();
+    if (per_ps[i].names.empty()) return;
+    status[i] = PushPullOne(lane, i, per_ps[i], tag, options);
   });
   for (const auto& s : status) STRATA_RETURN_IF_ERROR(s);
   return absl::OkStatus();
+}
+
+std::shared_ptr<const PsCluster::MirrorSet> PsCluster::MirrorsFor(
+    int ps, const PerPs& part) {
+  int64_t epoch = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (mirror_refused_[ps]) return nullptr;
+    const auto& m = mirrors_[ps];
+    if (m != nullptr && m->epoch == failures_[ps] && m->names == part.names) {
+      return m;
+    }
+  }
+  absl::MutexLock setup(&mirror_setup_mu_);
+  std::shared_ptr<const MirrorSet> old;
+  {
+    absl::MutexLock lock(&mu_);
+    const auto& m = mirrors_[ps];
+    if (m != nullptr && m->epoch == failures_[ps] && m->names == part.names) {
+      return m;  // set up by another lane meanwhile
+    }
+    old = m;
+    epoch = failures_[ps];
+  }
+  PsClient* client = clients_[ps].get();
+  if (old != nullptr) (void)client->DetachSharedRegion(old->id);
+  auto set = std::make_shared<MirrorSet>();
+  set->names = part.names;
+  set->epoch = epoch;
+  size_t bytes = SharedRegion::kHeaderBytes;
+  for (size_t size : part.sizes) {
+    set->offsets.push_back(bytes);
+    bytes += kMirrorHeaderBytes + RoundUp64(size);
+  }
+  absl::Status status;
+  absl::StatusOr<std::unique_ptr<SharedRegion>> region =
+      SharedRegion::Create(bytes);
+  if (region.ok()) {
+    set->region = *std::move(region);
+    absl::StatusOr<uint64_t> id = client->AttachSharedRegion(*set->region);
+    status = id.status();
+    if (id.ok()) {
+      set->id = *id;
+      status = client->MirrorVariables(set->id, set->names, set->offsets);
+      if (!status.ok()) (void)client->DetachSharedRegion(set->id);
+    }
+  } else {
+    status = region.status();
+  }
+  absl::MutexLock lock(&mu_);
+  if (!status.ok()) {
+    mirrors_[ps] = nullptr;
+    // A server that is down or lost the variables may serve mirrors
+    // later; one that refuses them will not.
+    if (status.code() != absl::StatusCode::kUnavailable &&
+        status.code() != absl::StatusCode::kDeadlineExceeded &&
+        status.code() != absl::StatusCode::kNotFound) {
+      mirror_refused_[ps] = true;
+    }
+    return nullptr;
+  }
+  mirrors_[ps] = set;
+  return set;
+}
+
+bool PsCluster::ReadMirrors(const MirrorSet& set, const PerPs& part) {
+  const char* base = set.region->data();
+  for (size_t i = 0; i < part.names.size(); ++i) {
+    const char* header = base + set.offsets[i];
+    const auto* seq = reinterpret_cast<const std::atomic<uint64_t>*>(header);
+    bool copied = false;
+    for (int attempt = 0; attempt < 1000 && !copied; ++attempt) {
+      const uint64_t before = seq->load(std::memory_order_acquire);
+      if (before == kMirrorGone) return false;
+      if (before % 2 != 0 || before == 0) {
+        std::this_thread::yield();
+        continue;
+      }
+      std::memcpy(part.dsts[i], header + kMirrorHeaderBytes, part.sizes[i]);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      copied = seq->load(std::memory_order_relaxed) == before;
+    }
+    if (!copied) return false;
+  }
+  return true;
+}
+
+absl::Status PsCluster::PullLatest(int lane,
+                                   const std::vector<std::string>& names,
+                                   const std::vector<void*>& dsts,
+                                   const PullOptions& options) {
+  if (options.min_version > 0 || options.clock > 0) {
+    return PushPullMany(lane, names, {}, {}, dsts, options);
+  }
+  STRATA_ASSIGN_OR_RETURN(std::vector<PerPs> per_ps,
+                          SplitPerPs(names, {}, dsts));
+  std::vector<absl::Status> status(clients_.size());
+  RunPerPs([&](int i) {
+    const PerPs& part = per_ps[i];
+    if (part.names.empty()) return;
+    std::shared_ptr<const MirrorSet> set = MirrorsFor(i, part);
+    const bool read = set != nullptr && ReadMirrors(*set, part);
+    bool drop = false;
+    {
+      absl::MutexLock lock(&mu_);
+      read_mirror_[i] = read;
+      // A gone or torn mirror is set up again next time.
+      drop = !read && set != nullptr && mirrors_[i] == set;
+      if (drop) mirrors_[i] = nullptr;
+    }
+    if (drop) (void)clients_[i]->DetachSharedRegion(set->id);
+    if (!read) status[i] = PushPullOne(lane, i, part, {}, options);
+  });
+  for (const auto& s : status) STRATA_RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
+bool PsCluster::ReadsMirror(int ps) const {
+  absl::MutexLock lock(&mu_);
+  return read_mirror_[ps];
 }
 
 }  // namespace strata

@@ -71,7 +71,8 @@ class PsCluster {
                                    const PushTag& tag);
 
   // Pushes `grads` (float32, full-size buffers; none when empty) with `tag`,
-  // then pulls `names` into `dsts`: one ExchangeShared call per PS task on
+  // then pulls `names` into `dsts` (none when empty): one ExchangeShared
+  // call per PS task on
   // this host, whose bytes go through a shared-memory region of `lane`
   // (one lane per concurrent caller: calls on one lane must not overlap);
   // PushVariables then PullVariables for a task elsewhere, for a client
@@ -84,6 +85,20 @@ class PsCluster {
   // Whether `lane`'s calls to PS task `ps` go through shared memory (after
   // its first PushPullMany).
   bool UsesSharedMemory(int lane, int ps) const;
+
+  // Pulls `names` into `dsts` as PushPullMany(lane, names, {}, {}, dsts,
+  // options) does, but from a same-host PS task's mirrors of the variables
+  // (MirrorVariables: the server keeps their newest values in a region of
+  // this cluster's) without a call. Falls back to PushPullMany for a task
+  // elsewhere, while options wait for a version or a clock, when the
+  // server refuses, and until a mirror is set up again after the server
+  // replaced the variables, lost the region, or a call to it failed. Safe
+  // from several lanes at once. Errors: those of PushPullMany.
+  absl::Status PullLatest(int lane, const std::vector<std::string>& names,
+                          const std::vector<void*>& dsts,
+                          const PullOptions& options = {});
+  // Whether the last PullLatest read PS task `ps`'s mirror (tests).
+  bool ReadsMirror(int ps) const;
 
   // Detaches every lane's regions.
   ~PsCluster();
@@ -119,6 +134,9 @@ class PsCluster {
   absl::Status ExchangeWith(int ps, SharedLane* lane, const PerPs& part,
                             const PushTag& tag, const PullOptions& options,
                             bool* shared);
+  // PushPullMany's work with task `ps` (ExchangeWith, else streaming).
+  absl::Status PushPullOne(int lane, int ps, const PerPs& part,
+                           const PushTag& tag, const PullOptions& options);
 
   std::vector<std::unique_ptr<PsClient>> clients_;
   std::unique_ptr<ThreadPool> pool_;
@@ -126,6 +144,30 @@ class PsCluster {
   std::map<std::string, VariablePlacement> placements_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int, int>, std::unique_ptr<SharedLane>> lanes_
       ABSL_GUARDED_BY(mu_);
+
+  // A region of mirrors of one PS task's variables (PullLatest).
+  struct MirrorSet {
+    std::unique_ptr<SharedRegion> region;
+    uint64_t id = 0;
+    std::vector<std::string> names;  // in the caller's order
+    std::vector<size_t> offsets;     // header offsets in the region
+    int64_t epoch = 0;               // failures_[ps] when it was set up
+  };
+  // Sets up (or reuses) task `ps`'s mirrors of `part`; null when the task
+  // cannot serve them (the caller pulls instead).
+  std::shared_ptr<const MirrorSet> MirrorsFor(int ps, const PerPs& part);
+  // Copies the mirrored values into part.dsts; false when a mirror is gone
+  // or kept changing (the caller pulls instead).
+  static bool ReadMirrors(const MirrorSet& set, const PerPs& part);
+  // Failed or re-attached calls per task: a mirror set up before the last
+  // one may be stale (the server restarted).
+  void NoteFailure(int ps);
+  std::vector<std::shared_ptr<const MirrorSet>> mirrors_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> mirror_refused_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> read_mirror_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> failures_ ABSL_GUARDED_BY(mu_);
+  // Serializes the setting up of mirrors (not their reading).
+  absl::Mutex mirror_setup_mu_;
 };
 
 }  // namespace strata

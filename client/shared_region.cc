@@ -9,6 +9,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "common/shared_layout.h"
 
 namespace strata {
 
@@ -42,7 +43,7 @@ absl::StatusOr<std::unique_ptr<SharedRegion>> SharedRegion::Create(
   void* data =
       ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) return fail("mmap");
-  std::string nonce(16, '\0');
+  std::string nonce(kSharedRegionNonceBytes, '\0');
   std::random_device rd;
   for (size_t i = 0; i < nonce.size(); i += 4) {
     const uint32_t r = rd();

@@ -15,8 +15,8 @@ namespace strata {
 
 class SharedRegion {
  public:
-  // Bytes at the start reserved for the nonce (the server's
-  // kSharedRegionNonceBytes, rounded up to a cache line).
+  // Bytes at the start reserved for the nonce (kSharedRegionNonceBytes,
+  // rounded up to a cache line).
   static constexpr size_t kHeaderBytes = 64;
 
   // Creates and maps a region of `bytes` (at least kHeaderBytes). Errors:

@@ -1089,4 +1089,40 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::ExchangeShared(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* ParameterServiceImpl::MirrorVariables(
+    grpc::CallbackServerContext* ctx, const v1::MirrorVariablesRequest* req,
+    v1::MirrorVariablesResponse* /*resp*/) {
+  const absl::Time start = absl::Now();
+  auto caller = Authorize(ctx, Role::kWorker, "MirrorVariables");
+  if (!caller.ok()) {
+    return FinishUnary(this, ctx, "MirrorVariables", start, caller.status());
+  }
+  absl::Status status = [&]() -> absl::Status {
+    if (req->names_size() != req->offsets_size() || req->names_size() > 4096) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MirrorVariables: ", req->names_size(), " names and ",
+          req->offsets_size(), " offsets (equal counts, at most 4096)"));
+    }
+    STRATA_ASSIGN_OR_RETURN(
+        std::shared_ptr<MappedRegion> region,
+        shared_regions_.Get(req->region(), RegionJob(*caller), start));
+    std::vector<std::shared_ptr<Variable>> variables;
+    for (int i = 0; i < req->names_size(); ++i) {
+      STRATA_RETURN_IF_ERROR(CheckOwner(*caller, req->names(i)));
+      STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v,
+                              store_->Get(req->names(i)));
+      STRATA_RETURN_IF_ERROR(region->CheckRange(
+          req->offsets(i), kMirrorHeaderBytes + v->byte_size(),
+          "MirrorVariables"));
+      variables.push_back(std::move(v));
+    }
+    for (size_t i = 0; i < variables.size(); ++i) {
+      STRATA_RETURN_IF_ERROR(
+          variables[i]->AddMirror(region, req->offsets(static_cast<int>(i))));
+    }
+    return absl::OkStatus();
+  }();
+  return FinishUnary(this, ctx, "MirrorVariables", start, status);
+}
+
 }  // namespace strata

@@ -28,6 +28,7 @@ using ParameterServiceBase =
     v1::ParameterService::WithCallbackMethod_AttachSharedRegion<
     v1::ParameterService::WithCallbackMethod_DetachSharedRegion<
     v1::ParameterService::WithCallbackMethod_ExchangeShared<
+    v1::ParameterService::WithCallbackMethod_MirrorVariables<
     v1::ParameterService::WithCallbackMethod_CreateVariable<
         v1::ParameterService::WithRawCallbackMethod_Pull<
             v1::ParameterService::WithRawCallbackMethod_Push<
@@ -41,7 +42,7 @@ using ParameterServiceBase =
                                             v1::ParameterService::
                                                 WithRawCallbackMethod_PushVariables<
                                                     v1::ParameterService::
-                                                        Service>>>>>>>>>>>>>;
+                                                        Service>>>>>>>>>>>>>>;
 
 struct ParameterServiceOptions {
   // Payload bytes per streamed chunk.
@@ -112,6 +113,9 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   grpc::ServerUnaryReactor* ExchangeShared(
       grpc::CallbackServerContext* ctx, const v1::SharedExchangeRequest* req,
       v1::SharedExchangeResponse* resp) override;
+  grpc::ServerUnaryReactor* MirrorVariables(
+      grpc::CallbackServerContext* ctx, const v1::MirrorVariablesRequest* req,
+      v1::MirrorVariablesResponse* resp) override;
 
   // Per-method accounting (public for the reactors in the .cc file).
   void Record(const char* method, const absl::Status& status,

@@ -16,11 +16,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/shared_layout.h"
 
 namespace strata {
-
-// Bytes at the start of a region holding the client's nonce.
-inline constexpr size_t kSharedRegionNonceBytes = 16;
 
 // One mapped region; unmapped when the last holder lets go (a detach while
 // an exchange still uses it waits for that exchange).

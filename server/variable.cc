@@ -252,7 +252,73 @@ Variable::Variable(const v1::VariableSpec& spec, DType dtype, Shape shape,
       staleness_(spec.update_mode().staleness()),
       device_(device) {}
 
-Variable::~Variable() = default;
+namespace {
+
+// The sequence number at the start of a mirror (see kMirrorGone).
+std::atomic<uint64_t>* MirrorSeq(char* header) {
+  return reinterpret_cast<std::atomic<uint64_t>*>(header);
+}
+
+}  // namespace
+
+Variable::~Variable() {
+  // Readers of a mirror of this variable pull instead from now on.
+  for (const Mirror& m : mirrors_) {
+    if (auto region = m.region.lock()) {
+      MirrorSeq(region->data() + m.offset)
+          ->store(kMirrorGone, std::memory_order_release);
+    }
+  }
+}
+
+absl::Status Variable::AddMirror(const std::shared_ptr<MappedRegion>& region,
+                                 uint64_t offset) {
+  if (offset % 8 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mirror of variable ", Quote(name()), ": offset ", offset,
+        " is not a multiple of 8"));
+  }
+  STRATA_RETURN_IF_ERROR(region->CheckRange(
+      offset, kMirrorHeaderBytes + byte_size_,
+      absl::StrCat("mirror of variable ", Quote(name())).c_str()));
+  absl::MutexLock lock(&mu_);
+  // Forget mirrors of dropped regions, and one at the same place.
+  mirrors_.erase(std::remove_if(mirrors_.begin(), mirrors_.end(),
+                                [&](const Mirror& m) {
+                                  auto r = m.region.lock();
+                                  return r == nullptr ||
+                                         (r == region && m.offset == offset);
+                                }),
+                 mirrors_.end());
+  if (static_cast<int>(mirrors_.size()) >= kMaxMirrorsPerVariable) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "variable ", Quote(name()), " already has ", mirrors_.size(),
+        " mirrors (at most ", kMaxMirrorsPerVariable, ")"));
+  }
+  mirrors_.push_back(Mirror{region, offset, -1});
+  WriteMirrorsLocked();
+  return absl::OkStatus();
+}
+
+void Variable::WriteMirrorsLocked() {
+  for (Mirror& m : mirrors_) {
+    if (m.version == version_) continue;
+    std::shared_ptr<MappedRegion> region = m.region.lock();
+    if (region == nullptr) continue;
+    char* header = region->data() + m.offset;
+    std::atomic<uint64_t>* seq = MirrorSeq(header);
+    uint64_t s = seq->load(std::memory_order_relaxed);
+    // The client may have written anything here: restart from an even
+    // number below the sentinel.
+    if (s == kMirrorGone || s % 2 != 0) s = 0;
+    seq->store(s + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    std::memcpy(header + 8, &version_, sizeof(version_));
+    std::memcpy(header + kMirrorHeaderBytes, value_->data(), byte_size_);
+    seq->store(s + 2, std::memory_order_release);
+    m.version = version_;
+  }
+}
 
 absl::StatusOr<std::shared_ptr<Variable>> Variable::Create(
     const v1::VariableSpec& spec, uint64_t max_bytes, const PsDevice& device) {
@@ -635,6 +701,7 @@ absl::StatusOr<PushOutcome> Variable::PushDense(const PushMeta& meta,
       out.version = version_;
       out.applied = true;
     }
+    WriteMirrorsLocked();
     CollectReadyLocked(&ready);
   }
   for (auto& fn : ready) fn(absl::OkStatus());
@@ -713,6 +780,7 @@ absl::StatusOr<PushOutcome> Variable::PushRows(const PushMeta& meta,
       out.version = version_;
       out.applied = true;
     }
+    WriteMirrorsLocked();
     CollectReadyLocked(&ready);
   }
   for (auto& fn : ready) fn(absl::OkStatus());
@@ -828,6 +896,7 @@ absl::StatusOr<int64_t> Variable::Assign(const char* data, size_t size) {
     // A sync variable's version counts steps; an assignment does not move it.
     if (mode_ != v1::UpdateMode::SYNC) ++version_;
     version = version_;
+    WriteMirrorsLocked();
     CollectReadyLocked(&ready);
   }
   for (auto& fn : ready) fn(absl::OkStatus());

@@ -24,6 +24,7 @@
 #include "nlohmann/json.hpp"
 #include "server/checkpoint.h"
 #include "server/device_state.h"
+#include "server/shared_regions.h"
 #include "strata/v1/parameter_server.pb.h"
 
 namespace strata {
@@ -52,6 +53,10 @@ struct VariableSnapshot {
   std::shared_ptr<const Buffer> value;
   int64_t version = 0;
 };
+
+// Live mirrors (MirrorVariables; layout in common/shared_layout.h) one
+// variable keeps at most.
+inline constexpr int kMaxMirrorsPerVariable = 64;
 
 // Pushes per (job, worker) remembered for exactly-once detection.
 inline constexpr int64_t kDedupWindow = 4096;
@@ -145,6 +150,16 @@ class Variable {
   // Where the value and slots live.
   const PsDevice& device() const { return device_; }
 
+  // Keeps a copy of the value at `offset` of `region` (layout in
+  // common/shared_layout.h), written now and after every change, and
+  // marked kMirrorGone when this variable is destroyed; replaces a mirror at
+  // the same place. The variable holds the region weakly: a region the
+  // server drops stops being written. Errors: INVALID_ARGUMENT when the
+  // header and value do not fit in the region after its nonce;
+  // RESOURCE_EXHAUSTED beyond kMaxMirrorsPerVariable live mirrors.
+  absl::Status AddMirror(const std::shared_ptr<MappedRegion>& region,
+                         uint64_t offset);
+
   int64_t version() const;
   int64_t iterations() const;
 
@@ -202,6 +217,14 @@ class Variable {
   void CollectReadyLocked(std::vector<std::function<void(absl::Status)>>* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   nlohmann::json MetaLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Writes the value into every live mirror whose copy is older.
+  void WriteMirrorsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  struct Mirror {
+    std::weak_ptr<MappedRegion> region;
+    uint64_t offset = 0;
+    int64_t version = -1;  // the version last written
+  };
 
   const v1::VariableSpec spec_;
   const DType dtype_;
@@ -229,6 +252,7 @@ class Variable {
   std::map<int64_t, Accumulator> pending_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> clocks_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  std::vector<Mirror> mirrors_ ABSL_GUARDED_BY(mu_);
   int64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

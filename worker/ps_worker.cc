@@ -204,9 +204,6 @@ absl::Status PsWorker::WorkLoop(StepContext* ctx) {
     *report.mutable_task() = task_;
     report.set_incarnation(agent_->incarnation());
     *report.mutable_item() = *item;
-    // Values pulled after the last push serve only a training step that
-    // follows at once.
-    if (item->kind() != v1::WorkItem::TRAIN) ctx->params_fresh = false;
     switch (item->kind()) {
       case v1::WorkItem::WAIT:
         // The feed already waited (WorkFeedOptions::max_wait).
@@ -217,7 +214,6 @@ absl::Status PsWorker::WorkLoop(StepContext* ctx) {
       case v1::WorkItem::TRAIN: {
         absl::Status s = Train(*item, ctx);
         if (!s.ok()) {
-          ctx->params_fresh = false;
           logger_->Log(LogLevel::kWarning, "step_failed",
                        {{"step", item->step()}, {"error", s.ToString()}});
           report.set_error(s.ToString());
@@ -335,11 +331,9 @@ absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
   if (sync) pull.min_version = group;
   std::vector<void*> dsts;
   for (auto& p : ctx->params) dsts.push_back(p.data());
-  if (!ctx->params_fresh) {
-    STRATA_RETURN_IF_ERROR(
-        cluster_->PushPullMany(ctx->lane, names_, {}, {}, dsts, pull));
-  }
-  ctx->params_fresh = false;
+  // The newest values: from the PS tasks' mirrors in shared memory where
+  // they are on this host, else pulled.
+  STRATA_RETURN_IF_ERROR(cluster_->PullLatest(ctx->lane, names_, dsts, pull));
   STRATA_ASSIGN_OR_RETURN(
       ctx->stats,
       model_->TrainStep(Model::Views(ctx->params), ctx->batch_x.data(),
@@ -349,14 +343,9 @@ absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
   std::vector<const void*> grads;
   for (auto& g : ctx->grads) grads.push_back(g.data());
   // Tagged by step, not by worker: whoever runs a step, it is applied once.
-  // Async: the same call pulls the values for this context's next step
-  // (one round trip per PS task and step).
   if (!sync) {
-    STRATA_RETURN_IF_ERROR(cluster_->PushPullMany(
-        ctx->lane, names_, grads, PushTag{item.job_id(), 0, item.step()},
-        dsts));
-    ctx->params_fresh = true;
-    return absl::OkStatus();
+    return cluster_->PushPullMany(ctx->lane, names_, grads,
+                                  PushTag{item.job_id(), 0, item.step()}, {});
   }
   const int64_t replica = item.step() % replicas;
   STRATA_RETURN_IF_ERROR(
@@ -386,8 +375,7 @@ absl::Status PsWorker::EvaluateEpoch(const v1::WorkItem& item,
   }
   std::vector<void*> dsts;
   for (auto& p : ctx->params) dsts.push_back(p.data());
-  STRATA_RETURN_IF_ERROR(
-      cluster_->PushPullMany(ctx->lane, names_, {}, {}, dsts));
+  STRATA_RETURN_IF_ERROR(cluster_->PullLatest(ctx->lane, names_, dsts));
   STRATA_ASSIGN_OR_RETURN(
       StepStats stats,
       model_->Evaluate(Model::Views(ctx->params), test_, 1024,

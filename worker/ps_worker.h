@@ -79,11 +79,8 @@ class PsWorker {
  private:
   // Buffers of one in-flight step.
   struct StepContext {
-    // This context's lane in PsCluster::PushPullMany.
+    // This context's lane in PsCluster::PushPullMany and PullLatest.
     int lane = 0;
-    // params holds the values pulled right after this context's last push
-    // (async updates): the next training step uses them without a pull.
-    bool params_fresh = false;
     std::vector<std::vector<float>> params;
     std::vector<std::vector<float>> grads;
     ModelWorkspace workspace;
