@@ -1111,9 +1111,7 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::MirrorVariables(
       STRATA_RETURN_IF_ERROR(CheckOwner(*caller, req->names(i)));
       STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v,
                               store_->Get(req->names(i)));
-      STRATA_RETURN_IF_ERROR(region->CheckRange(
-          req->offsets(i), kMirrorHeaderBytes + v->byte_size(),
-          "MirrorVariables"));
+      STRATA_RETURN_IF_ERROR(v->CheckMirror(*region, req->offsets(i)));
       variables.push_back(std::move(v));
     }
     for (size_t i = 0; i < variables.size(); ++i) {

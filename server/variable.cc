@@ -263,24 +263,58 @@ std::atomic<uint64_t>* MirrorSeq(char* header) {
 
 Variable::~Variable() {
   // Readers of a mirror of this variable pull instead from now on.
+  absl::MutexLock lock(&mu_);
+  RetireMirrorsLocked();
+}
+
+void Variable::RetireMirrors() {
+  absl::MutexLock lock(&mu_);
+  RetireMirrorsLocked();
+}
+
+void Variable::RetireMirrorsLocked() {
   for (const Mirror& m : mirrors_) {
     if (auto region = m.region.lock()) {
       MirrorSeq(region->data() + m.offset)
           ->store(kMirrorGone, std::memory_order_release);
     }
   }
+  mirrors_.clear();
 }
 
-absl::Status Variable::AddMirror(const std::shared_ptr<MappedRegion>& region,
-                                 uint64_t offset) {
+int Variable::LiveMirrorsLocked(const MappedRegion* region,
+                                uint64_t offset) const {
+  int live = 0;
+  for (const Mirror& m : mirrors_) {
+    auto r = m.region.lock();
+    live += r != nullptr && !(r.get() == region && m.offset == offset);
+  }
+  return live;
+}
+
+absl::Status Variable::CheckMirror(const MappedRegion& region,
+                                   uint64_t offset) const {
   if (offset % 8 != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "mirror of variable ", Quote(name()), ": offset ", offset,
         " is not a multiple of 8"));
   }
-  STRATA_RETURN_IF_ERROR(region->CheckRange(
+  STRATA_RETURN_IF_ERROR(region.CheckRange(
       offset, kMirrorHeaderBytes + byte_size_,
       absl::StrCat("mirror of variable ", Quote(name())).c_str()));
+  absl::ReaderMutexLock lock(&mu_);
+  const int live = LiveMirrorsLocked(&region, offset);
+  if (live >= kMaxMirrorsPerVariable) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("variable ", Quote(name()), " already has ", live,
+                     " mirrors (at most ", kMaxMirrorsPerVariable, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Variable::AddMirror(const std::shared_ptr<MappedRegion>& region,
+                                 uint64_t offset) {
+  STRATA_RETURN_IF_ERROR(CheckMirror(*region, offset));
   absl::MutexLock lock(&mu_);
   // Forget mirrors of dropped regions, and one at the same place.
   mirrors_.erase(std::remove_if(mirrors_.begin(), mirrors_.end(),
@@ -302,7 +336,7 @@ absl::Status Variable::AddMirror(const std::shared_ptr<MappedRegion>& region,
 
 void Variable::WriteMirrorsLocked() {
   for (Mirror& m : mirrors_) {
-    if (m.version == version_) continue;
+    if (m.changes == changes_) continue;
     std::shared_ptr<MappedRegion> region = m.region.lock();
     if (region == nullptr) continue;
     char* header = region->data() + m.offset;
@@ -316,7 +350,7 @@ void Variable::WriteMirrorsLocked() {
     std::memcpy(header + 8, &version_, sizeof(version_));
     std::memcpy(header + kMirrorHeaderBytes, value_->data(), byte_size_);
     seq->store(s + 2, std::memory_order_release);
-    m.version = version_;
+    m.changes = changes_;
   }
 }
 
@@ -627,6 +661,7 @@ absl::Status Variable::ApplyDenseLocked(const char* grad) {
   if (on_device_ != nullptr) {
     STRATA_RETURN_IF_ERROR(on_device_->ApplyDense(iterations_, grad, &value_));
     ++iterations_;
+    ++changes_;
     return absl::OkStatus();
   }
   UnshareLocked();
@@ -635,6 +670,7 @@ absl::Status Variable::ApplyDenseLocked(const char* grad) {
   STRATA_RETURN_IF_ERROR(optimizer_->ApplyDense(
       dtype_, iterations_, value_->data(), slots, grad, num_elements_));
   ++iterations_;
+  ++changes_;
   return absl::OkStatus();
 }
 
@@ -644,6 +680,7 @@ absl::Status Variable::ApplyRowsLocked(absl::Span<const int64_t> ids,
     STRATA_RETURN_IF_ERROR(
         on_device_->ApplyRows(iterations_, ids, values, &value_));
     ++iterations_;
+    ++changes_;
     return absl::OkStatus();
   }
   UnshareLocked();
@@ -652,6 +689,7 @@ absl::Status Variable::ApplyRowsLocked(absl::Span<const int64_t> ids,
   STRATA_RETURN_IF_ERROR(optimizer_->ApplySparse(
       dtype_, iterations_, value_->data(), slots, ids, values, row_width_));
   ++iterations_;
+  ++changes_;
   return absl::OkStatus();
 }
 
@@ -895,6 +933,7 @@ absl::StatusOr<int64_t> Variable::Assign(const char* data, size_t size) {
     }
     // A sync variable's version counts steps; an assignment does not move it.
     if (mode_ != v1::UpdateMode::SYNC) ++version_;
+    ++changes_;
     version = version_;
     WriteMirrorsLocked();
     CollectReadyLocked(&ready);

@@ -159,6 +159,12 @@ class Variable {
   // RESOURCE_EXHAUSTED beyond kMaxMirrorsPerVariable live mirrors.
   absl::Status AddMirror(const std::shared_ptr<MappedRegion>& region,
                          uint64_t offset);
+  // The checks of AddMirror without adding (so that a request naming
+  // several variables adds none when one would fail).
+  absl::Status CheckMirror(const MappedRegion& region, uint64_t offset) const;
+  // Marks every mirror gone and forgets them (the variable is being
+  // replaced; the destructor does the same).
+  void RetireMirrors();
 
   int64_t version() const;
   int64_t iterations() const;
@@ -219,11 +225,15 @@ class Variable {
   nlohmann::json MetaLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Writes the value into every live mirror whose copy is older.
   void WriteMirrorsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RetireMirrorsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Mirrors of live regions, but for one at (region, offset).
+  int LiveMirrorsLocked(const MappedRegion* region, uint64_t offset) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   struct Mirror {
     std::weak_ptr<MappedRegion> region;
     uint64_t offset = 0;
-    int64_t version = -1;  // the version last written
+    int64_t changes = -1;  // changes_ when last written
   };
 
   const v1::VariableSpec spec_;
@@ -253,6 +263,9 @@ class Variable {
   std::vector<int64_t> clocks_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   std::vector<Mirror> mirrors_ ABSL_GUARDED_BY(mu_);
+  // Changes of the value (updates and assignments; a SYNC variable's
+  // assignment does not move its version).
+  int64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

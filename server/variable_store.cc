@@ -129,6 +129,8 @@ absl::StatusOr<int64_t> VariableStore::Restore(const std::string& path) {
     variables_.swap(fresh);
   }
   for (auto& [name, old] : fresh) {
+    // A call may still hold the old variable: its mirrors are gone now.
+    old->RetireMirrors();
     old->CancelWaiters(absl::AbortedError(absl::StrCat(
         "variable '", name, "' was replaced by a restore from '", resolved,
         "'; pull again")));

@@ -1,34 +1,42 @@
 // Same-host shared-memory exchange with the parameter server
-// (AttachSharedRegion, ExchangeShared, DetachSharedRegion): in-process
-// servers on 127.0.0.1:0 driven through PsClient, PsCluster and raw stubs,
-// and SharedRegionTable on its own with the time injected.
+// (AttachSharedRegion, ExchangeShared, DetachSharedRegion, MirrorVariables
+// and PsCluster::PullLatest): in-process servers on 127.0.0.1:0 driven
+// through PsClient, PsCluster and raw stubs, and SharedRegionTable on its
+// own with the time injected.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "client/ps_client.h"
 #include "client/ps_cluster.h"
 #include "client/shared_region.h"
 #include "common/auth.h"
 #include "common/grpc_status.h"
+#include "common/shared_layout.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/server_interceptor.h"
 #include "gtest/gtest.h"
 #include "server/ps_server.h"
 #include "server/shared_regions.h"
+#include "server/variable.h"
 #include "strategies/partitioner.h"
 #include "tests/test_util.h"
 
@@ -613,18 +621,20 @@ TEST(MappedRegionTest, CheckRangeKeepsOutOfTheNonceAndTheEnd) {
 
 // --- PsCluster::PushPullMany.
 
-// Two PS tasks on 127.0.0.1:0 and a cluster over them with `options`.
+// Two PS tasks on 127.0.0.1:0 (started with `server_options`) and a
+// cluster over them with `options`.
 struct TwoPs {
   std::vector<std::unique_ptr<PsServer>> servers;
   std::unique_ptr<PsCluster> cluster;
 };
 
-absl::StatusOr<TwoPs> StartTwoPs(Logger* logger,
-                                 const PsClientOptions& options) {
+absl::StatusOr<TwoPs> StartTwoPs(
+    Logger* logger, const PsClientOptions& options,
+    const PsServerOptions& server_options = PsServerOptions{}) {
   TwoPs ps;
   std::vector<std::string> addresses;
   for (int i = 0; i < 2; ++i) {
-    auto s = PsServer::Start(PsServerOptions{}, logger);
+    auto s = PsServer::Start(server_options, logger);
     if (!s.ok()) return s.status();
     addresses.push_back((*s)->address());
     ps.servers.push_back(*std::move(s));
@@ -950,6 +960,706 @@ TEST(SharedExchangeIpv6Test, AttachOverIpv6LoopbackIsAccepted) {
                                          PushTag{"j", 0, 0}, {got.data()}));
   EXPECT_TRUE(cluster->UsesSharedMemory(0, 0));
   EXPECT_FLOAT_EQ(got[0], 0.9f);
+}
+
+// --- MirrorVariables: the server keeps a region's copies of variables up to
+// date (header: sequence number, version at byte 8; value at
+// kMirrorHeaderBytes).
+
+// Where the tests put a mirror of "w" in a kRegionBytes region (clear of
+// kPushOffset and kPullOffset).
+constexpr uint64_t kMirrorOffset = 2048;
+
+// A mirror as it lies in a region.
+struct MirrorView {
+  uint64_t seq = 0;
+  int64_t version = -1;
+  std::vector<float> value;
+};
+
+MirrorView ReadMirror(const SharedRegion& region, uint64_t offset, size_t n) {
+  MirrorView m;
+  const char* header = region.data() + offset;
+  m.seq = reinterpret_cast<const std::atomic<uint64_t>*>(header)->load(
+      std::memory_order_acquire);
+  std::memcpy(&m.version, header + 8, sizeof(m.version));
+  m.value = ReadFloats(region, offset + kMirrorHeaderBytes, n);
+  return m;
+}
+
+// Whether bytes [from, to) of `region` are all zero.
+bool AllZero(const SharedRegion& region, uint64_t from, uint64_t to) {
+  for (uint64_t i = from; i < to; ++i) {
+    if (region.data()[i] != 0) return false;
+  }
+  return true;
+}
+
+// A directory under the test's temporary directory, removed on destruction.
+class ScopedTempDir {
+ public:
+  explicit ScopedTempDir(const std::string& name)
+      : path_(std::filesystem::path(::testing::TempDir()) /
+              ("shared_exchange_test_" + name + "_" +
+               std::to_string(::getpid()))) {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+    std::filesystem::create_directories(path_, ec);
+  }
+  ~ScopedTempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  std::string path() const { return path_.string(); }
+
+ private:
+  const std::filesystem::path path_;
+};
+
+class MirrorTest : public SharedExchangeTest {
+ protected:
+  // Expects the mirror of "w" at `offset` to be complete (even, nonzero
+  // sequence number) and to hold what a Pull returns, version included.
+  MirrorView ExpectMirrorOfWMatchesPull(uint64_t offset) {
+    int64_t version = -1;
+    const std::vector<float> pulled = PullW(&version);
+    MirrorView m = ReadMirror(*region_, offset, 4);
+    EXPECT_NE(m.seq, 0u);
+    EXPECT_NE(m.seq, kMirrorGone);
+    EXPECT_EQ(m.seq % 2, 0u) << m.seq;
+    EXPECT_EQ(m.version, version);
+    EXPECT_EQ(std::memcmp(m.value.data(), pulled.data(), 16), 0);
+    return m;
+  }
+};
+
+TEST_F(MirrorTest, MirrorHoldsTheValueAndVersionAfterEveryChange) {
+  // Markers around the mirror: the server writes nothing outside it.
+  constexpr uint64_t kMirrorEnd = kMirrorOffset + kMirrorHeaderBytes + 16;
+  std::memset(region_->data() + kMirrorOffset - 64, 0x5a, 64);
+  std::memset(region_->data() + kMirrorEnd, 0x5a, 64);
+  STRATA_ASSERT_OK(client_->MirrorVariables(id_, {"w"}, {kMirrorOffset}));
+  MirrorView m0;
+  {
+    SCOPED_TRACE("at MirrorVariables");
+    m0 = ExpectMirrorOfWMatchesPull(kMirrorOffset);
+    EXPECT_EQ(m0.version, 0);
+    EXPECT_EQ(m0.value, std::vector<float>(4, 1.0f));
+  }
+
+  // A push through the region: the server writes the mirror before it
+  // answers.
+  WriteFloats(region_.get(), kPushOffset, {1, 2, 3, 4});
+  auto exchanged =
+      client_->ExchangeShared(Exchange(id_, "w", 4, PushTag{"j", 0, 1}, {}));
+  ASSERT_TRUE(exchanged.ok()) << exchanged.status();
+  ASSERT_EQ(exchanged->push().results_size(), 1);
+  EXPECT_EQ(exchanged->push().results(0).version(), 1);
+  MirrorView m1;
+  {
+    SCOPED_TRACE("after ExchangeShared");
+    m1 = ExpectMirrorOfWMatchesPull(kMirrorOffset);
+    EXPECT_EQ(m1.version, 1);
+    EXPECT_GT(m1.seq, m0.seq);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_FLOAT_EQ(m1.value[i], 1.0f - 0.1f * (i + 1)) << i;
+    }
+  }
+
+  // A streamed push.
+  const std::vector<float> g = {4, 3, 2, 1};
+  auto pushed = client_->PushVariables({"w"}, DType::kFloat32, {Shape{4}},
+                                       {g.data()}, PushTag{"j", 0, 2});
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  ASSERT_EQ(pushed->size(), 1u);
+  EXPECT_EQ((*pushed)[0].version, 2);
+  MirrorView m2;
+  {
+    SCOPED_TRACE("after PushVariables");
+    m2 = ExpectMirrorOfWMatchesPull(kMirrorOffset);
+    EXPECT_EQ(m2.version, 2);
+    EXPECT_GT(m2.seq, m1.seq);
+    EXPECT_FLOAT_EQ(m2.value[0], m1.value[0] - 0.4f);
+  }
+
+  // An assignment.
+  const std::vector<float> assigned = {5, 6, 7, 8};
+  auto version = client_->Assign("w", DType::kFloat32, {4}, assigned.data());
+  ASSERT_TRUE(version.ok()) << version.status();
+  {
+    SCOPED_TRACE("after Assign");
+    MirrorView m3 = ExpectMirrorOfWMatchesPull(kMirrorOffset);
+    EXPECT_EQ(m3.version, *version);
+    EXPECT_EQ(m3.version, 3);
+    EXPECT_GT(m3.seq, m2.seq);
+    EXPECT_EQ(m3.value, assigned);
+  }
+
+  for (uint64_t i = kMirrorOffset - 64; i < kMirrorOffset; ++i) {
+    ASSERT_EQ(region_->data()[i], 0x5a) << i;
+  }
+  for (uint64_t i = kMirrorEnd; i < kMirrorEnd + 64; ++i) {
+    ASSERT_EQ(region_->data()[i], 0x5a) << i;
+  }
+  EXPECT_EQ(std::string(region_->data(), kSharedRegionNonceBytes),
+            region_->nonce());
+}
+
+TEST_F(MirrorTest, MirrorOfASyncVariableFollowsAnAssign) {
+  // A SYNC variable's version counts steps: an assignment changes its value
+  // but not its version.
+  v1::VariableSpec spec = Spec("s", {4});
+  spec.mutable_update_mode()->set_kind(v1::UpdateMode::SYNC);
+  spec.mutable_update_mode()->set_num_replicas(1);
+  STRATA_ASSERT_OK(client_->CreateVariable(spec));
+  STRATA_ASSERT_OK(client_->MirrorVariables(id_, {"s"}, {kMirrorOffset}));
+  const std::vector<float> assigned = {5, 6, 7, 8};
+  STRATA_ASSERT_OK(client_->Assign("s", DType::kFloat32, {4}, assigned.data()));
+  std::vector<float> pulled(4);
+  auto r = client_->Pull("s", pulled.data(), 16);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(pulled, assigned);
+  const MirrorView m = ReadMirror(*region_, kMirrorOffset, 4);
+  EXPECT_EQ(m.seq % 2, 0u) << m.seq;
+  EXPECT_EQ(m.version, r->version);
+  EXPECT_EQ(m.value, pulled) << "the mirror still shows the value before the "
+                                "assignment";
+}
+
+TEST_F(MirrorTest, BadRequestsAddNoMirror) {
+  STRATA_ASSERT_OK(client_->CreateVariable(Spec("v", {4})));
+  constexpr size_t kMax = std::numeric_limits<size_t>::max();
+  struct Case {
+    const char* what;
+    std::vector<std::string> names;
+    std::vector<size_t> offsets;
+    absl::StatusCode code;
+  };
+  // Each asks for a valid mirror of "w" too (first, where the order can
+  // matter): none may be added.
+  // clang-format off
+  const Case cases[] = {
+      {"unknown name after a valid one", {"w", "nope"}, {2048, 2560},
+       absl::StatusCode::kNotFound},
+      {"unknown name before a valid one", {"nope", "w"}, {2560, 2048},
+       absl::StatusCode::kNotFound},
+      {"value past the end", {"w", "v"}, {2048, kRegionBytes - 64},
+       absl::StatusCode::kInvalidArgument},
+      {"straddling the end by 8", {"w", "v"}, {2048, kRegionBytes - 72},
+       absl::StatusCode::kInvalidArgument},
+      {"header past the end", {"w", "v"}, {2048, kRegionBytes},
+       absl::StatusCode::kInvalidArgument},
+      {"at 2^64 - 8", {"w", "v"}, {2048, kMax - 7},
+       absl::StatusCode::kInvalidArgument},
+      {"at the nonce", {"w", "v"}, {2048, 0},
+       absl::StatusCode::kInvalidArgument},
+      {"inside the nonce", {"w", "v"}, {2048, 8},
+       absl::StatusCode::kInvalidArgument},
+      {"offset not a multiple of 8", {"w", "v"}, {2048, 2564},
+       absl::StatusCode::kInvalidArgument},
+      {"more names than offsets", {"w", "v"}, {2048},
+       absl::StatusCode::kInvalidArgument},
+      {"more offsets than names", {"w"}, {2048, 2560},
+       absl::StatusCode::kInvalidArgument},
+  };
+  // clang-format on
+  // Each case in a region of its own, so that one added by mistake shows
+  // in its case only.
+  std::vector<std::unique_ptr<SharedRegion>> regions;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    regions.push_back(NewRegion());
+    ASSERT_NE(regions.back(), nullptr);
+    const SharedRegion& region = *regions.back();
+    auto id = client_->AttachSharedRegion(region);
+    ASSERT_TRUE(id.ok()) << id.status();
+    EXPECT_THAT(client_->MirrorVariables(*id, c.names, c.offsets),
+                StatusIs(c.code));
+    EXPECT_TRUE(AllZero(region, kSharedRegionNonceBytes, kRegionBytes));
+    EXPECT_EQ(std::string(region.data(), kSharedRegionNonceBytes),
+              region.nonce());
+  }
+  EXPECT_THAT(client_->MirrorVariables(id_ + 1000, {"w"}, {2048}),
+              StatusIsWithMessage(absl::StatusCode::kFailedPrecondition,
+                                  "shared region "));
+
+  // Changes of both variables write nothing: no mirror was added.
+  WriteFloats(region_.get(), kPushOffset, {1, 1, 1, 1});
+  STRATA_ASSERT_OK(
+      client_->ExchangeShared(Exchange(id_, "w", 4, PushTag{"j", 0, 1}, {})));
+  STRATA_ASSERT_OK(
+      client_->ExchangeShared(Exchange(id_, "v", 4, PushTag{"j", 0, 1}, {})));
+  std::memset(region_->data() + kPushOffset, 0, 16);
+  for (size_t i = 0; i < regions.size(); ++i) {
+    SCOPED_TRACE(cases[i].what);
+    EXPECT_TRUE(AllZero(*regions[i], kSharedRegionNonceBytes, kRegionBytes));
+  }
+
+  // The last bytes of the region and the first after the nonce are
+  // accepted: the checks are not off by one.
+  STRATA_ASSERT_OK(client_->MirrorVariables(
+      id_, {"w", "v"},
+      {kRegionBytes - kMirrorHeaderBytes - 16, kSharedRegionNonceBytes}));
+  {
+    SCOPED_TRACE("mirror at the end");
+    ExpectMirrorOfWMatchesPull(kRegionBytes - kMirrorHeaderBytes - 16);
+  }
+  const MirrorView v = ReadMirror(*region_, kSharedRegionNonceBytes, 4);
+  EXPECT_EQ(v.version, 1);
+  EXPECT_FLOAT_EQ(v.value[0], 0.9f);
+  EXPECT_EQ(std::string(region_->data(), kSharedRegionNonceBytes),
+            region_->nonce());
+}
+
+TEST_F(MirrorTest, MirrorBeyondTheLimitIsResourceExhaustedAndAddsNothing) {
+  STRATA_ASSERT_OK(client_->CreateVariable(Spec("v", {4})));
+  constexpr size_t kStride = 128;
+  auto big = SharedRegion::Create(kStride * (kMaxMirrorsPerVariable + 2));
+  ASSERT_TRUE(big.ok()) << big.status();
+  auto big_id = client_->AttachSharedRegion(**big);
+  ASSERT_TRUE(big_id.ok()) << big_id.status();
+  std::vector<std::string> names(kMaxMirrorsPerVariable, "v");
+  std::vector<size_t> offsets;
+  for (int i = 0; i < kMaxMirrorsPerVariable; ++i) {
+    offsets.push_back(kStride * (i + 1));
+  }
+  STRATA_ASSERT_OK(client_->MirrorVariables(*big_id, names, offsets));
+  // A mirror asked again at the same place replaces the one there.
+  STRATA_ASSERT_OK(client_->MirrorVariables(*big_id, {"v"}, {kStride}));
+
+  // One more: refused, and the mirror of "w" asked with it is not added.
+  EXPECT_THAT(client_->MirrorVariables(id_, {"w", "v"}, {kMirrorOffset, 2560}),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_TRUE(AllZero(*region_, kSharedRegionNonceBytes, kRegionBytes));
+
+  // A detached region's mirrors no longer count.
+  STRATA_ASSERT_OK(client_->DetachSharedRegion(*big_id));
+  STRATA_ASSERT_OK(
+      client_->MirrorVariables(id_, {"w", "v"}, {kMirrorOffset, 2560}));
+  ExpectMirrorOfWMatchesPull(kMirrorOffset);
+  const MirrorView v = ReadMirror(*region_, 2560, 4);
+  EXPECT_EQ(v.seq % 2, 0u);
+  EXPECT_NE(v.seq, 0u);
+  EXPECT_EQ(v.value, std::vector<float>(4, 1.0f));
+}
+
+// One PS with a checkpoint directory, float32 [4] "w" (ones, SGD 0.1)
+// mirrored at kMirrorOffset of an attached region, pushed twice and saved
+// as "mirror_ckpt".
+class MirrorRestoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PsServerOptions options;
+    options.checkpoint_dir = dir_.path();
+    auto s = PsServer::Start(options, &logger_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    client_ = PsClient::Connect(server_->address(), ClientOptions());
+    STRATA_ASSERT_OK(client_->CreateVariable(Spec("w", {4})));
+    region_ = NewRegion();
+    ASSERT_NE(region_, nullptr);
+    auto id = client_->AttachSharedRegion(*region_);
+    ASSERT_TRUE(id.ok()) << id.status();
+    id_ = *id;
+    STRATA_ASSERT_OK(client_->MirrorVariables(id_, {"w"}, {kMirrorOffset}));
+    WriteFloats(region_.get(), kPushOffset, {1, 1, 1, 1});
+    for (int step = 0; step < 2; ++step) {
+      STRATA_ASSERT_OK(client_->ExchangeShared(
+          Exchange(id_, "w", 4, PushTag{"j", 0, step}, {})));
+    }
+    STRATA_ASSERT_OK(client_->Save("mirror_ckpt"));
+    const MirrorView m = ReadMirror(*region_, kMirrorOffset, 4);
+    ASSERT_EQ(m.version, 2);
+    ASSERT_EQ(m.seq % 2, 0u);
+    ASSERT_NE(m.seq, 0u);
+    ASSERT_FLOAT_EQ(m.value[0], 0.8f);
+  }
+
+  ScopedTempDir dir_{"mirror_restore"};
+  std::ostringstream log_;
+  Logger logger_{"ps:test", &log_};
+  std::unique_ptr<PsServer> server_;
+  std::unique_ptr<PsClient> client_;
+  std::unique_ptr<SharedRegion> region_;
+  uint64_t id_ = 0;
+};
+
+TEST_F(MirrorRestoreTest, RestoreMarksTheOldMirrorGone) {
+  STRATA_ASSERT_OK(client_->Restore("mirror_ckpt"));
+  EXPECT_EQ(ReadMirror(*region_, kMirrorOffset, 4).seq, kMirrorGone);
+
+  // The restored variable does not write the old mirror.
+  STRATA_ASSERT_OK(
+      client_->ExchangeShared(Exchange(id_, "w", 4, PushTag{"j", 0, 2}, {})));
+  EXPECT_EQ(ReadMirror(*region_, kMirrorOffset, 4).seq, kMirrorGone);
+
+  // Asked again, the server mirrors the restored variable at the same place.
+  STRATA_ASSERT_OK(client_->MirrorVariables(id_, {"w"}, {kMirrorOffset}));
+  std::vector<float> pulled(4);
+  auto r = client_->Pull("w", pulled.data(), 16);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->version, 3);
+  const MirrorView m = ReadMirror(*region_, kMirrorOffset, 4);
+  EXPECT_NE(m.seq, kMirrorGone);
+  EXPECT_NE(m.seq, 0u);
+  EXPECT_EQ(m.seq % 2, 0u) << m.seq;
+  EXPECT_EQ(m.version, 3);
+  EXPECT_EQ(m.value, pulled);
+}
+
+TEST_F(MirrorRestoreTest, RestoreMarksTheMirrorGoneWhileTheOldVariableIsHeld) {
+  // An in-flight call holds the variable it works on (an ExchangeShared or
+  // PushVariables reactor until its OnDone, which may run after the client
+  // has its answer); the test holds it the same way.
+  auto held = server_->store()->Get("w");
+  ASSERT_TRUE(held.ok()) << held.status();
+  STRATA_ASSERT_OK(client_->Restore("mirror_ckpt"));
+  EXPECT_EQ(ReadMirror(*region_, kMirrorOffset, 4).seq, kMirrorGone)
+      << "a client reading the mirror after the restore answered gets the "
+         "replaced variable's value";
+}
+
+// --- PsCluster::PullLatest.
+
+// Pulls float32 variables `names` (`counts` elements each) with PullLatest
+// on `lane` and with PullMany; expects the same bytes and returns
+// PullLatest's.
+std::vector<std::vector<float>> ExpectLatestEqualsPull(
+    PsCluster* cluster, int lane, const std::vector<std::string>& names,
+    const std::vector<size_t>& counts) {
+  std::vector<std::vector<float>> latest, pulled;
+  std::vector<void*> latest_dsts, pulled_dsts;
+  for (size_t n : counts) {
+    latest.emplace_back(n, std::numeric_limits<float>::quiet_NaN());
+    pulled.emplace_back(n, std::numeric_limits<float>::quiet_NaN());
+  }
+  for (size_t i = 0; i < counts.size(); ++i) {
+    latest_dsts.push_back(latest[i].data());
+    pulled_dsts.push_back(pulled[i].data());
+  }
+  absl::Status s = cluster->PullLatest(lane, names, latest_dsts);
+  EXPECT_TRUE(s.ok()) << "PullLatest: " << s;
+  s = cluster->PullMany(names, pulled_dsts);
+  EXPECT_TRUE(s.ok()) << "PullMany: " << s;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    EXPECT_EQ(std::memcmp(latest[i].data(), pulled[i].data(),
+                          counts[i] * sizeof(float)),
+              0)
+        << names[i];
+  }
+  return latest;
+}
+
+// Creates a [300, 7] kernel sharded over both tasks and a [7] bias.
+void CreateDense(PsCluster* cluster) {
+  const Shape kernel_shape = {300, 7};
+  auto slices = FixedShardsPartition(kernel_shape, 2);
+  ASSERT_TRUE(slices.ok()) << slices.status();
+  auto kernel = cluster->CreateVariable(
+      Spec("dense/kernel", kernel_shape, "glorot_uniform"), *slices);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  ASSERT_EQ(kernel->shards.size(), 2u);
+  ASSERT_EQ(kernel->shards[0].ps, 0);
+  ASSERT_EQ(kernel->shards[1].ps, 1);
+  STRATA_ASSERT_OK(
+      cluster->CreateVariable(Spec("dense/bias", {7}, "zeros"), {}));
+}
+
+const std::vector<std::string> kDenseNames = {"dense/kernel", "dense/bias"};
+const std::vector<size_t> kDenseCounts = {300 * 7, 7};
+
+// A push-only PushPullMany of step `step`'s gradients to the dense layer.
+absl::Status PushDense(PsCluster* cluster, int step) {
+  std::vector<float> gk(kDenseCounts[0]), gb(kDenseCounts[1]);
+  for (size_t i = 0; i < gk.size(); ++i) {
+    gk[i] = 0.001f * static_cast<float>((i * 7 + step * 13) % 97) - 0.05f;
+  }
+  for (size_t i = 0; i < gb.size(); ++i) gb[i] = 0.25f * (i + step);
+  return cluster->PushPullMany(0, kDenseNames, {gk.data(), gb.data()},
+                               PushTag{"job", 0, step}, {});
+}
+
+TEST(PullLatestTest, ReadsMirrorsAndFallsBackWhenARestoreReplacedThem) {
+  std::ostringstream log;
+  Logger logger("ps:test", &log);
+  ScopedTempDir dir("pull_latest");
+  PsServerOptions server_options;
+  server_options.checkpoint_dir = dir.path();
+  auto ps = StartTwoPs(&logger, ClientOptions(), server_options);
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  PsCluster* cluster = ps->cluster.get();
+  CreateDense(cluster);
+  if (HasFatalFailure()) return;
+  int pull_many_calls = 0;
+  auto latest = [&] {
+    ++pull_many_calls;
+    return ExpectLatestEqualsPull(cluster, 1, kDenseNames, kDenseCounts);
+  };
+
+  for (int step = 0; step < 3; ++step) {
+    STRATA_ASSERT_OK(PushDense(cluster, step));
+  }
+  std::vector<std::vector<float>> saved;
+  {
+    SCOPED_TRACE("after 3 pushes");
+    saved = latest();
+    EXPECT_TRUE(cluster->ReadsMirror(0));
+    EXPECT_TRUE(cluster->ReadsMirror(1));
+  }
+  // The mirrors follow a push at once.
+  STRATA_ASSERT_OK(PushDense(cluster, 3));
+  {
+    SCOPED_TRACE("after 4 pushes");
+    std::vector<std::vector<float>> now = latest();
+    EXPECT_NE(now[0], saved[0]);
+    EXPECT_TRUE(cluster->ReadsMirror(0));
+    EXPECT_TRUE(cluster->ReadsMirror(1));
+    saved = now;
+  }
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    PsServer* s = ps->servers[i].get();
+    // PullLatest made no call of its own beyond setting the mirrors up.
+    EXPECT_EQ(RpcCount(s, "MirrorVariables"), 1);
+    EXPECT_EQ(RpcCount(s, "ExchangeShared"), 4);
+    EXPECT_EQ(RpcCount(s, "PullVariables"), pull_many_calls);
+    STRATA_ASSERT_OK(cluster->ps(i)->Save("ps" + std::to_string(i)));
+  }
+
+  // Move past the checkpoint, then restore it.
+  for (int step = 4; step < 6; ++step) {
+    STRATA_ASSERT_OK(PushDense(cluster, step));
+  }
+  std::vector<std::vector<float>> moved;
+  {
+    SCOPED_TRACE("after 6 pushes");
+    moved = latest();
+    EXPECT_NE(moved[0], saved[0]);
+    EXPECT_TRUE(cluster->ReadsMirror(0));
+    EXPECT_TRUE(cluster->ReadsMirror(1));
+  }
+  for (int i = 0; i < 2; ++i) {
+    STRATA_ASSERT_OK(cluster->ps(i)->Restore("ps" + std::to_string(i)));
+  }
+  {
+    SCOPED_TRACE("first PullLatest after the restore: pulls");
+    std::vector<std::vector<float>> restored = latest();
+    EXPECT_EQ(restored, saved);
+    EXPECT_FALSE(cluster->ReadsMirror(0));
+    EXPECT_FALSE(cluster->ReadsMirror(1));
+  }
+  {
+    SCOPED_TRACE("second PullLatest after the restore: mirrors again");
+    std::vector<std::vector<float>> restored = latest();
+    EXPECT_EQ(restored, saved);
+    EXPECT_TRUE(cluster->ReadsMirror(0));
+    EXPECT_TRUE(cluster->ReadsMirror(1));
+  }
+  STRATA_ASSERT_OK(PushDense(cluster, 6));
+  {
+    SCOPED_TRACE("a push after the restore");
+    std::vector<std::vector<float>> now = latest();
+    EXPECT_NE(now[0], saved[0]);
+    EXPECT_TRUE(cluster->ReadsMirror(0));
+    EXPECT_TRUE(cluster->ReadsMirror(1));
+  }
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(RpcCount(ps->servers[i].get(), "MirrorVariables"), 2);
+  }
+}
+
+TEST(PullLatestTest, WithoutSharedMemoryPullsOverTheStream) {
+  std::ostringstream log;
+  Logger logger("ps:test", &log);
+  PsClientOptions options = ClientOptions();
+  options.shared_memory = false;
+  auto ps = StartTwoPs(&logger, options);
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  PsCluster* cluster = ps->cluster.get();
+  CreateDense(cluster);
+  if (HasFatalFailure()) return;
+  for (int step = 0; step < 3; ++step) {
+    STRATA_ASSERT_OK(PushDense(cluster, step));
+    SCOPED_TRACE(step);
+    ExpectLatestEqualsPull(cluster, 1, kDenseNames, kDenseCounts);
+    EXPECT_FALSE(cluster->ReadsMirror(0));
+    EXPECT_FALSE(cluster->ReadsMirror(1));
+  }
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    PsServer* s = ps->servers[i].get();
+    EXPECT_EQ(RpcCount(s, "AttachSharedRegion"), 0);
+    EXPECT_EQ(RpcCount(s, "MirrorVariables"), 0);
+    EXPECT_EQ(RpcCount(s, "ExchangeShared"), 0);
+    // One PullVariables per PullLatest and per PullMany.
+    EXPECT_EQ(RpcCount(s, "PullVariables"), 6);
+  }
+}
+
+TEST(PullLatestTest, ConcurrentPushesNeverShowATornValue) {
+  std::ostringstream log;
+  Logger logger("ps:test", &log);
+  auto ps = StartTwoPs(&logger, ClientOptions());
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  PsCluster* cluster = ps->cluster.get();
+  // Every element starts at 1 and every push subtracts kGrad from every
+  // element (exact in float32): each shard's elements are equal at every
+  // version, so a torn read shows two different values.
+  const Shape shape = {512, 8};
+  constexpr size_t kElements = 512 * 8;
+  constexpr int kPushes = 200;
+  constexpr float kGrad = 0.125f;
+  v1::VariableSpec spec = Spec("table", shape, "ones");
+  spec.mutable_optimizer()->set_learning_rate(1.0);
+  auto slices = FixedShardsPartition(shape, 2);
+  ASSERT_TRUE(slices.ok()) << slices.status();
+  auto placement = cluster->CreateVariable(spec, *slices);
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  const std::vector<ShardPlacement> shards = placement->shards;
+  ASSERT_EQ(shards.size(), 2u);
+
+  const std::vector<float> grad(kElements, kGrad);
+  absl::Notification first_read;
+  std::atomic<bool> pushes_done{false};
+  std::thread pusher([&] {
+    first_read.WaitForNotification();
+    for (int step = 0; step < kPushes; ++step) {
+      absl::Status s = cluster->PushPullMany(0, {"table"}, {grad.data()},
+                                             PushTag{"job", 0, step}, {});
+      if (!s.ok()) {
+        ADD_FAILURE() << "push " << step << ": " << s;
+        break;
+      }
+    }
+    pushes_done.store(true);
+  });
+
+  std::vector<float> got(kElements);
+  int reads = 0;
+  int mirror_reads = 0;
+  int torn = 0;
+  int unexpected = 0;
+  int backwards = 0;
+  std::string first_problem;
+  std::vector<int64_t> last_steps(shards.size(), 0);
+  bool last_read = false;
+  while (!last_read) {
+    // Once the pusher is done, one more read sees every push.
+    last_read = pushes_done.load();
+    std::fill(got.begin(), got.end(), std::numeric_limits<float>::quiet_NaN());
+    absl::Status s = cluster->PullLatest(1, {"table"}, {got.data()});
+    if (!first_read.HasBeenNotified()) first_read.Notify();
+    if (!s.ok()) {
+      ADD_FAILURE() << "PullLatest: " << s;
+      break;
+    }
+    ++reads;
+    if (cluster->ReadsMirror(0) && cluster->ReadsMirror(1)) ++mirror_reads;
+    for (size_t k = 0; k < shards.size(); ++k) {
+      const float* p = got.data() + shards[k].byte_offset / sizeof(float);
+      const size_t n = shards[k].bytes / sizeof(float);
+      for (size_t j = 1; j < n; ++j) {
+        if (!(p[j] == p[0])) {
+          if (torn++ == 0) {
+            first_problem =
+                absl::StrCat("read ", reads, " shard ", k, ": element 0 is ",
+                             p[0], ", element ", j, " is ", p[j]);
+          }
+          break;
+        }
+      }
+      // The value after `steps` pushes is 1 - steps * kGrad.
+      const float steps_f = (1.0f - p[0]) / kGrad;
+      const bool in_range = std::isfinite(steps_f) && steps_f >= 0 &&
+                            steps_f <= static_cast<float>(kPushes);
+      const int64_t steps = in_range ? static_cast<int64_t>(steps_f) : -1;
+      if (!in_range || steps_f != static_cast<float>(steps)) {
+        ++unexpected;
+        if (first_problem.empty()) {
+          first_problem =
+              absl::StrCat("read ", reads, " shard ", k, ": value ", p[0]);
+        }
+        continue;
+      }
+      if (steps < last_steps[k]) ++backwards;
+      last_steps[k] = steps;
+    }
+  }
+  pusher.join();
+  std::cout << reads << " PullLatest calls, " << mirror_reads
+            << " read both mirrors\n";
+  EXPECT_EQ(torn, 0) << first_problem;
+  EXPECT_EQ(unexpected, 0) << first_problem;
+  EXPECT_EQ(backwards, 0);
+  EXPECT_GT(mirror_reads, 0);
+  // The last read came after the last push.
+  for (size_t k = 0; k < shards.size(); ++k) {
+    EXPECT_EQ(last_steps[k], kPushes) << k;
+  }
+  EXPECT_TRUE(cluster->ReadsMirror(0));
+  EXPECT_TRUE(cluster->ReadsMirror(1));
+}
+
+// --- MirrorVariables across jobs.
+
+TEST(SharedExchangeAuthTest, AnotherJobCannotMirrorIntoARegionOrAVariable) {
+  std::ostringstream log;
+  Logger logger("ps:test", &log);
+  PsServerOptions options;
+  auto creds = CredentialStore::Parse(kCredentials);
+  ASSERT_TRUE(creds.ok()) << creds.status();
+  options.service.credentials =
+      std::make_shared<CredentialStore>(*std::move(creds));
+  auto server = PsServer::Start(options, &logger);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = [&](const std::string& token) {
+    PsClientOptions copts = ClientOptions();
+    copts.security.auth_token = token;
+    return PsClient::Connect((*server)->address(), copts);
+  };
+  STRATA_ASSERT_OK(client("coord-a")->CreateVariable(Spec("w", {4})));
+  STRATA_ASSERT_OK(client("coord-b")->CreateVariable(Spec("v", {4})));
+  auto worker_a = client("worker-a");
+  auto worker_b = client("worker-b");
+  auto region_a = NewRegion();
+  auto region_b = NewRegion();
+  ASSERT_TRUE(region_a && region_b);
+  auto id_a = worker_a->AttachSharedRegion(*region_a);
+  ASSERT_TRUE(id_a.ok()) << id_a.status();
+  auto id_b = worker_b->AttachSharedRegion(*region_b);
+  ASSERT_TRUE(id_b.ok()) << id_b.status();
+
+  EXPECT_THAT(client("")->MirrorVariables(*id_a, {"w"}, {kMirrorOffset}),
+              StatusIs(absl::StatusCode::kUnauthenticated));
+  // Job b's worker, its own variable, job a's region.
+  EXPECT_THAT(worker_b->MirrorVariables(*id_a, {"v"}, {kMirrorOffset}),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  // Job a's worker, its own region, job b's variable (alone or after one
+  // of its own).
+  EXPECT_THAT(worker_a->MirrorVariables(*id_a, {"v"}, {kMirrorOffset}),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(
+      worker_a->MirrorVariables(*id_a, {"w", "v"}, {kMirrorOffset, 2560}),
+      StatusIs(absl::StatusCode::kPermissionDenied));
+  // Job b's worker, its own region, job a's variable.
+  EXPECT_THAT(worker_b->MirrorVariables(*id_b, {"w"}, {kMirrorOffset}),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_TRUE(AllZero(*region_a, kSharedRegionNonceBytes, kRegionBytes));
+  EXPECT_TRUE(AllZero(*region_b, kSharedRegionNonceBytes, kRegionBytes));
+
+  // Each job mirrors its own variables into its own region.
+  STRATA_ASSERT_OK(worker_a->MirrorVariables(*id_a, {"w"}, {kMirrorOffset}));
+  STRATA_ASSERT_OK(worker_b->MirrorVariables(*id_b, {"v"}, {kMirrorOffset}));
+  for (SharedRegion* r : {region_a.get(), region_b.get()}) {
+    const MirrorView m = ReadMirror(*r, kMirrorOffset, 4);
+    EXPECT_EQ(m.seq % 2, 0u);
+    EXPECT_NE(m.seq, 0u);
+    EXPECT_EQ(m.version, 0);
+    EXPECT_EQ(m.value, std::vector<float>(4, 1.0f));
+  }
 }
 
 }  // namespace
