@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "proto/chunk_codec.h"
 #include "server/requests.h"
+#include "server/shared_exchange.h"
 #include "server/shared_regions.h"
 
 namespace strata {
@@ -537,11 +538,8 @@ class PushVariablesReactor final : public ChunkedReceiveReactor {
   std::vector<std::shared_ptr<Variable>> variables_;
 };
 
-// ExchangeShared: a push then a pull whose bytes are in a client's shared
-// region. Everything (region, push header, pull names, ranges) is checked
-// before the push is applied, so a bad request changes nothing; the
-// gradients are copied out of the region before they are checked and
-// applied, so that the client cannot change them in between.
+// ExchangeShared over gRPC (see SharedExchange); a pull waits like
+// PullVariables.
 class ExchangeReactor final : public grpc::ServerUnaryReactor {
  public:
   ExchangeReactor(ParameterServiceImpl* service,
@@ -552,28 +550,35 @@ class ExchangeReactor final : public grpc::ServerUnaryReactor {
         ctx_(ctx),
         request_(request),
         response_(response),
-        start_(absl::Now()) {}
+        start_(absl::Now()),
+        exchange_(service->store(), service->buffers(),
+                  [this](const std::string& name) {
+                    return service_->CheckOwner(caller_, name);
+                  }) {}
 
   void Begin(std::optional<Caller> caller) {
     caller_ = std::move(caller);
-    if (absl::Status s = Prepare(); !s.ok()) {
-      Complete(s, variable_);
+    const std::string job = caller_.has_value() && !caller_->Has(Role::kAdmin)
+                                ? caller_->job
+                                : std::string();
+    absl::StatusOr<std::shared_ptr<MappedRegion>> region =
+        service_->shared_regions()->Get(request_->region(), job, start_);
+    absl::Status s = region.status();
+    if (s.ok()) s = exchange_.Prepare(*request_, *std::move(region));
+    if (s.ok()) s = exchange_.ApplyPush(response_);
+    if (!s.ok()) {
+      Complete(s, exchange_.variable());
       return;
     }
-    if (request_->push().variables_size() > 0) {
-      if (absl::Status s = ApplyPush(); !s.ok()) {
-        Complete(s, variable_);
-        return;
-      }
-    }
-    if (pull_.empty()) {
+    if (exchange_.pull().empty()) {
       Complete(absl::OkStatus(), "");
       return;
     }
-    wait_.Start(service_, ctx_, pull_, request_->pull().min_version(),
-                request_->pull().clock(),
+    wait_.Start(service_, ctx_, exchange_.pull(),
+                request_->pull().min_version(), request_->pull().clock(),
                 [this](const absl::Status& s, const std::string& name) {
-                  s.ok() ? WritePull() : Complete(s, name);
+                  if (s.ok()) exchange_.WritePull(response_);
+                  Complete(s, name);
                 });
   }
 
@@ -581,76 +586,13 @@ class ExchangeReactor final : public grpc::ServerUnaryReactor {
   void OnDone() override { delete this; }
 
  private:
-  absl::Status Prepare() {
-    const std::string job = caller_.has_value() && !caller_->Has(Role::kAdmin)
-                                ? caller_->job
-                                : std::string();
-    STRATA_ASSIGN_OR_RETURN(region_, service_->shared_regions()->Get(
-                                         request_->region(), job, start_));
-    const v1::PushVariablesHeader& push = request_->push();
-    if (push.variables_size() > 0) {
-      variable_ = push.variables(0).name();
-      for (const auto& v : push.variables()) {
-        STRATA_RETURN_IF_ERROR(service_->CheckOwner(caller_, v.name()));
-      }
-      STRATA_ASSIGN_OR_RETURN(
-          pushed_, ValidatePushVariablesHeader(push, *service_->store(),
-                                               &push_bytes_));
-      STRATA_RETURN_IF_ERROR(region_->CheckRange(
-          request_->push_offset(), push_bytes_, "ExchangeShared push"));
-    }
-    const v1::PullVariablesRequest& pull = request_->pull();
-    if (pull.names_size() > 0) {
-      STRATA_RETURN_IF_ERROR(ValidatePullVariablesRequest(pull));
-      for (const std::string& name : pull.names()) {
-        variable_ = name;
-        STRATA_RETURN_IF_ERROR(service_->CheckOwner(caller_, name));
-        STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v,
-                                service_->store()->Get(name));
-        pull_bytes_ += v->byte_size();
-        pull_.push_back(std::move(v));
-      }
-      STRATA_RETURN_IF_ERROR(region_->CheckRange(
-          request_->pull_offset(), pull_bytes_, "ExchangeShared pull"));
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status ApplyPush() {
-    variable_ = request_->push().variables(0).name();
-    std::shared_ptr<Buffer> grads = service_->buffers()->Acquire(push_bytes_);
-    std::memcpy(grads->data(), region_->data() + request_->push_offset(),
-                push_bytes_);
-    STRATA_ASSIGN_OR_RETURN(
-        *response_->mutable_push(),
-        ApplyPushVariables(request_->push(), pushed_, grads->data(),
-                           push_bytes_, service_->store()));
-    return absl::OkStatus();
-  }
-
-  void WritePull() {
-    char* dst = region_->data() + request_->pull_offset();
-    for (const auto& v : pull_) {
-      VariableSnapshot snap = v->Snapshot();
-      std::memcpy(dst, snap.value->data(), snap.value->size());
-      dst += snap.value->size();
-      v1::VariableSlot* slot = response_->add_pulled();
-      slot->set_name(v->name());
-      slot->set_dtype(DTypeToProto(snap.dtype));
-      for (int64_t d : snap.shape) slot->add_shape(d);
-      slot->set_bytes(static_cast<int64_t>(snap.value->size()));
-      slot->set_version(snap.version);
-    }
-    service_->store()->RecordPull(static_cast<int64_t>(pull_bytes_));
-    Complete(absl::OkStatus(), "");
-  }
-
   void Complete(const absl::Status& status, const std::string& variable) {
     if (finished_) return;
     finished_ = true;
-    service_->Record("ExchangeShared", status, absl::Now() - start_,
-                     status.ok() ? static_cast<int64_t>(push_bytes_) : 0,
-                     status.ok() ? static_cast<int64_t>(pull_bytes_) : 0);
+    service_->Record(
+        "ExchangeShared", status, absl::Now() - start_,
+        status.ok() ? static_cast<int64_t>(exchange_.push_bytes()) : 0,
+        status.ok() ? static_cast<int64_t>(exchange_.pull_bytes()) : 0);
     if (!status.ok()) {
       service_->logger()->Log(LogLevel::kWarning, "rpc_error",
                               {{"method", "ExchangeShared"},
@@ -667,12 +609,7 @@ class ExchangeReactor final : public grpc::ServerUnaryReactor {
   v1::SharedExchangeResponse* const response_;
   const absl::Time start_;
   std::optional<Caller> caller_;
-  std::shared_ptr<MappedRegion> region_;
-  std::string variable_;
-  std::vector<std::shared_ptr<Variable>> pushed_;
-  uint64_t push_bytes_ = 0;
-  std::vector<std::shared_ptr<Variable>> pull_;
-  uint64_t pull_bytes_ = 0;
+  SharedExchange exchange_;
   ReadyWait wait_;
   bool finished_ = false;
 };

@@ -1,0 +1,67 @@
+// One ExchangeShared request (parameter_server.proto) against a mapped
+// region, apart from its transports (the gRPC call and the doorbell in
+// shared memory, server/shared_doorbell.h): everything is checked before
+// the push is applied, so a bad request changes nothing; the gradients are
+// copied out of the region before they are checked and applied, so that
+// the client cannot change them in between.
+#ifndef STRATA_SERVER_SHARED_EXCHANGE_H_
+#define STRATA_SERVER_SHARED_EXCHANGE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/buffer_pool.h"
+#include "server/shared_regions.h"
+#include "server/variable.h"
+#include "server/variable_store.h"
+#include "strata/v1/parameter_server.pb.h"
+
+namespace strata {
+
+class SharedExchange {
+ public:
+  // `check_owner(name)`: PERMISSION_DENIED when the caller may not reach
+  // variable `name`. All must outlive this object.
+  SharedExchange(VariableStore* store, BufferPool* buffers,
+                 std::function<absl::Status(const std::string&)> check_owner);
+
+  // Checks the request against `region`: owners, the push header as
+  // PushVariables checks it, the pull names and request, and both byte
+  // ranges inside the region after its nonce. Changes nothing. Errors:
+  // NOT_FOUND, PERMISSION_DENIED, INVALID_ARGUMENT.
+  absl::Status Prepare(const v1::SharedExchangeRequest& request,
+                       std::shared_ptr<MappedRegion> region);
+  // Applies the push (none without one) and fills response->push. Errors:
+  // those of ApplyPushVariables (NaN/Inf, sync-mode refusals).
+  absl::Status ApplyPush(v1::SharedExchangeResponse* response);
+  // The variables to pull (empty: no pull), and their wait conditions.
+  const std::vector<std::shared_ptr<Variable>>& pull() const { return pull_; }
+  // Writes every pulled variable's snapshot into the region and fills
+  // response->pulled. Call once the pull is ready.
+  void WritePull(v1::SharedExchangeResponse* response);
+
+  // The variable the request was about when it failed (for logs).
+  const std::string& variable() const { return variable_; }
+  uint64_t push_bytes() const { return push_bytes_; }
+  uint64_t pull_bytes() const { return pull_bytes_; }
+
+ private:
+  VariableStore* const store_;
+  BufferPool* const buffers_;
+  const std::function<absl::Status(const std::string&)> check_owner_;
+  const v1::SharedExchangeRequest* request_ = nullptr;
+  std::shared_ptr<MappedRegion> region_;
+  std::string variable_;
+  std::vector<std::shared_ptr<Variable>> pushed_;
+  uint64_t push_bytes_ = 0;
+  std::vector<std::shared_ptr<Variable>> pull_;
+  uint64_t pull_bytes_ = 0;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_SERVER_SHARED_EXCHANGE_H_
