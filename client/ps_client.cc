@@ -770,6 +770,20 @@ absl::StatusOr<v1::SharedExchangeResponse> PsClient::ExchangeShared(
   return result;
 }
 
+absl::StatusOr<int64_t> PsClient::ServeSharedRegion(uint64_t id,
+                                                    uint64_t control_offset,
+                                                    uint32_t message_bytes) {
+  v1::ServeSharedRegionRequest req;
+  req.set_region(id);
+  req.set_control_offset(control_offset);
+  req.set_message_bytes(message_bytes);
+  absl::StatusOr<v1::ServeSharedRegionResponse> resp = [&] {
+    STRATA_UNARY(ServeSharedRegion, req, ServeSharedRegionResponse);
+  }();
+  if (!resp.ok()) return resp.status();
+  return resp->server_pid();
+}
+
 absl::Status PsClient::MirrorVariables(uint64_t id,
                                       const std::vector<std::string>& names,
                                       const std::vector<size_t>& offsets) {

@@ -128,6 +128,10 @@ class PsClient {
   // UNAVAILABLE with the push's attempt number set, as PushVariables.
   absl::StatusOr<v1::SharedExchangeResponse> ExchangeShared(
       v1::SharedExchangeRequest request);
+  // Asks the server to answer ExchangeShared through a doorbell in region
+  // `id` (ServeSharedRegion). Returns the server's process id.
+  absl::StatusOr<int64_t> ServeSharedRegion(uint64_t id, uint64_t control_offset,
+                                            uint32_t message_bytes);
   // Asks the server to keep `names` mirrored at `offsets` of region `id`.
   absl::Status MirrorVariables(uint64_t id,
                                const std::vector<std::string>& names,

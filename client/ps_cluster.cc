@@ -1,7 +1,10 @@
 #include "client/ps_cluster.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -9,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/futex.h"
 #include "common/shared_layout.h"
 #include "common/status_macros.h"
 
@@ -259,15 +263,22 @@ absl::Status PsCluster::ExchangeWith(int ps, SharedLane* lane,
     if (!part.grads.empty()) push_bytes += part.sizes[i];
     if (!part.dsts.empty()) pull_bytes += part.sizes[i];
   }
-  const size_t push_offset = SharedRegion::kHeaderBytes;
+  // [header][doorbell control][request area][answer area][push][pull]
+  const uint32_t message_bytes = static_cast<uint32_t>(std::min<size_t>(
+      RoundUp64(1024 + 160 * part.names.size()), size_t{1} << 20));
+  const size_t control_offset = SharedRegion::kHeaderBytes;
+  const size_t push_offset =
+      control_offset + kDoorbellControlBytes + 2 * size_t{message_bytes};
   const size_t pull_offset = push_offset + RoundUp64(push_bytes);
   const size_t needed = pull_offset + pull_bytes;
   for (int round = 0; round < 2; ++round) {
     if (lane->region == nullptr || lane->region->size() < needed ||
-        lane->id == 0) {
-      if (lane->region == nullptr || lane->region->size() < needed) {
+        lane->message_bytes < message_bytes || lane->id == 0) {
+      if (lane->region == nullptr || lane->region->size() < needed ||
+          lane->message_bytes < message_bytes) {
         if (lane->id != 0) (void)client->DetachSharedRegion(lane->id);
         lane->id = 0;
+        lane->message_bytes = message_bytes;
         absl::StatusOr<std::unique_ptr<SharedRegion>> region =
             SharedRegion::Create(needed);
         if (!region.ok()) {
@@ -289,6 +300,13 @@ absl::Status PsCluster::ExchangeWith(int ps, SharedLane* lane,
         return absl::OkStatus();
       }
       lane->id = *id;
+      // A doorbell when the server offers one and its process is visible
+      // from here (to notice it is gone); ExchangeShared calls otherwise.
+      absl::StatusOr<int64_t> pid = client->ServeSharedRegion(
+          lane->id, control_offset, lane->message_bytes);
+      lane->doorbell = pid.ok() && *pid > 0 &&
+                       ::kill(static_cast<pid_t>(*pid), 0) == 0;
+      lane->server_pid = pid.ok() ? *pid : 0;
     }
     char* base = lane->region->data();
     v1::SharedExchangeRequest request;
@@ -321,12 +339,17 @@ absl::Status PsCluster::ExchangeWith(int ps, SharedLane* lane,
       pull->set_worker(options.worker);
       request.set_pull_offset(pull_offset);
     }
+    const bool waits = options.min_version != 0 || options.clock != 0;
     absl::StatusOr<v1::SharedExchangeResponse> resp =
-        client->ExchangeShared(std::move(request));
+        lane->doorbell && !waits ? RingDoorbell(ps, lane, request)
+                                 : client->ExchangeShared(std::move(request));
+    if (lane->region == nullptr) return resp.status();  // the lane broke
     if (!resp.ok() && NotAttached(resp.status()) && round == 0) {
-      // The server restarted or dropped the region: attach again.
+      // The server restarted or dropped the region: attach a new one (a
+      // doorbell thread of the old one may still watch its memory).
       NoteFailure(ps);
       lane->id = 0;
+      lane->region.reset();
       continue;
     }
     if (!resp.ok()) return resp.status();
@@ -353,6 +376,63 @@ absl::Status PsCluster::ExchangeWith(int ps, SharedLane* lane,
   }
   return absl::UnavailableError(absl::StrCat(
       "ExchangeShared with ps ", ps, ": the region was dropped twice"));
+}
+
+absl::StatusOr<v1::SharedExchangeResponse> PsCluster::RingDoorbell(
+    int ps, SharedLane* lane, const v1::SharedExchangeRequest& request) {
+  char* control = lane->region->data() + SharedRegion::kHeaderBytes;
+  auto word = [control](size_t offset) {
+    return reinterpret_cast<std::atomic<uint32_t>*>(control + offset);
+  };
+  const std::string bytes = request.SerializeAsString();
+  if (bytes.size() > lane->message_bytes) {
+    return clients_[ps]->ExchangeShared(request);
+  }
+  std::memcpy(control + kDoorbellControlBytes, bytes.data(), bytes.size());
+  word(4)->store(static_cast<uint32_t>(bytes.size()),
+                 std::memory_order_relaxed);
+  word(0)->store(kDoorbellRequest, std::memory_order_release);
+  FutexWakeAll(word(0));
+  const absl::Time deadline =
+      absl::Now() + clients_[ps]->options().deadline;
+  absl::Status broken;
+  while (word(0)->load(std::memory_order_acquire) != kDoorbellAnswer) {
+    FutexWait(word(0), kDoorbellRequest, absl::Milliseconds(20));
+    if (word(0)->load(std::memory_order_acquire) == kDoorbellAnswer) break;
+    if (absl::Now() > deadline) {
+      broken = absl::DeadlineExceededError(absl::StrCat(
+          "ExchangeShared with ps ", ps, ": no answer at the doorbell"));
+      break;
+    }
+    if (::kill(static_cast<pid_t>(lane->server_pid), 0) != 0 &&
+        errno == ESRCH) {
+      broken = absl::UnavailableError(absl::StrCat(
+          "ExchangeShared with ps ", ps, ": the server process ",
+          lane->server_pid, " is gone"));
+      break;
+    }
+  }
+  if (!broken.ok()) {
+    // The server may still answer into this region: never reuse it.
+    lane->region.reset();
+    lane->id = 0;
+    lane->doorbell = false;
+    return broken;
+  }
+  const uint32_t n =
+      std::min(word(8)->load(std::memory_order_relaxed), lane->message_bytes);
+  const auto code = static_cast<absl::StatusCode>(
+      word(12)->load(std::memory_order_relaxed));
+  std::string answer(control + kDoorbellControlBytes + lane->message_bytes, n);
+  word(0)->store(kDoorbellIdle, std::memory_order_relaxed);
+  if (code != absl::StatusCode::kOk) return absl::Status(code, answer);
+  v1::SharedExchangeResponse response;
+  if (!response.ParseFromString(answer)) {
+    return absl::InternalError(absl::StrCat(
+        "ExchangeShared with ps ", ps,
+        ": the doorbell's answer is not a SharedExchangeResponse"));
+  }
+  return response;
 }
 
 absl::Status PsCluster::PushPullOne(int lane, int ps, const PerPs& part,

@@ -127,7 +127,18 @@ class PsCluster {
     std::unique_ptr<SharedRegion> region;
     uint64_t id = 0;
     bool refused = false;  // the server or this host said no: stream
+    // The region's doorbell (ServeSharedRegion): its message areas' size,
+    // and the server's process id; doorbell false: ExchangeShared calls.
+    uint32_t message_bytes = 0;
+    bool doorbell = false;
+    int64_t server_pid = 0;
   };
+  // One exchange through `lane`'s doorbell. Errors: the answer's status;
+  // DEADLINE_EXCEEDED or UNAVAILABLE (the server process is gone) when no
+  // answer came, after which the lane's region is dropped (an answer may
+  // still be written into it).
+  absl::StatusOr<v1::SharedExchangeResponse> RingDoorbell(
+      int ps, SharedLane* lane, const v1::SharedExchangeRequest& request);
   SharedLane* Lane(int lane, int ps);
   // PushPullMany's exchange with task `ps` through `lane`; false in
   // `*shared` when it could not use shared memory (nothing was sent then).

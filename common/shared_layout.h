@@ -18,6 +18,18 @@ inline constexpr size_t kMirrorHeaderBytes = 64;
 // The sequence number of a mirror whose variable was replaced or dropped.
 inline constexpr uint64_t kMirrorGone = ~uint64_t{0};
 
+// The doorbell of a served region (ServeSharedRegion): at its control
+// offset a block of kDoorbellControlBytes: a uint32 state word (a futex:
+// kDoorbellIdle, kDoorbellRequest, kDoorbellAnswer) at byte 0, the request's
+// bytes (uint32) at 4, the answer's bytes (uint32) at 8, the answer's status
+// code (int32, absl::StatusCode) at 12. The request (a serialized
+// SharedExchangeRequest) follows the block; the answer (a serialized
+// SharedExchangeResponse, or the error's message) follows the request area.
+inline constexpr size_t kDoorbellControlBytes = 64;
+inline constexpr uint32_t kDoorbellIdle = 0;
+inline constexpr uint32_t kDoorbellRequest = 1;
+inline constexpr uint32_t kDoorbellAnswer = 2;
+
 }  // namespace strata
 
 #endif  // STRATA_COMMON_SHARED_LAYOUT_H_

@@ -1,5 +1,7 @@
 #include "server/parameter_service_impl.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -668,6 +670,12 @@ ParameterServiceImpl::~ParameterServiceImpl() {
 }
 
 void ParameterServiceImpl::PrepareShutdown() {
+  std::map<uint64_t, std::unique_ptr<DoorbellServer>> doorbells;
+  {
+    absl::MutexLock lock(&doorbells_mu_);
+    doorbells.swap(doorbells_);
+  }
+  doorbells.clear();  // stops and joins their threads
   store_->CancelWaiters(
       absl::UnavailableError("parameter server is shutting down"));
   timer_.Stop();
@@ -1009,8 +1017,19 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::DetachSharedRegion(
     return FinishUnary(this, ctx, "DetachSharedRegion", start,
                        caller.status());
   }
-  return FinishUnary(this, ctx, "DetachSharedRegion", start,
-                     shared_regions_.Detach(req->region(), RegionJob(*caller)));
+  absl::Status detached =
+      shared_regions_.Detach(req->region(), RegionJob(*caller));
+  std::unique_ptr<DoorbellServer> doorbell;
+  if (detached.ok()) {
+    absl::MutexLock lock(&doorbells_mu_);
+    auto it = doorbells_.find(req->region());
+    if (it != doorbells_.end()) {
+      doorbell = std::move(it->second);
+      doorbells_.erase(it);
+    }
+  }
+  doorbell.reset();  // joins its thread outside the lock
+  return FinishUnary(this, ctx, "DetachSharedRegion", start, detached);
 }
 
 grpc::ServerUnaryReactor* ParameterServiceImpl::ExchangeShared(
@@ -1058,6 +1077,93 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::MirrorVariables(
     return absl::OkStatus();
   }();
   return FinishUnary(this, ctx, "MirrorVariables", start, status);
+}
+
+grpc::ServerUnaryReactor* ParameterServiceImpl::ServeSharedRegion(
+    grpc::CallbackServerContext* ctx, const v1::ServeSharedRegionRequest* req,
+    v1::ServeSharedRegionResponse* resp) {
+  const absl::Time start = absl::Now();
+  auto caller = Authorize(ctx, Role::kWorker, "ServeSharedRegion");
+  if (!caller.ok()) {
+    return FinishUnary(this, ctx, "ServeSharedRegion", start, caller.status());
+  }
+  const std::string job = RegionJob(*caller);
+  absl::Status status = [&]() -> absl::Status {
+    STRATA_ASSIGN_OR_RETURN(std::shared_ptr<MappedRegion> region,
+                            shared_regions_.Get(req->region(), job, start));
+    if (req->control_offset() % 64 != 0 || req->message_bytes() < 256 ||
+        req->message_bytes() > (1u << 20)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ServeSharedRegion: control_offset ", req->control_offset(),
+          " must be a multiple of 64 and message_bytes ",
+          req->message_bytes(), " in [256, 1048576]"));
+    }
+    STRATA_RETURN_IF_ERROR(region->CheckRange(
+        req->control_offset(),
+        kDoorbellControlBytes + 2 * uint64_t{req->message_bytes()},
+        "ServeSharedRegion"));
+    const uint64_t id = req->region();
+    const std::optional<Caller> who = *caller;
+    auto handle = [this, id, job, who, region](
+                      const v1::SharedExchangeRequest& request,
+                      v1::SharedExchangeResponse* response) -> absl::Status {
+      const absl::Time begin = absl::Now();
+      SharedExchange exchange(
+          store_, buffers_.get(),
+          [this, &who](const std::string& name) {
+            return CheckOwner(who, name);
+          });
+      absl::Status s = request.pull().min_version() != 0 ||
+                               request.pull().clock() != 0
+                           ? absl::InvalidArgumentError(
+                                 "doorbell: a pull that waits for a version "
+                                 "or a clock goes through the ExchangeShared "
+                                 "call")
+                           : absl::OkStatus();
+      // Marks the region used; fails once it was detached or dropped.
+      if (s.ok()) s = shared_regions_.Get(id, job, begin).status();
+      if (s.ok()) s = exchange.Prepare(request, region);
+      if (s.ok()) s = exchange.ApplyPush(response);
+      if (s.ok()) exchange.WritePull(response);
+      Record("ExchangeShared", s, absl::Now() - begin,
+             s.ok() ? static_cast<int64_t>(exchange.push_bytes()) : 0,
+             s.ok() ? static_cast<int64_t>(exchange.pull_bytes()) : 0);
+      if (!s.ok()) {
+        logger_->Log(LogLevel::kWarning, "rpc_error",
+                     {{"method", "ExchangeShared"},
+                      {"transport", "doorbell"},
+                      {"variable", exchange.variable()},
+                      {"code", CodeName(s.code())},
+                      {"message", std::string(s.message())}});
+      }
+      return s;
+    };
+    auto alive = [this, id] { return shared_regions_.Contains(id); };
+    std::unique_ptr<DoorbellServer> replaced;
+    {
+      absl::MutexLock lock(&doorbells_mu_);
+      for (auto it = doorbells_.begin(); it != doorbells_.end();) {
+        it = it->second->finished() ? doorbells_.erase(it) : std::next(it);
+      }
+      auto it = doorbells_.find(id);
+      if (it != doorbells_.end()) {
+        replaced = std::move(it->second);
+        doorbells_.erase(it);
+      }
+      if (static_cast<int>(doorbells_.size()) >=
+          options_.shared_regions.max_doorbells) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "ServeSharedRegion: the server serves ", doorbells_.size(),
+            " regions (limit ", options_.shared_regions.max_doorbells, ")"));
+      }
+      doorbells_[id] = std::make_unique<DoorbellServer>(
+          region, req->control_offset(), req->message_bytes(),
+          std::move(handle), std::move(alive));
+    }
+    resp->set_server_pid(static_cast<int64_t>(::getpid()));
+    return absl::OkStatus();
+  }();
+  return FinishUnary(this, ctx, "ServeSharedRegion", start, status);
 }
 
 }  // namespace strata

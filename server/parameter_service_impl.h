@@ -5,6 +5,7 @@
 #ifndef STRATA_SERVER_PARAMETER_SERVICE_IMPL_H_
 #define STRATA_SERVER_PARAMETER_SERVICE_IMPL_H_
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "server/deadline_timer.h"
+#include "server/shared_doorbell.h"
 #include "server/shared_regions.h"
 #include "server/variable_store.h"
 #include "strata/v1/parameter_server.grpc.pb.h"
@@ -29,6 +31,7 @@ using ParameterServiceBase =
     v1::ParameterService::WithCallbackMethod_DetachSharedRegion<
     v1::ParameterService::WithCallbackMethod_ExchangeShared<
     v1::ParameterService::WithCallbackMethod_MirrorVariables<
+    v1::ParameterService::WithCallbackMethod_ServeSharedRegion<
     v1::ParameterService::WithCallbackMethod_CreateVariable<
         v1::ParameterService::WithRawCallbackMethod_Pull<
             v1::ParameterService::WithRawCallbackMethod_Push<
@@ -42,7 +45,7 @@ using ParameterServiceBase =
                                             v1::ParameterService::
                                                 WithRawCallbackMethod_PushVariables<
                                                     v1::ParameterService::
-                                                        Service>>>>>>>>>>>>>>;
+                                                        Service>>>>>>>>>>>>>>>;
 
 struct ParameterServiceOptions {
   // Payload bytes per streamed chunk.
@@ -116,6 +119,10 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   grpc::ServerUnaryReactor* MirrorVariables(
       grpc::CallbackServerContext* ctx, const v1::MirrorVariablesRequest* req,
       v1::MirrorVariablesResponse* resp) override;
+  grpc::ServerUnaryReactor* ServeSharedRegion(
+      grpc::CallbackServerContext* ctx,
+      const v1::ServeSharedRegionRequest* req,
+      v1::ServeSharedRegionResponse* resp) override;
 
   // Per-method accounting (public for the reactors in the .cc file).
   void Record(const char* method, const absl::Status& status,
@@ -155,6 +162,10 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   // Receive buffers for Push and Assign payloads.
   std::shared_ptr<BufferPool> buffers_;
   SharedRegionTable shared_regions_;
+  // Doorbells of served regions, by region id.
+  absl::Mutex doorbells_mu_;
+  std::map<uint64_t, std::unique_ptr<DoorbellServer>> doorbells_
+      ABSL_GUARDED_BY(doorbells_mu_);
   // The job owning each variable (only with credentials). Held across a
   // create, save or restore so that ownership and the store agree.
   mutable absl::Mutex owners_mu_;

@@ -190,6 +190,11 @@ void SharedRegionTable::DropIdleLocked(absl::Time cutoff) {
   }
 }
 
+bool SharedRegionTable::Contains(uint64_t id) const {
+  absl::MutexLock lock(&mu_);
+  return regions_.count(id) > 0;
+}
+
 int SharedRegionTable::size() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(regions_.size());

@@ -55,6 +55,8 @@ struct SharedRegionOptions {
   // A region unused this long may be dropped to make room for a new one
   // (its client attaches again, or falls back to streaming calls).
   absl::Duration idle_timeout = absl::Seconds(60);
+  // Regions served through a doorbell (a server thread each).
+  int max_doorbells = 64;
 };
 
 // True for a gRPC peer string of a loopback connection ("ipv4:127.x.y.z:p",
@@ -87,6 +89,9 @@ class SharedRegionTable {
   absl::StatusOr<std::shared_ptr<MappedRegion>> Get(uint64_t id,
                                                     const std::string& job,
                                                     absl::Time now);
+
+  // Whether region `id` is attached (without marking it used).
+  bool Contains(uint64_t id) const;
 
   // Drops region `id` (errors as Get).
   absl::Status Detach(uint64_t id, const std::string& job);
