@@ -388,6 +388,13 @@ absl::StatusOr<v1::SharedExchangeResponse> PsCluster::RingDoorbell(
   if (bytes.size() > lane->message_bytes) {
     return clients_[ps]->ExchangeShared(request);
   }
+  const auto closed = [&] {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shared region ", lane->id, " is not attached (its doorbell closed)"));
+  };
+  if (word(0)->load(std::memory_order_acquire) == kDoorbellClosed) {
+    return closed();
+  }
   std::memcpy(control + kDoorbellControlBytes, bytes.data(), bytes.size());
   word(4)->store(static_cast<uint32_t>(bytes.size()),
                  std::memory_order_relaxed);
@@ -398,7 +405,9 @@ absl::StatusOr<v1::SharedExchangeResponse> PsCluster::RingDoorbell(
   absl::Status broken;
   while (word(0)->load(std::memory_order_acquire) != kDoorbellAnswer) {
     FutexWait(word(0), kDoorbellRequest, absl::Milliseconds(20));
-    if (word(0)->load(std::memory_order_acquire) == kDoorbellAnswer) break;
+    const uint32_t state = word(0)->load(std::memory_order_acquire);
+    if (state == kDoorbellAnswer) break;
+    if (state == kDoorbellClosed) return closed();
     if (absl::Now() > deadline) {
       broken = absl::DeadlineExceededError(absl::StrCat(
           "ExchangeShared with ps ", ps, ": no answer at the doorbell"));

@@ -22,13 +22,16 @@ inline constexpr uint64_t kMirrorGone = ~uint64_t{0};
 // offset a block of kDoorbellControlBytes: a uint32 state word (a futex:
 // kDoorbellIdle, kDoorbellRequest, kDoorbellAnswer) at byte 0, the request's
 // bytes (uint32) at 4, the answer's bytes (uint32) at 8, the answer's status
-// code (int32, absl::StatusCode) at 12. The request (a serialized
+// code (int32, absl::StatusCode) at 12. The server sets kDoorbellClosed
+// when it stops serving the region (detached, dropped, shut down): attach a
+// new region. The request (a serialized
 // SharedExchangeRequest) follows the block; the answer (a serialized
 // SharedExchangeResponse, or the error's message) follows the request area.
 inline constexpr size_t kDoorbellControlBytes = 64;
 inline constexpr uint32_t kDoorbellIdle = 0;
 inline constexpr uint32_t kDoorbellRequest = 1;
 inline constexpr uint32_t kDoorbellAnswer = 2;
+inline constexpr uint32_t kDoorbellClosed = 3;
 
 }  // namespace strata
 

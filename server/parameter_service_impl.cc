@@ -1139,17 +1139,14 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::ServeSharedRegion(
       return s;
     };
     auto alive = [this, id] { return shared_regions_.Contains(id); };
-    std::unique_ptr<DoorbellServer> replaced;
     {
       absl::MutexLock lock(&doorbells_mu_);
       for (auto it = doorbells_.begin(); it != doorbells_.end();) {
         it = it->second->finished() ? doorbells_.erase(it) : std::next(it);
       }
-      auto it = doorbells_.find(id);
-      if (it != doorbells_.end()) {
-        replaced = std::move(it->second);
-        doorbells_.erase(it);
-      }
+      // A doorbell served again: the old thread stops (and closes the
+      // word) before the new one opens it.
+      doorbells_.erase(id);
       if (static_cast<int>(doorbells_.size()) >=
           options_.shared_regions.max_doorbells) {
         return absl::ResourceExhaustedError(absl::StrCat(

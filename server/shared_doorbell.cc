@@ -27,6 +27,8 @@ DoorbellServer::DoorbellServer(std::shared_ptr<MappedRegion> region,
       message_bytes_(message_bytes),
       handle_(std::move(handle)),
       alive_(std::move(alive)) {
+  // A doorbell that served this region before may have closed it.
+  Word(control_, 0)->store(kDoorbellIdle, std::memory_order_release);
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -44,14 +46,19 @@ void DoorbellServer::Loop() {
   std::atomic<uint32_t>* state = Word(control_, 0);
   char* request_area = control_ + kDoorbellControlBytes;
   char* answer_area = request_area + message_bytes_;
-  while (!stop_.load()) {
-    const uint32_t s = state->load(std::memory_order_acquire);
+  while (true) {
+    uint32_t s = state->load(std::memory_order_acquire);
     if (s != kDoorbellRequest) {
-      FutexWait(state, s, absl::Milliseconds(100));
-      if (state->load(std::memory_order_acquire) != kDoorbellRequest &&
-          !alive_()) {
-        break;
+      if (stop_.load() || !alive_()) {
+        // Tell the client (unless a request just came: answer it first).
+        if (state->compare_exchange_strong(s, kDoorbellClosed,
+                                           std::memory_order_acq_rel)) {
+          FutexWakeAll(state);
+          break;
+        }
+        continue;
       }
+      FutexWait(state, s, absl::Milliseconds(100));
       continue;
     }
     // The client may write anything: take a bounded copy first.
