@@ -38,6 +38,12 @@ ABSL_FLAG(int64_t, topology_timeout_ms, 10000,
 ABSL_FLAG(int, metrics_port, -1,
           "Prometheus /metrics port; 0 picks one, "
           "-1 disables");
+ABSL_FLAG(double, final_checkpoint_seconds, 0,
+          "On SIGTERM/SIGINT, first take a checkpoint of the running job "
+          "(when it takes checkpoints, steps completed since the last and "
+          "every ps task is up), waiting at most this long; 0: none. The PS "
+          "tasks must keep serving meanwhile (strata-ps "
+          "--shutdown-delay-seconds)");
 ABSL_FLAG(double, drain_seconds, 10,
           "Grace period for in-flight calls on "
           "SIGTERM");
@@ -152,6 +158,23 @@ int main(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
+  const double final_wait = absl::GetFlag(FLAGS_final_checkpoint_seconds);
+  strata::CoordinatorState* state = (*server)->state();
+  const int64_t target = final_wait > 0 ? state->RequestCheckpoint() : -1;
+  if (target >= 0) {
+    logger.Log(strata::LogLevel::kInfo, "final_checkpoint_started",
+               {{"signal", sig}, {"steps_completed", target}});
+    const absl::Time give_up = absl::Now() + absl::Seconds(final_wait);
+    while (state->CheckpointAttempted() < target && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    const bool done = state->CheckpointAttempted() >= target;
+    logger.Log(done ? strata::LogLevel::kInfo : strata::LogLevel::kWarning,
+               "final_checkpoint",
+               {{"done", done},
+                {"checkpoint", state->LastCheckpoint()},
+                {"steps_covered", state->CheckpointAttempted()}});
+  }
   logger.Log(strata::LogLevel::kInfo, "draining", {{"signal", sig}});
   (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
   logger.Log(strata::LogLevel::kInfo, "stopped", {});

@@ -1445,6 +1445,38 @@ absl::StatusOr<v1::WorkItem> CoordinatorState::GetWork(
   return item;
 }
 
+int64_t CoordinatorState::RequestCheckpoint() {
+  absl::MutexLock lock(&mu_);
+  if (!job_ || job_->state != v1::JobStatus::RUNNING ||
+      job_->started == absl::InfinitePast() || job_->restore_pending ||
+      (UsesPs() && !PsDownLocked().empty())) {
+    return -1;
+  }
+  Job& job = *job_;
+  const bool checkpoints = job.spec.checkpoint_every_steps > 0 ||
+                           job.spec.checkpoint_every_seconds > 0;
+  const int64_t completed = job.completed.size();
+  if (!checkpoints || completed <= job.checkpoint_attempted) return -1;
+  if (!job.checkpoint_pending) {
+    job.checkpoint_pending = true;
+    logger_->Info("checkpoint_due", {{"job", job.id},
+                                     {"reason", "requested"},
+                                     {"steps_completed", completed},
+                                     {"inflight", job.inflight.size()}});
+  }
+  return completed;
+}
+
+int64_t CoordinatorState::CheckpointAttempted() const {
+  absl::MutexLock lock(&mu_);
+  return job_ ? job_->checkpoint_attempted : -1;
+}
+
+std::string CoordinatorState::LastCheckpoint() const {
+  absl::MutexLock lock(&mu_);
+  return job_ ? job_->last_checkpoint : std::string();
+}
+
 absl::StatusOr<int> CoordinatorState::ReleaseUnheld(
     const v1::TaskId& task_id, const std::string& incarnation,
     const std::vector<int64_t>& holding) {

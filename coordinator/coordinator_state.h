@@ -228,6 +228,17 @@ class CoordinatorState {
   // range, or negative examples.
   absl::Status ApplyReport(const v1::ReportWorkRequest& report);
 
+  // Asks for a checkpoint of the running job now (before the coordinator
+  // stops on SIGTERM), when the job takes checkpoints and steps completed
+  // since the last attempt, and no PS task is down: hand-out pauses,
+  // in-flight steps drain, every PS task saves. Returns the completed steps
+  // it will cover at least, or -1 when none is due.
+  int64_t RequestCheckpoint();
+  // Completed steps the newest finished checkpoint attempt covered, and the
+  // newest checkpoint's name ("" when none).
+  int64_t CheckpointAttempted() const;
+  std::string LastCheckpoint() const;
+
   // A worker's account of the TRAIN steps it holds (leased, not reported):
   // every other TRAIN step in flight for task+incarnation goes back to the
   // queue (its lease was lost with an answer the worker never received).

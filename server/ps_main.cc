@@ -36,6 +36,10 @@ ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port to register "
           "(standalone)");
 ABSL_FLAG(std::string, advertise, "", "Address others reach this task by "
           "(default HOST:PORT, or the TF_CONFIG address)");
+ABSL_FLAG(double, shutdown_delay_seconds, 0,
+          "After SIGTERM/SIGINT, keep serving (and registered) this long "
+          "before draining, so that the coordinator can take a final "
+          "checkpoint; a second signal ends the wait");
 ABSL_FLAG(double, drain_seconds, 10, "Grace period for in-flight calls on "
           "SIGTERM");
 ABSL_FLAG(std::string, device, "cpu", "Where variables and optimizer slots "
@@ -177,6 +181,14 @@ int main(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
+  const double delay = absl::GetFlag(FLAGS_shutdown_delay_seconds);
+  if (delay > 0) {
+    logger.Log(strata::LogLevel::kInfo, "shutdown_delay",
+               {{"signal", sig}, {"seconds", delay}});
+    const timespec wait = absl::ToTimespec(absl::Seconds(delay));
+    const int again = sigtimedwait(&stop_signals, nullptr, &wait);
+    if (again > 0) sig = again;
+  }
   logger.Log(strata::LogLevel::kInfo, "draining", {{"signal", sig}});
   if (agent) agent->Stop();
   (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));

@@ -461,12 +461,16 @@ function checkContainer(pod, c, isInit, findings, add) {
   if (STRATA_DAEMONS.has(daemon) && host !== undefined && host !== '0.0.0.0' && host !== '::') {
     add(where, `--host=${host}: ${daemon} must listen on 0.0.0.0 in a pod`);
   }
-  // The grace period covers the daemon's drain.
-  const drain = flagValue(c.args, 'drain-seconds');
-  if (drain !== undefined) {
+  // The grace period covers what the daemon does after SIGTERM: a PS keeps
+  // serving for --shutdown-delay-seconds, a coordinator waits up to
+  // --final-checkpoint-seconds for its final checkpoint, then both drain.
+  const phases = ['shutdown-delay-seconds', 'final-checkpoint-seconds', 'drain-seconds']
+    .filter((f) => flagValue(c.args, f) !== undefined);
+  if (phases.length > 0) {
+    const total = phases.reduce((sum, f) => sum + Number(flagValue(c.args, f)), 0);
     const grace = spec.terminationGracePeriodSeconds;
-    if (grace === undefined || grace < Number(drain) + 10) {
-      add(pod.where, `terminationGracePeriodSeconds (${grace === undefined ? 'default 30' : grace}) must exceed --drain-seconds=${drain} by at least 10`);
+    if (grace === undefined || grace < total + 10) {
+      add(pod.where, `terminationGracePeriodSeconds (${grace === undefined ? 'default 30' : grace}) must exceed ${phases.map((f) => `--${f}=${flagValue(c.args, f)}`).join(' + ')} by at least 10`);
     }
   }
 }
