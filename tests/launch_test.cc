@@ -127,6 +127,8 @@ TEST_F(LaunchTest, TlsClusterWithCredentialsTrainsAndRestoresAKilledPs) {
   nlohmann::json cluster = WaitForProgress(run, 120, /*tls=*/true);
   pid_t victim = PidOf(cluster, "ps:1");
   ASSERT_GT(victim, 0) << Log(run);
+  // At once: the small job may finish within the checks below.
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
   // The coordinator refuses plaintext, and TLS without a token.
   std::string coordinator;
   for (const auto& c : cluster) {
@@ -143,7 +145,6 @@ TEST_F(LaunchTest, TlsClusterWithCredentialsTrainsAndRestoresAKilledPs) {
                 .status()
                 .code(),
             absl::StatusCode::kUnauthenticated);
-  ASSERT_EQ(kill(victim, SIGKILL), 0);
   ASSERT_EQ(Wait(run), 0) << Log(run);
   nlohmann::json s = Summary(run);
   ExpectCompleted(run, s);

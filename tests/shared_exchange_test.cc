@@ -781,7 +781,10 @@ TEST(PushPullManyTest, ReattachesARegionTheServerDropped) {
 
   PsServer* s = server->get();
   EXPECT_EQ(RpcCount(s, "AttachSharedRegion"), 3);
-  EXPECT_EQ(RpcCount(s, "ExchangeShared", "FAILED_PRECONDITION"), 1);
+  // The refusal came from the server (the doorbell answered "not
+  // attached"), or the dropped region's doorbell had closed already (its
+  // thread checks every 100 ms) and the client attached again at once.
+  EXPECT_LE(RpcCount(s, "ExchangeShared", "FAILED_PRECONDITION"), 1);
   EXPECT_EQ(RpcCount(s, "ExchangeShared"), 3);
   EXPECT_EQ(RpcCount(s, "PushVariables"), 0);
   EXPECT_EQ(RpcCount(s, "PullVariables"), 0);
