@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/crc32c.h"
+#include "common/fd_closer.h"
 #include "common/status_macros.h"
 
 namespace strata {
@@ -40,25 +41,6 @@ absl::Status IoError(absl::string_view what, const std::string& path,
   return absl::InternalError(absl::StrCat(what, " ", path, ": ", ec.message()));
 }
 
-// Closes a file descriptor on scope exit.
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-  // Closes now, reporting the error close() returns.
-  int Close() {
-    int fd = fd_;
-    fd_ = -1;
-    return ::close(fd);
-  }
-
- private:
-  int fd_;
-};
 
 absl::Status WriteFileSynced(const std::string& path, const char* data,
                              size_t size) {

@@ -31,6 +31,7 @@
 #include "client/ps_client.h"
 #include "client/ps_cluster.h"
 #include "client/shared_region.h"
+#include "common/fd_closer.h"
 #include "common/auth.h"
 #include "common/futex.h"
 #include "common/grpc_status.h"
@@ -396,27 +397,12 @@ class AttachTest : public SharedExchangeTest {
   std::unique_ptr<v1::ParameterService::Stub> stub_;
 };
 
-// A file of kRegionBytes starting with `nonce`, open read-write; closed on
-// destruction.
-class TestFile {
- public:
-  explicit TestFile(int fd) : fd_(fd) {}
-  ~TestFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  TestFile(const TestFile&) = delete;
-  TestFile& operator=(const TestFile&) = delete;
-  int fd() const { return fd_; }
-
-  bool Fill(const std::string& nonce) {
-    return fd_ >= 0 && ::ftruncate(fd_, kRegionBytes) == 0 &&
-           ::pwrite(fd_, nonce.data(), nonce.size(), 0) ==
-               static_cast<ssize_t>(nonce.size());
-  }
-
- private:
-  const int fd_;
-};
+// Fills an open file to kRegionBytes starting with `nonce`.
+bool FillRegionFile(int fd, const std::string& nonce) {
+  return fd >= 0 && ::ftruncate(fd, kRegionBytes) == 0 &&
+         ::pwrite(fd, nonce.data(), nonce.size(), 0) ==
+             static_cast<ssize_t>(nonce.size());
+}
 
 TEST_F(AttachTest, TheRightRequestIsAccepted) {
   auto id = RawAttach(::getpid(), region_->fd(),
@@ -449,8 +435,9 @@ TEST_F(AttachTest, WrongBytesIsInvalid) {
 }
 
 TEST_F(AttachTest, UnsealedMemfdIsInvalid) {
-  TestFile file(::memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  ASSERT_TRUE(file.Fill(region_->nonce())) << std::strerror(errno);
+  FdCloser file(::memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  ASSERT_TRUE(FillRegionFile(file.fd(), region_->nonce()))
+      << std::strerror(errno);
   // Sealed against growing only: still not enough.
   ASSERT_EQ(::fcntl(file.fd(), F_ADD_SEALS, F_SEAL_GROW), 0);
   EXPECT_THAT(
@@ -463,10 +450,11 @@ TEST_F(AttachTest, RegularFileIsInvalid) {
       (std::filesystem::path(::testing::TempDir()) /
        ("shared_exchange_test_" + std::to_string(::getpid())))
           .string();
-  TestFile file(
+  FdCloser file(
       ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   ::unlink(path.c_str());
-  ASSERT_TRUE(file.Fill(region_->nonce())) << std::strerror(errno);
+  ASSERT_TRUE(FillRegionFile(file.fd(), region_->nonce()))
+      << std::strerror(errno);
   EXPECT_THAT(
       RawAttach(::getpid(), file.fd(), kRegionBytes, region_->nonce()),
       StatusIsWithMessage(absl::StatusCode::kInvalidArgument, "F_SEAL_SHRINK"));
@@ -825,30 +813,43 @@ constexpr char kCredentials[] = R"({"credentials": [
   {"token": "worker-b", "job": "b", "role": "worker"},
   {"token": "coord-b", "job": "b", "role": "coordinator"}]})";
 
-TEST(SharedExchangeAuthTest, AnotherJobCannotUseOrDetachARegion) {
-  std::ostringstream log;
-  Logger logger("ps:test", &log);
-  PsServerOptions options;
-  auto creds = CredentialStore::Parse(kCredentials);
-  ASSERT_TRUE(creds.ok()) << creds.status();
-  options.service.credentials =
-      std::make_shared<CredentialStore>(*std::move(creds));
-  auto server = PsServer::Start(options, &logger);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto client = [&](const std::string& token) {
+// A PS whose credentials know jobs "a" and "b" (kCredentials), holding
+// float32 [4] "w" of job a and "v" of job b.
+class SharedExchangeAuthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PsServerOptions options;
+    auto creds = CredentialStore::Parse(kCredentials);
+    ASSERT_TRUE(creds.ok()) << creds.status();
+    options.service.credentials =
+        std::make_shared<CredentialStore>(*std::move(creds));
+    auto server = PsServer::Start(options, &logger_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    STRATA_ASSERT_OK(Client("coord-a")->CreateVariable(Spec("w", {4})));
+    STRATA_ASSERT_OK(Client("coord-b")->CreateVariable(Spec("v", {4})));
+  }
+
+  // A client of the server carrying `token` ("" for none).
+  std::unique_ptr<PsClient> Client(const std::string& token) {
     PsClientOptions copts = ClientOptions();
     copts.security.auth_token = token;
-    return PsClient::Connect((*server)->address(), copts);
-  };
-  STRATA_ASSERT_OK(client("coord-a")->CreateVariable(Spec("w", {4})));
-  STRATA_ASSERT_OK(client("coord-b")->CreateVariable(Spec("v", {4})));
-  auto worker_a = client("worker-a");
-  auto worker_b = client("worker-b");
+    return PsClient::Connect(server_->address(), copts);
+  }
+
+  std::ostringstream log_;
+  Logger logger_{"ps:test", &log_};
+  std::unique_ptr<PsServer> server_;
+};
+
+TEST_F(SharedExchangeAuthTest, AnotherJobCannotUseOrDetachARegion) {
+  auto worker_a = Client("worker-a");
+  auto worker_b = Client("worker-b");
 
   // No token: no region.
   auto region = NewRegion();
   ASSERT_NE(region, nullptr);
-  EXPECT_THAT(client("")->AttachSharedRegion(*region),
+  EXPECT_THAT(Client("")->AttachSharedRegion(*region),
               StatusIs(absl::StatusCode::kUnauthenticated));
 
   auto id = worker_a->AttachSharedRegion(*region);
@@ -1613,25 +1614,9 @@ TEST(PullLatestTest, ConcurrentPushesNeverShowATornValue) {
 
 // --- MirrorVariables across jobs.
 
-TEST(SharedExchangeAuthTest, AnotherJobCannotMirrorIntoARegionOrAVariable) {
-  std::ostringstream log;
-  Logger logger("ps:test", &log);
-  PsServerOptions options;
-  auto creds = CredentialStore::Parse(kCredentials);
-  ASSERT_TRUE(creds.ok()) << creds.status();
-  options.service.credentials =
-      std::make_shared<CredentialStore>(*std::move(creds));
-  auto server = PsServer::Start(options, &logger);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto client = [&](const std::string& token) {
-    PsClientOptions copts = ClientOptions();
-    copts.security.auth_token = token;
-    return PsClient::Connect((*server)->address(), copts);
-  };
-  STRATA_ASSERT_OK(client("coord-a")->CreateVariable(Spec("w", {4})));
-  STRATA_ASSERT_OK(client("coord-b")->CreateVariable(Spec("v", {4})));
-  auto worker_a = client("worker-a");
-  auto worker_b = client("worker-b");
+TEST_F(SharedExchangeAuthTest, AnotherJobCannotMirrorIntoARegionOrAVariable) {
+  auto worker_a = Client("worker-a");
+  auto worker_b = Client("worker-b");
   auto region_a = NewRegion();
   auto region_b = NewRegion();
   ASSERT_TRUE(region_a && region_b);
@@ -1640,7 +1625,7 @@ TEST(SharedExchangeAuthTest, AnotherJobCannotMirrorIntoARegionOrAVariable) {
   auto id_b = worker_b->AttachSharedRegion(*region_b);
   ASSERT_TRUE(id_b.ok()) << id_b.status();
 
-  EXPECT_THAT(client("")->MirrorVariables(*id_a, {"w"}, {kMirrorOffset}),
+  EXPECT_THAT(Client("")->MirrorVariables(*id_a, {"w"}, {kMirrorOffset}),
               StatusIs(absl::StatusCode::kUnauthenticated));
   // Job b's worker, its own variable, job a's region.
   EXPECT_THAT(worker_b->MirrorVariables(*id_a, {"v"}, {kMirrorOffset}),
@@ -2015,36 +2000,20 @@ TEST(ServeSharedRegionTest, BeyondMaxDoorbellsIsResourceExhausted) {
             1);
 }
 
-TEST(SharedExchangeAuthTest, AnotherJobCannotServeARegion) {
-  std::ostringstream log;
-  Logger logger("ps:test", &log);
-  PsServerOptions options;
-  auto creds = CredentialStore::Parse(kCredentials);
-  ASSERT_TRUE(creds.ok()) << creds.status();
-  options.service.credentials =
-      std::make_shared<CredentialStore>(*std::move(creds));
-  auto server = PsServer::Start(options, &logger);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto client = [&](const std::string& token) {
-    PsClientOptions copts = ClientOptions();
-    copts.security.auth_token = token;
-    return PsClient::Connect((*server)->address(), copts);
-  };
-  STRATA_ASSERT_OK(client("coord-a")->CreateVariable(Spec("w", {4})));
-  STRATA_ASSERT_OK(client("coord-b")->CreateVariable(Spec("v", {4})));
-  auto worker_a = client("worker-a");
+TEST_F(SharedExchangeAuthTest, AnotherJobCannotServeARegion) {
+  auto worker_a = Client("worker-a");
   auto region = NewRegion();
   ASSERT_NE(region, nullptr);
   auto id = worker_a->AttachSharedRegion(*region);
   ASSERT_TRUE(id.ok()) << id.status();
 
   EXPECT_THAT(
-      client("")->ServeSharedRegion(*id, kDoorbellOffset, kMessageBytes),
+      Client("")->ServeSharedRegion(*id, kDoorbellOffset, kMessageBytes),
       StatusIs(absl::StatusCode::kUnauthenticated));
-  EXPECT_THAT(client("worker-b")->ServeSharedRegion(*id, kDoorbellOffset,
+  EXPECT_THAT(Client("worker-b")->ServeSharedRegion(*id, kDoorbellOffset,
                                                     kMessageBytes),
               StatusIs(absl::StatusCode::kPermissionDenied));
-  EXPECT_EQ(RpcCount(server->get(), "ServeSharedRegion"), 0);
+  EXPECT_EQ(RpcCount(server_.get(), "ServeSharedRegion"), 0);
 
   // Job a's doorbell acts for job a: its variable, not job b's.
   STRATA_ASSERT_OK(
