@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -636,6 +637,54 @@ absl::StatusOr<TwoPs> StartTwoPs(
   return ps;
 }
 
+// Steps PushSameSteps runs.
+constexpr int kSameSteps = 3;
+
+// Pushes kSameSteps steps of the same gradients (varied by `salt`) for
+// dense/kernel [300, 7] and dense/bias [7] through `shared` and `stream`
+// (PushPullMany, lane 0), expecting the same bytes pulled back from both
+// after each step; `last` gets the last step's values from both.
+// `check` (when set) sees each step's values pulled through `shared` and
+// the gradients pushed.
+struct SameSteps {
+  std::vector<float> shm_kernel, shm_bias, stream_kernel, stream_bias;
+};
+using StepCheck = std::function<void(
+    int step, const std::vector<float>& kernel, const std::vector<float>& bias,
+    const std::vector<float>& gk, const std::vector<float>& gb)>;
+void PushSameSteps(PsCluster* shared, PsCluster* stream, int salt,
+                   SameSteps* last, const StepCheck& check = nullptr) {
+  const size_t kernel_n = 300 * 7;
+  const std::vector<std::string> names = {"dense/kernel", "dense/bias"};
+  std::vector<float>& shm_kernel = last->shm_kernel;
+  std::vector<float>& shm_bias = last->shm_bias;
+  std::vector<float>& stream_kernel = last->stream_kernel;
+  std::vector<float>& stream_bias = last->stream_bias;
+  shm_kernel.assign(kernel_n, 0);
+  shm_bias.assign(7, 0);
+  stream_kernel.assign(kernel_n, 0);
+  stream_bias.assign(7, 0);
+  std::vector<float> gk(kernel_n), gb(7);
+  for (int step = 0; step < kSameSteps; ++step) {
+    SCOPED_TRACE(step);
+    for (size_t i = 0; i < kernel_n; ++i) {
+      gk[i] = 0.001f * static_cast<float>((i * (7 + salt) + step * 13) % 97) -
+              0.05f;
+    }
+    for (size_t i = 0; i < gb.size(); ++i) gb[i] = 0.25f * (i + step + salt);
+    const PushTag tag{"job", 0, step};
+    STRATA_ASSERT_OK(shared->PushPullMany(0, names, {gk.data(), gb.data()},
+                                          tag,
+                                          {shm_kernel.data(), shm_bias.data()}));
+    STRATA_ASSERT_OK(stream->PushPullMany(
+        0, names, {gk.data(), gb.data()}, tag,
+        {stream_kernel.data(), stream_bias.data()}));
+    EXPECT_EQ(shm_kernel, stream_kernel);
+    EXPECT_EQ(shm_bias, stream_bias);
+    if (check) check(step, shm_kernel, shm_bias, gk, gb);
+  }
+}
+
 TEST(PushPullManyTest, SharedMemoryGivesTheSameValuesAndVersionsAsStreaming) {
   std::ostringstream log;
   Logger logger("ps:test", &log);
@@ -665,51 +714,37 @@ TEST(PushPullManyTest, SharedMemoryGivesTheSameValuesAndVersionsAsStreaming) {
   // (Through the streaming cluster: the shared one must see no PullVariables.)
   STRATA_ASSERT_OK(
       stream->cluster->PullMany({"dense/kernel"}, {initial.data()}));
-  const std::vector<std::string> names = {"dense/kernel", "dense/bias"};
-  std::vector<float> shm_kernel(kernel_n), shm_bias(7);
-  std::vector<float> stream_kernel(kernel_n), stream_bias(7);
-  std::vector<float> gk(kernel_n), gb(7);
-  constexpr int kSteps = 3;
-  for (int step = 0; step < kSteps; ++step) {
-    SCOPED_TRACE(step);
-    for (size_t i = 0; i < kernel_n; ++i) {
-      gk[i] = 0.001f * static_cast<float>((i * 7 + step * 13) % 97) - 0.05f;
-    }
-    for (size_t i = 0; i < gb.size(); ++i) gb[i] = 0.25f * (i + step);
-    const PushTag tag{"job", 0, step};
-    STRATA_ASSERT_OK(
-        shm->cluster->PushPullMany(0, names, {gk.data(), gb.data()}, tag,
-                                   {shm_kernel.data(), shm_bias.data()}));
-    STRATA_ASSERT_OK(stream->cluster->PushPullMany(
-        0, names, {gk.data(), gb.data()}, tag,
-        {stream_kernel.data(), stream_bias.data()}));
-    EXPECT_EQ(std::memcmp(shm_kernel.data(), stream_kernel.data(),
-                          kernel_n * sizeof(float)),
-              0);
-    EXPECT_EQ(std::memcmp(shm_bias.data(), stream_bias.data(),
-                          shm_bias.size() * sizeof(float)),
-              0);
-    if (step == 0) {
-      // The pull saw the push: initial - 0.1 * gradient.
-      for (size_t i = 0; i < kernel_n; i += 97) {
-        EXPECT_FLOAT_EQ(shm_kernel[i], initial[i] - 0.1f * gk[i]) << i;
-      }
-      EXPECT_FLOAT_EQ(shm_bias[6], -0.1f * gb[6]);
-    }
-  }
-  EXPECT_NE(shm_kernel, initial);
+  std::vector<float> last_kernel;
+  SameSteps last;
+  PushSameSteps(shm->cluster.get(), stream->cluster.get(), 0, &last,
+                [&](int step, const std::vector<float>& kernel,
+                    const std::vector<float>& bias,
+                    const std::vector<float>& gk,
+                    const std::vector<float>& gb) {
+                  if (step == 0) {
+                    // The pull saw the push: initial - 0.1 * gradient.
+                    for (size_t i = 0; i < kernel_n; i += 97) {
+                      EXPECT_FLOAT_EQ(kernel[i], initial[i] - 0.1f * gk[i])
+                          << i;
+                    }
+                    EXPECT_FLOAT_EQ(bias[6], -0.1f * gb[6]);
+                  }
+                  last_kernel = kernel;
+                });
+  EXPECT_NE(last_kernel, initial);
+  const std::vector<float>& stream_kernel = last.stream_kernel;
 
   for (int i = 0; i < 2; ++i) {
     SCOPED_TRACE(i);
     EXPECT_TRUE(shm->cluster->UsesSharedMemory(0, i));
     EXPECT_FALSE(stream->cluster->UsesSharedMemory(0, i));
     // What each server really saw.
-    EXPECT_EQ(RpcCount(shm->servers[i].get(), "ExchangeShared"), kSteps);
+    EXPECT_EQ(RpcCount(shm->servers[i].get(), "ExchangeShared"), kSameSteps);
     EXPECT_EQ(RpcCount(shm->servers[i].get(), "PushVariables"), 0);
     EXPECT_EQ(RpcCount(shm->servers[i].get(), "PullVariables"), 0);
     EXPECT_EQ(RpcCount(stream->servers[i].get(), "ExchangeShared"), 0);
     EXPECT_EQ(RpcCount(stream->servers[i].get(), "AttachSharedRegion"), 0);
-    EXPECT_EQ(RpcCount(stream->servers[i].get(), "PushVariables"), kSteps);
+    EXPECT_EQ(RpcCount(stream->servers[i].get(), "PushVariables"), kSameSteps);
 
     // Same variables at the same versions on both.
     auto a = shm->cluster->ps(i)->ListVariables();
@@ -720,7 +755,7 @@ TEST(PushPullManyTest, SharedMemoryGivesTheSameValuesAndVersionsAsStreaming) {
     ASSERT_GT(a->variables_size(), 0);
     for (int v = 0; v < a->variables_size(); ++v) {
       EXPECT_EQ(a->variables(v).spec().name(), b->variables(v).spec().name());
-      EXPECT_EQ(a->variables(v).version(), kSteps)
+      EXPECT_EQ(a->variables(v).version(), kSameSteps)
           << a->variables(v).spec().name();
       EXPECT_EQ(a->variables(v).version(), b->variables(v).version());
     }
@@ -2088,34 +2123,19 @@ TEST(DoorbellClusterTest, PushPullManyRingsTheDoorbellInsteadOfCalling) {
         Spec("dense/kernel", kernel_shape, "glorot_uniform"), *slices));
     STRATA_ASSERT_OK(c->CreateVariable(Spec("dense/bias", {7}, "zeros"), {}));
   }
-  const size_t kernel_n = 300 * 7;
+  SameSteps last;
+  PushSameSteps(shm->cluster.get(), stream->cluster.get(), 1, &last);
   const std::vector<std::string> names = {"dense/kernel", "dense/bias"};
-  std::vector<float> shm_kernel(kernel_n), shm_bias(7);
-  std::vector<float> stream_kernel(kernel_n), stream_bias(7);
-  std::vector<float> gk(kernel_n), gb(7);
-  constexpr int kSteps = 3;
-  for (int step = 0; step < kSteps; ++step) {
-    SCOPED_TRACE(step);
-    for (size_t i = 0; i < kernel_n; ++i) {
-      gk[i] = 0.001f * static_cast<float>((i * 5 + step * 11) % 89) - 0.04f;
-    }
-    for (size_t i = 0; i < gb.size(); ++i) gb[i] = 0.5f * (i + step);
-    const PushTag tag{"job", 0, step};
-    STRATA_ASSERT_OK(
-        shm->cluster->PushPullMany(0, names, {gk.data(), gb.data()}, tag,
-                                   {shm_kernel.data(), shm_bias.data()}));
-    STRATA_ASSERT_OK(stream->cluster->PushPullMany(
-        0, names, {gk.data(), gb.data()}, tag,
-        {stream_kernel.data(), stream_bias.data()}));
-    EXPECT_EQ(shm_kernel, stream_kernel);
-    EXPECT_EQ(shm_bias, stream_bias);
-  }
+  std::vector<float>& shm_kernel = last.shm_kernel;
+  std::vector<float>& shm_bias = last.shm_bias;
+  const std::vector<float>& stream_kernel = last.stream_kernel;
+  const std::vector<float>& stream_bias = last.stream_bias;
   for (int i = 0; i < 2; ++i) {
     SCOPED_TRACE(i);
     PsServer* s = shm->servers[i].get();
     EXPECT_TRUE(shm->cluster->UsesSharedMemory(0, i));
     EXPECT_EQ(RpcCount(s, "ServeSharedRegion"), 1);
-    EXPECT_EQ(RpcCount(s, "ExchangeShared"), kSteps);
+    EXPECT_EQ(RpcCount(s, "ExchangeShared"), kSameSteps);
     EXPECT_EQ(RpcCount(s, "PushVariables"), 0);
     EXPECT_EQ(RpcCount(s, "PullVariables"), 0);
   }
@@ -2124,7 +2144,7 @@ TEST(DoorbellClusterTest, PushPullManyRingsTheDoorbellInsteadOfCalling) {
 
   // A pull that waits for a version takes the call, one per task.
   PullOptions wait;
-  wait.min_version = kSteps;
+  wait.min_version = kSameSteps;
   std::fill(shm_kernel.begin(), shm_kernel.end(), 0.0f);
   STRATA_ASSERT_OK(shm->cluster->PushPullMany(
       0, names, {}, PushTag{}, {shm_kernel.data(), shm_bias.data()}, wait));
@@ -2132,7 +2152,7 @@ TEST(DoorbellClusterTest, PushPullManyRingsTheDoorbellInsteadOfCalling) {
   EXPECT_EQ(shm_bias, stream_bias);
   EXPECT_EQ(exchange_calls.load(), 2);
   for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(RpcCount(shm->servers[i].get(), "ExchangeShared"), kSteps + 1)
+    EXPECT_EQ(RpcCount(shm->servers[i].get(), "ExchangeShared"), kSameSteps + 1)
         << i;
   }
 }
