@@ -4,6 +4,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -306,6 +307,22 @@ std::string JoinHostPort(absl::string_view host, int port) {
     return absl::StrCat("[", host, "]:", port);
   }
   return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<int> OrdinalFromName(absl::string_view name) {
+  const size_t dash = name.rfind('-');
+  const absl::string_view digits =
+      dash == absl::string_view::npos ? absl::string_view()
+                                      : name.substr(dash + 1);
+  int ordinal = 0;
+  if (digits.empty() || digits.size() > 9 ||
+      !absl::c_all_of(digits, [](char c) { return c >= '0' && c <= '9'; }) ||
+      !absl::SimpleAtoi(digits, &ordinal)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "name '", name, "' does not end in -<index> (a StatefulSet pod name "
+        "such as strata-ps-0)"));
+  }
+  return ordinal;
 }
 
 }  // namespace strata

@@ -75,6 +75,11 @@ std::string TaskAddress(const TfConfig& config);
 // tasks register there. "" when the cluster lists neither.
 std::string ChiefAddress(const TfConfig& config);
 
+// The ordinal at the end of a StatefulSet pod's name ("strata-ps-3" → 3),
+// a task's index in Kubernetes. Errors: INVALID_ARGUMENT naming `name`
+// when it does not end in "-<digits>" (at most 9 digits).
+absl::StatusOr<int> OrdinalFromName(absl::string_view name);
+
 }  // namespace strata
 
 #endif  // STRATA_COMMON_TF_CONFIG_H_

@@ -27,6 +27,9 @@ ABSL_FLAG(int, port, -1, "Port; 0 picks a free one (default 0, or the port "
 ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; 0 picks one, "
           "-1 disables");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Directory for checkpoints");
+ABSL_FLAG(std::string, task_index_from_name, "",
+          "Take this PS task's index from NAME's ordinal suffix (a "
+          "StatefulSet pod name, e.g. strata-ps-3 → 3); --task-index wins");
 ABSL_FLAG(int, task_index, -1, "Index of this PS task (default: TF_CONFIG "
           "task.index, else 0)");
 ABSL_FLAG(int64_t, max_variable_bytes, int64_t{16} << 30,
@@ -94,6 +97,16 @@ int main(int argc, char** argv) {
   }
   if (!absl::GetFlag(FLAGS_host).empty()) options.host = absl::GetFlag(FLAGS_host);
   if (absl::GetFlag(FLAGS_port) >= 0) options.port = absl::GetFlag(FLAGS_port);
+  if (!absl::GetFlag(FLAGS_task_index_from_name).empty()) {
+    absl::StatusOr<int> ordinal =
+        strata::OrdinalFromName(absl::GetFlag(FLAGS_task_index_from_name));
+    if (!ordinal.ok()) {
+      std::cerr << "strata-ps: --task-index-from-name: "
+                << ordinal.status().message() << "\n";
+      return 2;
+    }
+    task_index = *ordinal;
+  }
   if (absl::GetFlag(FLAGS_task_index) >= 0) {
     task_index = absl::GetFlag(FLAGS_task_index);
   }

@@ -264,5 +264,20 @@ TEST(TaskAddressTest, OutOfRangeIsEmpty) {
   EXPECT_EQ(TaskAddress(config), "a:1");
 }
 
+TEST(OrdinalFromNameTest, StatefulSetPodNames) {
+  EXPECT_EQ(OrdinalFromName("strata-ps-0").value(), 0);
+  EXPECT_EQ(OrdinalFromName("strata-worker-12").value(), 12);
+  EXPECT_EQ(OrdinalFromName("a-b-c-7").value(), 7);
+  for (const char* bad : {"", "strata-ps", "strata-ps-", "strata-ps-x",
+                          "strata-ps-1a", "7",
+                          "strata-ps-1234567890"}) {
+    absl::StatusOr<int> ordinal = OrdinalFromName(bad);
+    ASSERT_FALSE(ordinal.ok()) << bad;
+    EXPECT_EQ(ordinal.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(ordinal.status().message()),
+                HasSubstr(std::string("'") + bad + "'"));
+  }
+}
+
 }  // namespace
 }  // namespace strata

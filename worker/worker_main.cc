@@ -40,6 +40,9 @@ ABSL_FLAG(std::string, advertise_host, "", "Host the other workers reach "
           "TF_CONFIG, else --host; needed where --host is 0.0.0.0)");
 ABSL_FLAG(int, worker_port, 0, "Port of the WorkerService that synchronous "
           "strategies use (ring all-reduce, state copies); 0 picks one");
+ABSL_FLAG(std::string, task_index_from_name, "",
+          "Take this worker's index from NAME's ordinal suffix (a "
+          "StatefulSet pod name, e.g. strata-ps-3 → 3); --task-index wins");
 ABSL_FLAG(int, task_index, -1, "Index of this worker (default: TF_CONFIG "
           "task.index, else 0)");
 ABSL_FLAG(std::string, host, "", "Address the health server listens on "
@@ -111,6 +114,16 @@ int main(int argc, char** argv) {
   }
   if (!absl::GetFlag(FLAGS_host).empty()) health_host = absl::GetFlag(FLAGS_host);
   if (absl::GetFlag(FLAGS_port) >= 0) health_port = absl::GetFlag(FLAGS_port);
+  if (!absl::GetFlag(FLAGS_task_index_from_name).empty()) {
+    absl::StatusOr<int> ordinal =
+        strata::OrdinalFromName(absl::GetFlag(FLAGS_task_index_from_name));
+    if (!ordinal.ok()) {
+      std::cerr << "strata-worker: --task-index-from-name: "
+                << ordinal.status().message() << "\n";
+      return 2;
+    }
+    task_index = *ordinal;
+  }
   if (absl::GetFlag(FLAGS_task_index) >= 0) {
     task_index = absl::GetFlag(FLAGS_task_index);
   }
