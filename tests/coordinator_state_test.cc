@@ -589,6 +589,70 @@ TEST_F(CoordinatorStateTest, FinalCheckpointBeforeSuccess) {
   EXPECT_EQ(state_->GetJob().last_checkpoint_step(), 3);
 }
 
+TEST_F(CoordinatorStateTest, RequestedCheckpointDrainsThenSaves) {
+  FakeCheckpointer ckpt;
+  // Checkpoints every 100 steps: none would be due on its own.
+  StartJob(JobJson(1, 1, 0, /*checkpoint_every_steps=*/100), 10);
+  EXPECT_EQ(state_->RequestCheckpoint(), -1);  // nothing completed yet
+  v1::WorkItem s0 = Work(0);
+  v1::WorkItem s1 = Work(1);
+  Done(0, s0);
+  EXPECT_EQ(state_->RequestCheckpoint(), 1);
+  EXPECT_EQ(Work(0).kind(), v1::WorkItem::WAIT);     // hand-out paused
+  EXPECT_FALSE(state_->NextPsAction().has_value());  // s1 in flight
+  Done(1, s1);
+  std::optional<PsAction> action = state_->NextPsAction();
+  ASSERT_TRUE(action.has_value());
+  EXPECT_EQ(action->kind, PsAction::Kind::kSave);
+  EXPECT_EQ(action->checkpoint, "ckpt-2");
+  EXPECT_LT(state_->CheckpointAttempted(), 1);
+  state_->FinishPsAction(*action, ckpt.SaveAll(action->checkpoint));
+  EXPECT_EQ(state_->CheckpointAttempted(), 2);
+  EXPECT_EQ(state_->LastCheckpoint(), "ckpt-2");
+  EXPECT_EQ(Work(0).step(), 2);  // hand-out resumes
+  // Nothing new since: no second request.
+  EXPECT_EQ(state_->RequestCheckpoint(), -1);
+}
+
+TEST_F(CoordinatorStateTest, RequestedCheckpointNeedsCheckpointsAndLivePs) {
+  StartJob(JobJson(1, 1), 10);  // no checkpoints in the job
+  Done(0, Work(0));
+  EXPECT_EQ(state_->RequestCheckpoint(), -1);
+  EXPECT_FALSE(state_->NextPsAction().has_value());
+
+  auto other = Make(Options());
+  Reg("ps", 0, "a", other.get());
+  Reg("worker", 0, "a", other.get());
+  ASSERT_TRUE(other->SubmitJob(JobJson(1, 1, 0, 100), 10).ok());
+  Done(0, Work(0, "a", other.get()), other.get());
+  STRATA_ASSERT_OK(other->Deregister(Task("ps", 0), "a"));
+  EXPECT_EQ(other->RequestCheckpoint(), -1);  // a ps task is down
+}
+
+TEST_F(CoordinatorStateTest, LeasesTheWorkerNoLongerHoldsAreRequeued) {
+  StartJob(JobJson(1, 1), 10);
+  v1::WorkItem s0 = Work(0);
+  v1::WorkItem s1 = Work(0);
+  v1::WorkItem s2 = Work(0);
+  v1::WorkItem other = Work(1);
+  // worker:0 says it holds s0 and s2: s1's lease was lost in transit.
+  absl::StatusOr<int> released =
+      state_->ReleaseUnheld(Task("worker", 0), "a", {s0.step(), s2.step()});
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(*released, 1);
+  EXPECT_EQ(Work(1).step(), s1.step());  // handed out again
+  // Another incarnation's or task's leases are not touched.
+  released = state_->ReleaseUnheld(Task("worker", 0), "b", {});
+  ASSERT_TRUE(released.ok());
+  EXPECT_EQ(*released, 0);
+  EXPECT_THAT(state_->ReleaseUnheld(Task("driver", 0), "a", {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  Done(0, s0);
+  Done(0, s2);
+  Done(1, other);
+  EXPECT_EQ(state_->GetJob().steps_completed(), 3);
+}
+
 TEST_F(CoordinatorStateTest, PsRestartRestoresCheckpointAndRequeuesLaterSteps) {
   FakeCheckpointer ckpt;
   StartJob(JobJson(1, 1, 0, /*checkpoint_every_steps=*/3), 6);
