@@ -475,6 +475,8 @@ TEST_F(AttachTest, BogusFdIsPermissionDenied) {
 // --- SharedRegionTable and IsLoopbackPeer on their own.
 
 TEST(IsLoopbackPeerTest, AcceptsLoopbackOnly) {
+  // Peer strings as gRPC writes them, fed to a pure function: nothing here
+  // connects anywhere.
   EXPECT_TRUE(IsLoopbackPeer("ipv4:127.0.0.1:1"));
   EXPECT_TRUE(IsLoopbackPeer("ipv4:127.3.4.5:65535"));
   EXPECT_TRUE(IsLoopbackPeer("ipv6:[::1]:1"));
@@ -509,6 +511,7 @@ TEST(SharedRegionTableTest, NonLoopbackPeerIsPermissionDenied) {
   auto region = NewRegion();
   ASSERT_NE(region, nullptr);
   const absl::Time now = absl::FromUnixSeconds(1000);
+  // Remote peers' strings only; the attach is refused before any I/O.
   EXPECT_THAT(
       TableAttach(&table, *region, "ipv4:10.0.0.1:5000", "", now),
       StatusIsWithMessage(absl::StatusCode::kPermissionDenied, "loopback"));
