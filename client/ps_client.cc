@@ -724,7 +724,7 @@ absl::StatusOr<v1::StatsResponse> PsClient::Stats() {
 }
 
 absl::StatusOr<uint64_t> PsClient::AttachSharedRegion(
-    const SharedRegion& region) {
+    const SharedRegion& region, int64_t* server_pid) {
   v1::AttachSharedRegionRequest req;
   req.set_pid(static_cast<int64_t>(::getpid()));
   req.set_fd(region.fd());
@@ -734,6 +734,7 @@ absl::StatusOr<uint64_t> PsClient::AttachSharedRegion(
     STRATA_UNARY(AttachSharedRegion, req, AttachSharedRegionResponse);
   }();
   if (!resp.ok()) return resp.status();
+  if (server_pid != nullptr) *server_pid = resp->server_pid();
   return resp->region();
 }
 

@@ -122,7 +122,9 @@ class PsClient {
 
   // Same-host shared memory (AttachSharedRegion in parameter_server.proto).
   // Attach returns the region's id on the server.
-  absl::StatusOr<uint64_t> AttachSharedRegion(const SharedRegion& region);
+  // `server_pid` (when set) gets the server's process id.
+  absl::StatusOr<uint64_t> AttachSharedRegion(const SharedRegion& region,
+                                              int64_t* server_pid = nullptr);
   absl::Status DetachSharedRegion(uint64_t id);
   // A push then a pull whose bytes are in an attached region; retried on
   // UNAVAILABLE with the push's attempt number set, as PushVariables.

@@ -34,6 +34,9 @@ PsCluster::PsCluster(std::vector<std::unique_ptr<PsClient>> clients)
           std::max<int>(2, 2 * static_cast<int>(clients_.size())))) {
   absl::MutexLock lock(&mu_);
   mirrors_.resize(clients_.size());
+  for (size_t i = 0; i < clients_.size(); ++i) {
+    mirror_setup_mu_.push_back(std::make_unique<absl::Mutex>());
+  }
   read_mirror_.assign(clients_.size(), false);
   failures_.assign(clients_.size(), 0);
   for (const auto& c : clients_) {
@@ -264,8 +267,13 @@ absl::Status PsCluster::ExchangeWith(int ps, SharedLane* lane,
     if (!part.dsts.empty()) pull_bytes += part.sizes[i];
   }
   // [header][doorbell control][request area][answer area][push][pull]
+  // Request and answer name each variable at most twice, with its shape
+  // and a few numbers.
+  size_t names_bytes = 0;
+  for (const std::string& name : part.names) names_bytes += name.size();
   const uint32_t message_bytes = static_cast<uint32_t>(std::min<size_t>(
-      RoundUp64(1024 + 160 * part.names.size()), size_t{1} << 20));
+      RoundUp64(1024 + 2 * names_bytes + 128 * part.names.size()),
+      size_t{1} << 20));
   const size_t control_offset = SharedRegion::kHeaderBytes;
   const size_t push_offset =
       control_offset + kDoorbellControlBytes + 2 * size_t{message_bytes};
@@ -342,8 +350,15 @@ absl::Status PsCluster::ExchangeWith(int ps, SharedLane* lane,
     const bool waits = options.min_version != 0 || options.clock != 0;
     absl::StatusOr<v1::SharedExchangeResponse> resp =
         lane->doorbell && !waits ? RingDoorbell(ps, lane, request)
-                                 : client->ExchangeShared(std::move(request));
+                                 : client->ExchangeShared(request);
     if (lane->region == nullptr) return resp.status();  // the lane broke
+    if (!resp.ok() &&
+        resp.status().code() == absl::StatusCode::kResourceExhausted &&
+        absl::StartsWith(resp.status().message(), "doorbell: the answer")) {
+      // The answer did not fit the message area: the call carries it (a
+      // push already applied is acknowledged as a duplicate).
+      resp = client->ExchangeShared(request);
+    }
     if (!resp.ok() && NotAttached(resp.status()) && round == 0) {
       // The server restarted or dropped the region: attach a new one (a
       // doorbell thread of the old one may still watch its memory).
@@ -398,7 +413,12 @@ absl::StatusOr<v1::SharedExchangeResponse> PsCluster::RingDoorbell(
   std::memcpy(control + kDoorbellControlBytes, bytes.data(), bytes.size());
   word(4)->store(static_cast<uint32_t>(bytes.size()),
                  std::memory_order_relaxed);
-  word(0)->store(kDoorbellRequest, std::memory_order_release);
+  // Idle → Request, unless the server closed the word meanwhile.
+  uint32_t idle = kDoorbellIdle;
+  if (!word(0)->compare_exchange_strong(idle, kDoorbellRequest,
+                                        std::memory_order_acq_rel)) {
+    return closed();
+  }
   FutexWakeAll(word(0));
   const absl::Time deadline =
       absl::Now() + clients_[ps]->options().deadline;
@@ -422,7 +442,11 @@ absl::StatusOr<v1::SharedExchangeResponse> PsCluster::RingDoorbell(
     }
   }
   if (!broken.ok()) {
-    // The server may still answer into this region: never reuse it.
+    // The server may still answer into this region: never reuse it (and
+    // tell a live server to let it go).
+    if (broken.code() == absl::StatusCode::kDeadlineExceeded) {
+      (void)clients_[ps]->DetachSharedRegion(lane->id);
+    }
     lane->region.reset();
     lane->id = 0;
     lane->doorbell = false;
@@ -433,7 +457,10 @@ absl::StatusOr<v1::SharedExchangeResponse> PsCluster::RingDoorbell(
   const auto code = static_cast<absl::StatusCode>(
       word(12)->load(std::memory_order_relaxed));
   std::string answer(control + kDoorbellControlBytes + lane->message_bytes, n);
-  word(0)->store(kDoorbellIdle, std::memory_order_relaxed);
+  // Answer → Idle; a server that closed the word since keeps it closed.
+  uint32_t answered = kDoorbellAnswer;
+  word(0)->compare_exchange_strong(answered, kDoorbellIdle,
+                                   std::memory_order_acq_rel);
   if (code != absl::StatusCode::kOk) return absl::Status(code, answer);
   v1::SharedExchangeResponse response;
   if (!response.ParseFromString(answer)) {
@@ -495,7 +522,7 @@ std::shared_ptr<const PsCluster::MirrorSet> PsCluster::MirrorsFor(
       return m;
     }
   }
-  absl::MutexLock setup(&mirror_setup_mu_);
+  absl::MutexLock setup(mirror_setup_mu_[ps].get());
   std::shared_ptr<const MirrorSet> old;
   {
     absl::MutexLock lock(&mu_);
@@ -521,7 +548,8 @@ std::shared_ptr<const PsCluster::MirrorSet> PsCluster::MirrorsFor(
       SharedRegion::Create(bytes);
   if (region.ok()) {
     set->region = *std::move(region);
-    absl::StatusOr<uint64_t> id = client->AttachSharedRegion(*set->region);
+    absl::StatusOr<uint64_t> id =
+        client->AttachSharedRegion(*set->region, &set->server_pid);
     status = id.status();
     if (id.ok()) {
       set->id = *id;
@@ -548,10 +576,18 @@ std::shared_ptr<const PsCluster::MirrorSet> PsCluster::MirrorsFor(
 }
 
 bool PsCluster::ReadMirrors(const MirrorSet& set, const PerPs& part) {
-  const char* base = set.region->data();
+  char* base = set.region->data();
+  // The server unmapped the region (it overwrites the nonce then), or its
+  // process is gone: nobody writes these mirrors any more.
+  const std::string& nonce = set.region->nonce();
+  if (std::memcmp(base, nonce.data(), nonce.size()) != 0 ||
+      (set.server_pid > 0 &&
+       ::kill(static_cast<pid_t>(set.server_pid), 0) != 0 && errno == ESRCH)) {
+    return false;
+  }
   for (size_t i = 0; i < part.names.size(); ++i) {
-    const char* header = base + set.offsets[i];
-    const auto* seq = reinterpret_cast<const std::atomic<uint64_t>*>(header);
+    char* header = base + set.offsets[i];
+    auto* seq = reinterpret_cast<std::atomic<uint64_t>*>(header);
     bool copied = false;
     for (int attempt = 0; attempt < 1000 && !copied; ++attempt) {
       const uint64_t before = seq->load(std::memory_order_acquire);
@@ -561,8 +597,9 @@ bool PsCluster::ReadMirrors(const MirrorSet& set, const PerPs& part) {
         continue;
       }
       std::memcpy(part.dsts[i], header + kMirrorHeaderBytes, part.sizes[i]);
-      std::atomic_thread_fence(std::memory_order_acquire);
-      copied = seq->load(std::memory_order_relaxed) == before;
+      // A release read-modify-write (not a fence, which ThreadSanitizer
+      // builds refuse): the copy cannot move below it.
+      copied = seq->fetch_add(0, std::memory_order_acq_rel) == before;
     }
     if (!copied) return false;
   }

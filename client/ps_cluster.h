@@ -163,6 +163,7 @@ class PsCluster {
     std::vector<std::string> names;  // in the caller's order
     std::vector<size_t> offsets;     // header offsets in the region
     int64_t epoch = 0;               // failures_[ps] when it was set up
+    int64_t server_pid = 0;          // 0: unknown
   };
   // Sets up (or reuses) task `ps`'s mirrors of `part`; null when the task
   // cannot serve them (the caller pulls instead).
@@ -177,8 +178,8 @@ class PsCluster {
   std::vector<bool> mirror_refused_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> read_mirror_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> failures_ ABSL_GUARDED_BY(mu_);
-  // Serializes the setting up of mirrors (not their reading).
-  absl::Mutex mirror_setup_mu_;
+  // Serialize the setting up of each task's mirrors (not their reading).
+  std::vector<std::unique_ptr<absl::Mutex>> mirror_setup_mu_;
 };
 
 }  // namespace strata

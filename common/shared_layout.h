@@ -11,6 +11,9 @@ namespace strata {
 
 // Bytes at the start of a region holding the client's nonce.
 inline constexpr size_t kSharedRegionNonceBytes = 16;
+// When the server unmaps a region (detached, dropped, shut down) it writes
+// kMirrorGone (a uint64) over the nonce's first 8 bytes: a client whose
+// nonce changed knows its mirrors are no longer written.
 
 // A variable's mirror: a header of this size (uint64 sequence number, odd
 // while the server writes; int64 version at byte 8), then the value.

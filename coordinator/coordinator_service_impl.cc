@@ -19,9 +19,10 @@ absl::Status ValidateReportBatch(const v1::ReportWorkBatchRequest& req) {
     return absl::InvalidArgumentError(absl::StrCat(
         "reports: at most 1024 per call, got ", req.reports_size()));
   }
-  if (req.holding_size() > 1024) {
+  if (req.holding_size() > 1024 || req.holding_evaluations_size() > 1024) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "holding: at most 1024 steps, got ", req.holding_size()));
+        "holding, holding_evaluations: at most 1024 each, got ",
+        req.holding_size(), " and ", req.holding_evaluations_size()));
   }
   for (int i = 0; i < req.reports_size(); ++i) {
     const v1::ReportWorkRequest& r = req.reports(i);
@@ -614,7 +615,10 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportWorkBatch(
     status = state_->ReleaseUnheld(
                         req->task(), req->incarnation(),
                         std::vector<int64_t>(req->holding().begin(),
-                                             req->holding().end()))
+                                             req->holding().end()),
+                        std::vector<int64_t>(
+                            req->holding_evaluations().begin(),
+                            req->holding_evaluations().end()))
                  .status();
   }
   if (status.ok()) resp->set_group(state_->NewestGroup());

@@ -1479,33 +1479,41 @@ std::string CoordinatorState::LastCheckpoint() const {
 
 absl::StatusOr<int> CoordinatorState::ReleaseUnheld(
     const v1::TaskId& task_id, const std::string& incarnation,
-    const std::vector<int64_t>& holding) {
+    const std::vector<int64_t>& holding,
+    const std::vector<int64_t>& holding_evaluations) {
   STRATA_ASSIGN_OR_RETURN(TaskKey task, ValidateTask(task_id));
   const std::set<int64_t> held(holding.begin(), holding.end());
+  const std::set<int64_t> held_evaluations(holding_evaluations.begin(),
+                                           holding_evaluations.end());
   std::vector<int64_t> steps;
+  std::vector<int64_t> evaluations;
   {
     absl::MutexLock lock(&mu_);
     if (!job_) return 0;
     for (auto it = job_->inflight.begin(); it != job_->inflight.end();) {
       const ItemKey item = it->first;
-      if (item.kind == v1::WorkItem::TRAIN && it->second.task == task &&
-          it->second.incarnation == incarnation &&
-          held.count(item.number) == 0) {
+      const bool train = item.kind == v1::WorkItem::TRAIN;
+      const bool held_item = train
+                                 ? held.count(item.number) > 0
+                                 : held_evaluations.count(item.number) > 0;
+      if (it->second.task == task && it->second.incarnation == incarnation &&
+          !held_item) {
         it = job_->inflight.erase(it);
         RequeueLocked(item);
-        steps.push_back(item.number);
+        (train ? steps : evaluations).push_back(item.number);
       } else {
         ++it;
       }
     }
-    if (!steps.empty()) {
+    if (!steps.empty() || !evaluations.empty()) {
       logger_->Warning("work_requeued", {{"member", Name(task)},
                                          {"reason", "lease lost in transit"},
-                                         {"steps", steps}});
+                                         {"steps", steps},
+                                         {"evaluations", evaluations}});
       MarkDirtyLocked();
     }
   }
-  return static_cast<int>(steps.size());
+  return static_cast<int>(steps.size() + evaluations.size());
 }
 
 absl::Status CoordinatorState::ReportWork(const v1::ReportWorkRequest& report) {

@@ -239,13 +239,15 @@ class CoordinatorState {
   int64_t CheckpointAttempted() const;
   std::string LastCheckpoint() const;
 
-  // A worker's account of the TRAIN steps it holds (leased, not reported):
-  // every other TRAIN step in flight for task+incarnation goes back to the
-  // queue (its lease was lost with an answer the worker never received).
-  // Returns how many were re-queued. Errors: as ValidateTask.
-  absl::StatusOr<int> ReleaseUnheld(const v1::TaskId& task,
-                                    const std::string& incarnation,
-                                    const std::vector<int64_t>& holding);
+  // A worker's account of the TRAIN steps and the EVALUATE epochs it holds
+  // (leased, not reported): every other item in flight for
+  // task+incarnation goes back to the queue (its lease was lost with an
+  // answer the worker never received). Returns how many were re-queued.
+  // Errors: as ValidateTask.
+  absl::StatusOr<int> ReleaseUnheld(
+      const v1::TaskId& task, const std::string& incarnation,
+      const std::vector<int64_t>& holding,
+      const std::vector<int64_t>& holding_evaluations = {});
 
   // Writes state.json if anything changed since the last write (one write
   // covers every change made before it started). No-op when not

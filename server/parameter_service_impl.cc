@@ -988,6 +988,20 @@ std::string RegionJob(const std::optional<Caller>& caller) {
 
 }  // namespace
 
+std::vector<std::unique_ptr<DoorbellServer>>
+ParameterServiceImpl::TakeFinishedDoorbellsLocked() {
+  std::vector<std::unique_ptr<DoorbellServer>> finished;
+  for (auto it = doorbells_.begin(); it != doorbells_.end();) {
+    if (it->second->finished()) {
+      finished.push_back(std::move(it->second));
+      it = doorbells_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return finished;
+}
+
 grpc::ServerUnaryReactor* ParameterServiceImpl::AttachSharedRegion(
     grpc::CallbackServerContext* ctx,
     const v1::AttachSharedRegionRequest* req,
@@ -1003,7 +1017,10 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::AttachSharedRegion(
       ctx->peer(), req->pid(), req->fd(), static_cast<uint64_t>(req->bytes()),
       req->nonce(), caller->has_value() ? (*caller)->job : std::string(),
       start);
-  if (id.ok()) resp->set_region(*id);
+  if (id.ok()) {
+    resp->set_region(*id);
+    resp->set_server_pid(static_cast<int64_t>(::getpid()));
+  }
   return FinishUnary(this, ctx, "AttachSharedRegion", start, id.status());
 }
 
@@ -1020,15 +1037,18 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::DetachSharedRegion(
   absl::Status detached =
       shared_regions_.Detach(req->region(), RegionJob(*caller));
   std::unique_ptr<DoorbellServer> doorbell;
-  if (detached.ok()) {
+  std::vector<std::unique_ptr<DoorbellServer>> finished;
+  {
     absl::MutexLock lock(&doorbells_mu_);
+    finished = TakeFinishedDoorbellsLocked();
     auto it = doorbells_.find(req->region());
-    if (it != doorbells_.end()) {
+    if (detached.ok() && it != doorbells_.end()) {
       doorbell = std::move(it->second);
       doorbells_.erase(it);
     }
   }
   doorbell.reset();  // joins its thread outside the lock
+  finished.clear();
   return FinishUnary(this, ctx, "DetachSharedRegion", start, detached);
 }
 
@@ -1139,14 +1159,23 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::ServeSharedRegion(
       return s;
     };
     auto alive = [this, id] { return shared_regions_.Contains(id); };
+    // A doorbell served again: the old thread stops (and closes the word)
+    // before the new one opens it; threads are joined outside the lock.
+    std::unique_ptr<DoorbellServer> replaced;
+    std::vector<std::unique_ptr<DoorbellServer>> finished;
     {
       absl::MutexLock lock(&doorbells_mu_);
-      for (auto it = doorbells_.begin(); it != doorbells_.end();) {
-        it = it->second->finished() ? doorbells_.erase(it) : std::next(it);
+      finished = TakeFinishedDoorbellsLocked();
+      auto it = doorbells_.find(id);
+      if (it != doorbells_.end()) {
+        replaced = std::move(it->second);
+        doorbells_.erase(it);
       }
-      // A doorbell served again: the old thread stops (and closes the
-      // word) before the new one opens it.
-      doorbells_.erase(id);
+    }
+    replaced.reset();
+    finished.clear();
+    {
+      absl::MutexLock lock(&doorbells_mu_);
       if (static_cast<int>(doorbells_.size()) >=
           options_.shared_regions.max_doorbells) {
         return absl::ResourceExhaustedError(absl::StrCat(

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -162,6 +163,10 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   // Receive buffers for Push and Assign payloads.
   std::shared_ptr<BufferPool> buffers_;
   SharedRegionTable shared_regions_;
+  // Removes the doorbells whose thread ended (their region was dropped),
+  // for the caller to destroy outside the lock.
+  std::vector<std::unique_ptr<DoorbellServer>> TakeFinishedDoorbellsLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(doorbells_mu_);
   // Doorbells of served regions, by region id.
   absl::Mutex doorbells_mu_;
   std::map<uint64_t, std::unique_ptr<DoorbellServer>> doorbells_

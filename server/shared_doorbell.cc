@@ -48,6 +48,22 @@ void DoorbellServer::Loop() {
   char* answer_area = request_area + message_bytes_;
   while (true) {
     uint32_t s = state->load(std::memory_order_acquire);
+    if (s == kDoorbellRequest && stop_.load()) {
+      // Stopping: answer what was posted, then close (a client that keeps
+      // posting cannot hold the thread).
+      const std::string text = "doorbell: the server stops serving this region";
+      std::memcpy(answer_area, text.data(),
+                  std::min<size_t>(text.size(), message_bytes_));
+      Word(control_, 8)->store(
+          static_cast<uint32_t>(std::min<size_t>(text.size(), message_bytes_)),
+          std::memory_order_relaxed);
+      Word(control_, 12)->store(
+          static_cast<uint32_t>(absl::StatusCode::kUnavailable),
+          std::memory_order_relaxed);
+      state->store(kDoorbellClosed, std::memory_order_release);
+      FutexWakeAll(state);
+      break;
+    }
     if (s != kDoorbellRequest) {
       if (stop_.load() || !alive_()) {
         // Tell the client (unless a request just came: answer it first).

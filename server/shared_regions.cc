@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -22,7 +23,15 @@ std::string Errno() { return std::strerror(errno); }
 
 }  // namespace
 
-MappedRegion::~MappedRegion() { ::munmap(data_, size_); }
+MappedRegion::~MappedRegion() {
+  // Tell readers of mirrors in it that nobody writes them any more (only in
+  // a region whose nonce proved it the caller's).
+  if (verified_) {
+    reinterpret_cast<std::atomic<uint64_t>*>(data_)->store(
+        kMirrorGone, std::memory_order_release);
+  }
+  ::munmap(data_, size_);
+}
 
 absl::Status MappedRegion::CheckRange(uint64_t offset, uint64_t bytes,
                                       const char* what) const {
@@ -128,6 +137,7 @@ absl::StatusOr<uint64_t> SharedRegionTable::Attach(
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   uint64_t id = 0;
   while (id == 0 || regions_.count(id) > 0) id = rng();
+  region->set_verified();  // in the table: its unmapping marks it gone
   regions_[id] = Entry{std::move(region), now};
   total_bytes_ += bytes;
   return id;

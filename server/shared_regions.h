@@ -30,6 +30,9 @@ class MappedRegion {
   MappedRegion(const MappedRegion&) = delete;
   MappedRegion& operator=(const MappedRegion&) = delete;
 
+  // The nonce matched: the destructor marks the region gone.
+  void set_verified() { verified_ = true; }
+
   char* data() const { return data_; }
   size_t size() const { return size_; }
   // The job of the caller that attached it ("" without credentials).
@@ -44,6 +47,7 @@ class MappedRegion {
   char* const data_;
   const size_t size_;
   const std::string job_;
+  bool verified_ = false;
 };
 
 struct SharedRegionOptions {

@@ -345,8 +345,9 @@ void Variable::WriteMirrorsLocked() {
     // The client may have written anything here: restart from an even
     // number below the sentinel.
     if (s == kMirrorGone || s % 2 != 0) s = 0;
-    seq->store(s + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
+    // An acquire exchange (not a store and a fence, which ThreadSanitizer
+    // builds refuse): the writes below cannot move above it.
+    seq->exchange(s + 1, std::memory_order_acq_rel);
     std::memcpy(header + 8, &version_, sizeof(version_));
     std::memcpy(header + kMirrorHeaderBytes, value_->data(), byte_size_);
     seq->store(s + 2, std::memory_order_release);

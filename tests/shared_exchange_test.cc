@@ -123,6 +123,12 @@ std::vector<float> ReadFloats(const SharedRegion& region, uint64_t offset,
   return out;
 }
 
+std::unique_ptr<SharedRegion> NewRegion() {
+  auto region = SharedRegion::Create(kRegionBytes);
+  EXPECT_TRUE(region.ok()) << region.status();
+  return region.ok() ? *std::move(region) : nullptr;
+}
+
 // One PS on 127.0.0.1:0 with float32 [4] variable "w" (ones, SGD 0.1), a
 // client and a region the client attached.
 class SharedExchangeTest : public ::testing::Test {
@@ -363,8 +369,16 @@ TEST_F(SharedExchangeTest, DetachedRegionIsFailedPrecondition) {
   EXPECT_TRUE(absl::StartsWith(resp.status().message(), "shared region "))
       << resp.status();
   ExpectWUnchanged();
-  // Attaching again gives a working id.
-  auto id = client_->AttachSharedRegion(*region_);
+  // The server marked the detached region gone (over its nonce), so it
+  // cannot be attached again; a new region can.
+  uint64_t gone = 0;
+  std::memcpy(&gone, region_->data(), sizeof(gone));
+  EXPECT_EQ(gone, kMirrorGone);
+  EXPECT_THAT(client_->AttachSharedRegion(*region_),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  auto fresh = NewRegion();
+  ASSERT_NE(fresh, nullptr);
+  auto id = client_->AttachSharedRegion(*fresh);
   ASSERT_TRUE(id.ok()) << id.status();
   STRATA_ASSERT_OK(client_->ExchangeShared(
       Exchange(*id, "w", 4, PushTag{"j", 0, 1}, {"w"})));
@@ -492,11 +506,6 @@ TEST(IsLoopbackPeerTest, AcceptsLoopbackOnly) {
 
 constexpr char kLoopback[] = "ipv4:127.0.0.1:5000";
 
-std::unique_ptr<SharedRegion> NewRegion() {
-  auto region = SharedRegion::Create(kRegionBytes);
-  EXPECT_TRUE(region.ok()) << region.status();
-  return region.ok() ? *std::move(region) : nullptr;
-}
 
 absl::StatusOr<uint64_t> TableAttach(SharedRegionTable* table,
                                      const SharedRegion& region,
@@ -590,7 +599,9 @@ TEST(SharedRegionTableTest, RegionsBelongToTheirJob) {
   STRATA_ASSERT_OK(table.Get(*id, "", t0));
   STRATA_ASSERT_OK(table.Detach(*id, "a"));
   // A region attached by a caller without a job is not open to every job.
-  auto unowned = TableAttach(&table, *region, kLoopback, "", t0);
+  auto other = NewRegion();
+  ASSERT_NE(other, nullptr);
+  auto unowned = TableAttach(&table, *other, kLoopback, "", t0);
   ASSERT_TRUE(unowned.ok()) << unowned.status();
   EXPECT_THAT(table.Get(*unowned, "b", t0),
               StatusIs(absl::StatusCode::kPermissionDenied));
@@ -817,6 +828,46 @@ TEST(PushPullManyTest, ReattachesARegionTheServerDropped) {
   auto pulled = cluster->ps(0)->Pull("w", got.data(), 16);
   ASSERT_TRUE(pulled.ok()) << pulled.status();
   EXPECT_EQ(pulled->version, 3);
+}
+
+TEST(PullLatestTest, AMirrorRegionTheServerDroppedIsNotReadAgain) {
+  std::ostringstream log;
+  Logger logger("ps:test", &log);
+  PsServerOptions options;
+  // Room for a lane's and a mirror region; any attach beyond drops both
+  // (idle from the start).
+  options.service.shared_regions.max_regions = 2;
+  options.service.shared_regions.idle_timeout = absl::ZeroDuration();
+  auto server = PsServer::Start(options, &logger);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto cluster = PsCluster::Connect({(*server)->address()}, ClientOptions());
+  STRATA_ASSERT_OK(cluster->CreateVariable(Spec("w", {4}), {}));
+  std::vector<float> g = {1, 1, 1, 1};
+  std::vector<float> got(4);
+  STRATA_ASSERT_OK(cluster->PushPullMany(0, {"w"}, {g.data()},
+                                         PushTag{"j", 0, 0}, {}));
+  STRATA_ASSERT_OK(cluster->PullLatest(0, {"w"}, {got.data()}));
+  EXPECT_TRUE(cluster->ReadsMirror(0));
+  EXPECT_FLOAT_EQ(got[0], 0.9f);
+
+  // Another client's attach drops both regions; the server stops writing
+  // the mirror (it marks the region gone over its nonce).
+  auto other = PsClient::Connect((*server)->address(), ClientOptions());
+  auto region = NewRegion();
+  ASSERT_NE(region, nullptr);
+  ASSERT_TRUE(other->AttachSharedRegion(*region).ok());
+  ASSERT_TRUE(other->AttachSharedRegion(*NewRegion()).ok());
+  ASSERT_TRUE(other->Push("w", DType::kFloat32, {4}, g.data(),
+                          PushTag{"j", 1, 0})
+                  .ok());
+  // Not the stale 0.9 of the dropped mirror: pulled instead.
+  STRATA_ASSERT_OK(cluster->PullLatest(0, {"w"}, {got.data()}));
+  EXPECT_FALSE(cluster->ReadsMirror(0));
+  EXPECT_FLOAT_EQ(got[0], 0.8f);
+  // The next read sets the mirrors up again.
+  STRATA_ASSERT_OK(cluster->PullLatest(0, {"w"}, {got.data()}));
+  EXPECT_TRUE(cluster->ReadsMirror(0));
+  EXPECT_FLOAT_EQ(got[0], 0.8f);
 }
 
 TEST(PushPullManyTest, ServerThatRefusesRegionsGetsStreamingCalls) {

@@ -43,7 +43,8 @@ bool WorkFeed::ItemsDueLocked() const {
 }
 
 bool WorkFeed::FeederWakeLocked() const {
-  return stop_ || ReportsDueLocked() || ItemsDueLocked();
+  return stop_ || (absl::Now() >= retry_at_ &&
+                   (ReportsDueLocked() || ItemsDueLocked()));
 }
 
 bool WorkFeed::ItemReadyLocked() const {
@@ -55,18 +56,31 @@ void WorkFeed::FeederLoop() {
   while (!stop_ && error_.ok()) {
     // Sleep until a call is due (and allowed), or a stop.
     const absl::Time now = absl::Now();
-    mu_.AwaitWithDeadline(
-        absl::Condition(this, &WorkFeed::FeederWakeLocked),
-        next_call_ > now ? std::min(next_call_, now + absl::Seconds(1))
-                         : now + absl::Seconds(1));
+    absl::Time wake = now + absl::Seconds(1);
+    for (absl::Time t : {next_call_, retry_at_}) {
+      if (t > now) wake = std::min(wake, t);
+    }
+    mu_.AwaitWithDeadline(absl::Condition(this, &WorkFeed::FeederWakeLocked),
+                          wake);
     if (stop_) break;
-    if (!ReportsDueLocked() && !ItemsDueLocked()) continue;
+    if (absl::Now() < retry_at_ || (!ReportsDueLocked() && !ItemsDueLocked())) {
+      continue;
+    }
     absl::Status s = CallLocked();
-    if (s.code() == absl::StatusCode::kNotFound) {
+    if (s.ok()) {
+      backoff_ = absl::ZeroDuration();
+    } else if (s.code() == absl::StatusCode::kNotFound) {
       // Declared failed or unknown after a coordinator restart: the
       // membership agent registers again; the reports stay queued.
-      next_call_ = absl::Now() + options_.not_found_pause;
-    } else if (!s.ok()) {
+      retry_at_ = absl::Now() + options_.not_found_pause;
+    } else if (s.code() == absl::StatusCode::kUnavailable ||
+               s.code() == absl::StatusCode::kDeadlineExceeded) {
+      // The coordinator is slow or away (its client already retried
+      // UNAVAILABLE for a while): keep the reports, try again later.
+      backoff_ = std::clamp(2 * backoff_, options_.min_backoff,
+                            options_.max_backoff);
+      retry_at_ = absl::Now() + backoff_;
+    } else {
       error_ = s;
     }
   }
@@ -80,9 +94,16 @@ absl::Status WorkFeed::CallLocked() {
   pending_.clear();
   urgent_ = false;
   for (const v1::WorkItem& item : queue_) {
-    if (item.kind() == v1::WorkItem::TRAIN) request.add_holding(item.step());
+    if (item.kind() == v1::WorkItem::TRAIN) {
+      request.add_holding(item.step());
+    } else {
+      request.add_holding_evaluations(item.epoch());
+    }
   }
   for (int64_t step : running_) request.add_holding(step);
+  for (int64_t epoch : running_evaluations_) {
+    request.add_holding_evaluations(static_cast<int32_t>(epoch));
+  }
   const int lease = std::clamp(options_.lease, 1, 64);
   request.set_max_items(
       done_ ? 0 : std::max(0, lease - static_cast<int>(queue_.size())));
@@ -124,6 +145,8 @@ absl::StatusOr<v1::WorkItem> WorkFeed::Next(
   if (done.has_value()) {
     if (done->item().kind() == v1::WorkItem::TRAIN) {
       running_.erase(done->item().step());
+    } else {
+      running_evaluations_.erase(done->item().epoch());
     }
     // Evaluations and failures matter to others (the epoch gate, the
     // re-queue): send them at once.
@@ -137,7 +160,11 @@ absl::StatusOr<v1::WorkItem> WorkFeed::Next(
   if (!queue_.empty()) {
     v1::WorkItem item = std::move(queue_.front());
     queue_.pop_front();
-    if (item.kind() == v1::WorkItem::TRAIN) running_.insert(item.step());
+    if (item.kind() == v1::WorkItem::TRAIN) {
+      running_.insert(item.step());
+    } else {
+      running_evaluations_.insert(item.epoch());
+    }
     return item;
   }
   if (!error_.ok()) return error_;

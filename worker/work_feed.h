@@ -32,8 +32,12 @@ struct WorkFeedOptions {
   // How long Next waits for an item before answering WAIT (so that its
   // caller can check for a stop).
   absl::Duration max_wait = absl::Milliseconds(100);
-  // Pause after a NOT_FOUND answer (the task re-registers meanwhile).
+  // Pause after a NOT_FOUND answer (the task re-registers meanwhile), and
+  // the first and longest pauses after a call that failed for a while
+  // (UNAVAILABLE, DEADLINE_EXCEEDED: retried; other errors end the feed).
   absl::Duration not_found_pause = absl::Milliseconds(200);
+  absl::Duration min_backoff = absl::Milliseconds(50);
+  absl::Duration max_backoff = absl::Seconds(2);
 };
 
 // Thread-safe. Starts its feeder thread in the constructor; the destructor
@@ -50,7 +54,8 @@ class WorkFeed {
   // and returns the caller's next item. EVALUATE reports and failed steps
   // are sent at once. WAIT means nothing came within max_wait (ask again);
   // DONE that the job is over (after the last reports were sent). Errors:
-  // a coordinator error other than NOT_FOUND (the feeder stops then).
+  // a coordinator error other than NOT_FOUND, UNAVAILABLE or
+  // DEADLINE_EXCEEDED (the feeder stops then).
   absl::StatusOr<v1::WorkItem> Next(std::optional<v1::ReportWorkRequest> done);
 
   // Calls made so far (tests).
@@ -76,11 +81,17 @@ class WorkFeed {
   mutable absl::Mutex mu_;
   std::deque<v1::WorkItem> queue_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ReportWorkRequest> pending_ ABSL_GUARDED_BY(mu_);
-  // TRAIN steps handed to step threads and not yet reported.
+  // TRAIN steps and EVALUATE epochs handed to step threads and not yet
+  // reported.
   std::set<int64_t> running_ ABSL_GUARDED_BY(mu_);
+  std::set<int64_t> running_evaluations_ ABSL_GUARDED_BY(mu_);
   bool urgent_ ABSL_GUARDED_BY(mu_) = false;  // a report to send at once
-  // Not before this time (after WAIT or NOT_FOUND), unless urgent.
+  // No call for items before this time (after WAIT).
   absl::Time next_call_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // No call at all before this time (after a failed call), and the pause
+  // after the next failure.
+  absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;  // the coordinator said DONE
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
