@@ -155,13 +155,22 @@ absl::Status PsWorker::Run() {
   STRATA_RETURN_IF_ERROR(Setup(job));
 
   const int n = std::max(1, options_.steps_in_flight);
-  // A lease of four items per step thread, refilled below two; reports go
-  // back after every step thread finished one (evaluations and failures at
-  // once).
+  // Async: a lease of four items per step thread, refilled below two;
+  // reports go back after every step thread finished one (evaluations and
+  // failures at once). Sync: one item queued at most and every report at
+  // once, as one step at a time per thread: a step of a later aggregated
+  // step can only wait (and time out) until the earlier ones are pushed,
+  // and a dead worker's leases hold those back until its lease expires.
   WorkFeedOptions feed_options;
-  feed_options.lease = std::min(64, 4 * n);
-  feed_options.report_every = n;
-  feed_options.low_water = 2 * n;
+  if (job_.strategy.update == "sync") {
+    feed_options.lease = 1;
+    feed_options.report_every = 1;
+    feed_options.low_water = 1;
+  } else {
+    feed_options.lease = std::min(64, 4 * n);
+    feed_options.report_every = n;
+    feed_options.low_water = 2 * n;
+  }
   feed_ = std::make_unique<WorkFeed>(coordinator_, task_,
                                      agent_->incarnation(), feed_options);
   std::vector<StepContext> contexts(n);
