@@ -787,17 +787,31 @@ TEST(PushPullManyTest, SharedMemoryGivesTheSameValuesAndVersionsAsStreaming) {
       0);
 }
 
-TEST(PushPullManyTest, ReattachesARegionTheServerDropped) {
+// One PS whose region table holds `max_regions`, every region idle from
+// the start (an attach beyond the limit drops the others), holding float32
+// [4] "w"; and a cluster of it.
+struct SmallTable {
   std::ostringstream log;
-  Logger logger("ps:test", &log);
+  Logger logger{"ps:test", &log};
+  std::unique_ptr<PsServer> server;
+  std::unique_ptr<PsCluster> cluster;
+};
+void StartSmallTable(int max_regions, SmallTable* t) {
   PsServerOptions options;
-  // Room for one region; an attach drops any other (idle from the start).
-  options.service.shared_regions.max_regions = 1;
+  options.service.shared_regions.max_regions = max_regions;
   options.service.shared_regions.idle_timeout = absl::ZeroDuration();
-  auto server = PsServer::Start(options, &logger);
+  auto server = PsServer::Start(options, &t->logger);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto cluster = PsCluster::Connect({(*server)->address()}, ClientOptions());
-  STRATA_ASSERT_OK(cluster->CreateVariable(Spec("w", {4}), {}));
+  t->server = *std::move(server);
+  t->cluster = PsCluster::Connect({t->server->address()}, ClientOptions());
+  STRATA_ASSERT_OK(t->cluster->CreateVariable(Spec("w", {4}), {}));
+}
+
+TEST(PushPullManyTest, ReattachesARegionTheServerDropped) {
+  // Room for one region: lane 1's attach drops lane 0's.
+  SmallTable t;
+  ASSERT_NO_FATAL_FAILURE(StartSmallTable(1, &t));
+  PsCluster* cluster = t.cluster.get();
 
   std::vector<float> g = {1, 1, 1, 1};
   std::vector<float> got(4);
@@ -816,7 +830,7 @@ TEST(PushPullManyTest, ReattachesARegionTheServerDropped) {
   EXPECT_TRUE(cluster->UsesSharedMemory(0, 0));
   EXPECT_FLOAT_EQ(got[0], 0.7f);
 
-  PsServer* s = server->get();
+  PsServer* s = t.server.get();
   EXPECT_EQ(RpcCount(s, "AttachSharedRegion"), 3);
   // The refusal came from the server (the doorbell answered "not
   // attached"), or the dropped region's doorbell had closed already (its
@@ -831,17 +845,10 @@ TEST(PushPullManyTest, ReattachesARegionTheServerDropped) {
 }
 
 TEST(PullLatestTest, AMirrorRegionTheServerDroppedIsNotReadAgain) {
-  std::ostringstream log;
-  Logger logger("ps:test", &log);
-  PsServerOptions options;
-  // Room for a lane's and a mirror region; any attach beyond drops both
-  // (idle from the start).
-  options.service.shared_regions.max_regions = 2;
-  options.service.shared_regions.idle_timeout = absl::ZeroDuration();
-  auto server = PsServer::Start(options, &logger);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto cluster = PsCluster::Connect({(*server)->address()}, ClientOptions());
-  STRATA_ASSERT_OK(cluster->CreateVariable(Spec("w", {4}), {}));
+  // Room for a lane's and a mirror region; any attach beyond drops both.
+  SmallTable t;
+  ASSERT_NO_FATAL_FAILURE(StartSmallTable(2, &t));
+  PsCluster* cluster = t.cluster.get();
   std::vector<float> g = {1, 1, 1, 1};
   std::vector<float> got(4);
   STRATA_ASSERT_OK(cluster->PushPullMany(0, {"w"}, {g.data()},
@@ -852,7 +859,7 @@ TEST(PullLatestTest, AMirrorRegionTheServerDroppedIsNotReadAgain) {
 
   // Another client's attach drops both regions; the server stops writing
   // the mirror (it marks the region gone over its nonce).
-  auto other = PsClient::Connect((*server)->address(), ClientOptions());
+  auto other = PsClient::Connect(t.server->address(), ClientOptions());
   auto region = NewRegion();
   ASSERT_NE(region, nullptr);
   ASSERT_TRUE(other->AttachSharedRegion(*region).ok());
