@@ -223,9 +223,10 @@ class AssignReactor final : public ChunkedReceiveReactor {
 };
 
 // Waits, without holding a thread, until every variable satisfies
-// (min_version, clock), then runs `done` with OK; or runs it with ABORTED
-// naming what it waited for a little before the caller's deadline (so that
-// the caller hears why), or after the server's maximum wait. `done` runs
+// (min_version, clock), then runs `done` with OK; or runs it with
+// DEADLINE_EXCEEDED naming what it waited for a little before the caller's
+// deadline (so that the caller hears why rather than a bare deadline), or
+// after the server's maximum wait (options().max_pull_wait). `done` runs
 // once, possibly on another thread before Start returns; the owner must
 // outlive that call.
 class ReadyWait {
@@ -257,7 +258,7 @@ class ReadyWait {
     for (const auto& v : waiting_) {
       if (v->PullReady(min_version_, clock_)) continue;
       if (absl::Now() >= deadline_) {
-        done_(absl::AbortedError(
+        done_(absl::DeadlineExceededError(
                   absl::StrCat("pull timed out waiting: ",
                                v->WaitDescription(min_version_, clock_))),
               v->name());
@@ -278,7 +279,7 @@ class ReadyWait {
       if (id != 0) {
         timer->Schedule(deadline, [waiting, id, min_version, clock]() {
           waiting->ExpireWaiter(
-              id, absl::AbortedError(absl::StrCat(
+              id, absl::DeadlineExceededError(absl::StrCat(
                       "pull timed out waiting: ",
                       waiting->WaitDescription(min_version, clock))));
         });

@@ -17,8 +17,10 @@ absl::StatusOr<uint64_t> ValidatePushHeader(const v1::PushHeader& header,
   auto dtype = DTypeFromProto(header.dtype());
   if (!dtype.ok() || *dtype != variable.dtype()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        var, " is ", DTypeName(variable.dtype()), ", the gradient is ",
-        dtype.ok() ? DTypeName(*dtype) : dtype.status().ToString()));
+        var, " is ", DTypeName(variable.dtype()), ", the gradient's dtype ",
+        dtype.ok() ? absl::StrCat("is ", DTypeName(*dtype))
+                   : absl::StrCat("(PushHeader.dtype) is invalid: ",
+                                  dtype.status().message())));
   }
   Shape shape(header.shape().begin(), header.shape().end());
   const size_t esize = DTypeSize(variable.dtype());
@@ -68,9 +70,7 @@ absl::StatusOr<uint64_t> ValidatePushHeader(const v1::PushHeader& header,
 absl::StatusOr<PushOutcome> ApplyPush(const v1::PushHeader& header,
                                       Variable* variable, const char* data,
                                       size_t size) {
-  PushMeta meta{header.tag().job(),     header.tag().worker(),
-                header.tag().step(),    header.tag().attempt(),
-                header.tag().group(),   header.tag().group_size()};
+  const PushMeta meta = PushMetaFromTag(header.has_tag(), header.tag());
   if (header.rows()) {
     const size_t n = static_cast<size_t>(header.num_rows());
     std::vector<int64_t> ids(n);
@@ -135,17 +135,17 @@ absl::StatusOr<v1::PushVariablesResponse> ApplyPushVariables(
     const v1::PushVariablesHeader& header,
     const std::vector<std::shared_ptr<Variable>>& variables, const char* data,
     size_t size, VariableStore* store) {
-  // Validate every gradient before applying any.
+  // Validate every gradient, and the tag against every variable's update
+  // mode, before applying any.
+  const PushMeta meta = PushMetaFromTag(header.has_tag(), header.tag());
   size_t offset = 0;
   for (const auto& v : variables) {
+    STRATA_RETURN_IF_ERROR(v->CheckPushMeta(meta));
     STRATA_RETURN_IF_ERROR(CheckFinite(
         v->dtype(), data + offset, NumElements(v->shape()),
         absl::StrCat("gradient for variable '", v->name(), "'")));
     offset += v->byte_size();
   }
-  PushMeta meta{header.tag().job(),     header.tag().worker(),
-                header.tag().step(),    header.tag().attempt(),
-                header.tag().group(),   header.tag().group_size()};
   v1::PushVariablesResponse resp;
   offset = 0;
   for (const auto& v : variables) {

@@ -495,7 +495,9 @@ absl::StatusOr<std::shared_ptr<Variable>> Variable::FromCheckpoint(
   if (!parsed.ok()) {
     return absl::DataLossError(absl::StrCat("checkpoint variable ",
                                             Quote(entry.name),
-                                            ": bad spec: ", parsed.ToString()));
+                                            ": bad spec: ",
+                                            std::string(parsed.message().data(),
+                                                        parsed.message().size())));
   }
   if (spec.name() != entry.name) {
     // The store files the variable under entry.name; pushes and pulls find
@@ -592,7 +594,14 @@ absl::StatusOr<std::shared_ptr<Variable>> Variable::FromCheckpoint(
   return v;
 }
 
-absl::Status Variable::CheckWorker(const PushMeta& meta) const {
+PushMeta PushMetaFromTag(bool has_tag, const v1::PushTag& tag) {
+  PushMeta meta{tag.job(),   tag.worker(), tag.step(),      tag.attempt(),
+                tag.group(), tag.group_size()};
+  meta.tagged = has_tag;
+  return meta;
+}
+
+absl::Status Variable::CheckPushMeta(const PushMeta& meta) const {
   if (meta.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "variable ", Quote(name()), ": step ", meta.step, " is negative"));
@@ -603,6 +612,12 @@ absl::Status Variable::CheckWorker(const PushMeta& meta) const {
         "variable ", Quote(name()), ": step ", meta.step, " is out of range"));
   }
   if (mode_ == v1::UpdateMode::ASYNC) return absl::OkStatus();
+  if (!meta.tagged) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable ", Quote(name()), " is ", v1::UpdateMode::Kind_Name(mode_),
+        ": its pushes need a tag (PushTag.worker and PushTag.step say which "
+        "replica and step the gradient belongs to)"));
+  }
   if (meta.group_size < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "variable ", Quote(name()), ": group_size ", meta.group_size,
@@ -627,9 +642,9 @@ absl::Status Variable::CheckWorker(const PushMeta& meta) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> Variable::SeenBefore(const PushMeta& meta) {
-  auto key = std::make_pair(meta.job, meta.worker);
-  auto it = dedup_.find(key);
+absl::StatusOr<bool> Variable::SeenBefore(const PushMeta& meta) const {
+  if (!meta.tagged) return false;
+  auto it = dedup_.find(std::make_pair(meta.job, meta.worker));
   if (it == dedup_.end()) return false;
   const DedupWindow& w = it->second;
   if (meta.step < w.floor) {
@@ -639,6 +654,16 @@ absl::StatusOr<bool> Variable::SeenBefore(const PushMeta& meta) {
         "remembered: ", w.floor, "); cannot tell whether it was applied"));
   }
   return w.steps.count(meta.step) > 0;
+}
+
+void Variable::RecordPushLocked(const PushMeta& meta) {
+  if (!meta.tagged) return;
+  DedupWindow& w = dedup_[{meta.job, meta.worker}];
+  w.steps.insert(meta.step);
+  while (static_cast<int64_t>(w.steps.size()) > kDedupWindow) {
+    w.floor = *w.steps.begin() + 1;
+    w.steps.erase(w.steps.begin());
+  }
 }
 
 void Variable::UnshareLocked() {
@@ -709,7 +734,7 @@ absl::StatusOr<PushOutcome> Variable::PushDense(const PushMeta& meta,
         " bytes, expected ", byte_size_, " (", DTypeName(dtype_), " ",
         ShapeString(shape_), ")"));
   }
-  STRATA_RETURN_IF_ERROR(CheckWorker(meta));
+  STRATA_RETURN_IF_ERROR(CheckPushMeta(meta));
   if (!checked) {
     STRATA_RETURN_IF_ERROR(CheckFinite(
         dtype_, grad, num_elements_,
@@ -730,12 +755,7 @@ absl::StatusOr<PushOutcome> Variable::PushDense(const PushMeta& meta,
     } else {
       STRATA_RETURN_IF_ERROR(ApplyDenseLocked(grad));
       ++version_;
-      auto& w = dedup_[{meta.job, meta.worker}];
-      w.steps.insert(meta.step);
-      while (static_cast<int64_t>(w.steps.size()) > kDedupWindow) {
-        w.floor = *w.steps.begin() + 1;
-        w.steps.erase(w.steps.begin());
-      }
+      RecordPushLocked(meta);
       AdvanceClockLocked(meta);
       out.version = version_;
       out.applied = true;
@@ -770,7 +790,7 @@ absl::StatusOr<PushOutcome> Variable::PushRows(const PushMeta& meta,
           ") is outside [0, ", shape_[0], ")"));
     }
   }
-  STRATA_RETURN_IF_ERROR(CheckWorker(meta));
+  STRATA_RETURN_IF_ERROR(CheckPushMeta(meta));
   STRATA_RETURN_IF_ERROR(CheckFinite(
       dtype_, values, ids.size() * row_width_,
       absl::StrCat("row gradient for variable ", Quote(name()))));
@@ -809,12 +829,7 @@ absl::StatusOr<PushOutcome> Variable::PushRows(const PushMeta& meta,
     } else {
       STRATA_RETURN_IF_ERROR(ApplyRowsLocked(unique_ids, rows));
       ++version_;
-      auto& w = dedup_[{meta.job, meta.worker}];
-      w.steps.insert(meta.step);
-      while (static_cast<int64_t>(w.steps.size()) > kDedupWindow) {
-        w.floor = *w.steps.begin() + 1;
-        w.steps.erase(w.steps.begin());
-      }
+      RecordPushLocked(meta);
       AdvanceClockLocked(meta);
       out.version = version_;
       out.applied = true;
@@ -869,12 +884,7 @@ absl::StatusOr<PushOutcome> Variable::SyncAccumulateLocked(
     }
   }
   acc.contributors.insert({meta.job, meta.worker});
-  auto& w = dedup_[{meta.job, meta.worker}];
-  w.steps.insert(meta.step);
-  while (static_cast<int64_t>(w.steps.size()) > kDedupWindow) {
-    w.floor = *w.steps.begin() + 1;
-    w.steps.erase(w.steps.begin());
-  }
+  RecordPushLocked(meta);
 
   PushOutcome out;
   // Apply every complete step in order.

@@ -37,7 +37,14 @@ struct PushMeta {
   int64_t attempt = 0;
   int64_t group = 0;     // SYNC groups (see PushTag)
   int32_t group_size = 0;
+  // False for a push that carried no PushTag: it is applied every time it
+  // arrives (no exactly-once detection, nothing remembered), and is refused
+  // by SYNC and STALENESS variables, which need the worker and step.
+  bool tagged = true;
 };
+
+// The PushMeta of a push whose header carries `tag` when `has_tag`.
+PushMeta PushMetaFromTag(bool has_tag, const v1::PushTag& tag);
 
 struct PushOutcome {
   int64_t version = 0;
@@ -96,9 +103,18 @@ class Variable {
   size_t byte_size() const { return byte_size_; }
   int64_t row_width() const { return row_width_; }
 
+  // Checks a push's identity against the update mode, without applying
+  // anything: the step is in range, and in SYNC and STALENESS modes the push
+  // is tagged and its worker is one of the replicas. Errors:
+  // INVALID_ARGUMENT naming the variable and the field.
+  absl::Status CheckPushMeta(const PushMeta& meta) const;
+
   // Dense gradient push: `grad` holds byte_size() bytes of dtype().
-  // Errors: INVALID_ARGUMENT (size, NaN/Inf, worker out of range in
-  // sync/staleness modes), ABORTED (sync step already applied, or a step
+  // A tagged push whose (job, worker, step) this variable already took is
+  // acknowledged (`duplicate`) and not applied; an untagged one is always
+  // applied (ASYNC only).
+  // Errors: INVALID_ARGUMENT (size, NaN/Inf, the errors of CheckPushMeta),
+  // ABORTED (sync step already applied, or a step
   // older than the exactly-once window), FAILED_PRECONDITION (sync step too
   // far ahead).
   // `checked`: the caller already ran CheckFinite on `grad`.
@@ -131,7 +147,8 @@ class Variable {
   // at once (returning 0) when already ready.
   int64_t WaitForPull(int64_t min_version, int64_t clock,
                       std::function<void(absl::Status)> done);
-  // Fires waiter `id` with an ABORTED/DEADLINE status if it is still waiting.
+  // Fires waiter `id` with `status` (the Pull's DEADLINE_EXCEEDED) if it
+  // is still waiting.
   void ExpireWaiter(int64_t id, absl::Status status);
   // Fires every waiter with `status` (shutdown, restore).
   void CancelWaiters(absl::Status status);
@@ -200,9 +217,15 @@ class Variable {
   // and VariableDevice::Init, prefixed with the variable and device.
   absl::Status AttachDeviceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Status CheckWorker(const PushMeta& meta) const;
-  // Exactly-once check; on a new push records it and returns false.
-  absl::StatusOr<bool> SeenBefore(const PushMeta& meta)
+  // Exactly-once check: whether this variable already took the tagged push
+  // `meta` (false for an untagged push). Records nothing (RecordPushLocked
+  // does, once the push is taken). Errors: ABORTED for a step older than
+  // the window of kDedupWindow steps remembered per (job, worker).
+  absl::StatusOr<bool> SeenBefore(const PushMeta& meta) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Remembers a taken tagged push for SeenBefore (nothing for an untagged
+  // one), forgetting the oldest steps beyond kDedupWindow.
+  void RecordPushLocked(const PushMeta& meta)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies a dense gradient (already averaged) through the optimizer.
   absl::Status ApplyDenseLocked(const char* grad)

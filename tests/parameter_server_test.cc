@@ -383,14 +383,15 @@ TEST_F(PsTest, StalenessBoundHoldsFastWorkerUntilSlowOneCatchesUp) {
   EXPECT_EQ(value, 4);
 
   // At clock 3 the pull needs the slowest worker at >= 2: it waits, and a
-  // short deadline turns the wait into ABORTED naming the bound.
+  // short deadline turns the wait into DEADLINE_EXCEEDED naming the bound
+  // (the server's answer, before the call's own deadline).
   PsClientOptions short_opts;
   short_opts.deadline = absl::Milliseconds(200);
   auto impatient = PsClient::Connect(server_->address(), short_opts);
   PullOptions at_clock_3;
   at_clock_3.clock = 3;
   EXPECT_THAT(impatient->Pull("w", &value, 4, at_clock_3),
-              StatusIsWithMessage(absl::StatusCode::kAborted,
+              StatusIsWithMessage(absl::StatusCode::kDeadlineExceeded,
                                   "staleness bound 1"));
 
   // With a long deadline the pull completes once worker 1 reaches clock 2.
