@@ -26,7 +26,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -35,6 +34,7 @@
 #include "collective/collective.h"
 #include "collective/in_process.h"
 #include "collective/worker_service.h"
+#include "common/cli.h"
 
 ABSL_FLAG(std::string, ranks, "2,4", "Comma-separated rank counts");
 ABSL_FLAG(std::string, sizes_kb, "",
@@ -263,7 +263,30 @@ int Main() {
 }  // namespace
 }  // namespace strata
 
+namespace {
+
+// --help: what allreduce_bench is and its flags.
+strata::CliSpec Cli() {
+  strata::CliSpec cli;
+  cli.program = "allreduce_bench";
+  cli.usage =
+      "allreduce_bench [--ranks 2,4] [--sizes-mb 4,64] [--pack-kb 1024] "
+      "[--markdown FILE] [flags]";
+  cli.description =
+      "Ring all-reduce over gRPC WorkerServers in one process (ranks as "
+      "threads, loopback), beside a raw loopback TCP transfer of the same "
+      "bytes and the in-process transport.";
+  cli.groups = {
+      {"Cases", {"ranks", "sizes_kb", "sizes_mb", "pack_kb", "iterations",
+                 "in_process"}},
+      {"Transport", {"window", "channels"}},
+      {"Report", {"markdown"}}};
+  return cli;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  strata::ParseCli(argc, argv, Cli());
   return strata::Main();
 }

@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -123,10 +122,29 @@ absl::StatusOr<Rate> Measure(strata::LocalTrainer* trainer,
 
 }  // namespace
 
+namespace {
+
+// --help: what gpu_dense_bench is and its flags.
+strata::CliSpec Cli() {
+  strata::CliSpec cli;
+  cli.program = "gpu_dense_bench";
+  cli.usage =
+      "gpu_dense_bench [--device cuda:N] [--batches 128,1024] "
+      "[--min-seconds S] [flags]";
+  cli.description =
+      "The reference model's training step on the GPU path against the "
+      "CPU path at each batch size; prints one JSON line (exit 2 where no "
+      "GPU is usable).";
+  cli.groups = {
+      {"Benchmark", {"device", "batches", "min_seconds", "warmup_steps"}},
+      {"Data", {"data_dir", "examples"}}};
+  return cli;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  std::vector<std::string> storage;
-  std::vector<char*> args = strata::NormalizeFlagDashes(argc, argv, &storage);
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  strata::ParseCli(argc, argv, Cli());
 
   const std::string device = absl::GetFlag(FLAGS_device);
   absl::StatusOr<int> index = strata::ParseDeviceName(device, "--device");

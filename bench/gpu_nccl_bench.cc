@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "collective/collective.h"
 #include "collective/in_process.h"
 #include "collective/nccl.h"
+#include "common/cli.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(int, ranks, 0, "GPUs (ranks) from cuda:0; 0 = every visible GPU");
@@ -224,7 +224,26 @@ int Main() {
 }  // namespace
 }  // namespace strata
 
+namespace {
+
+// --help: what gpu_nccl_bench is and its flags.
+strata::CliSpec Cli() {
+  strata::CliSpec cli;
+  cli.program = "gpu_nccl_bench";
+  cli.usage =
+      "gpu_nccl_bench [--ranks N] [--sizes-kb 4,1024,65536] [--seconds S] "
+      "[--cpu-ring=false]";
+  cli.description =
+      "The Mirrored strategy's NCCL all-reduce over the visible GPUs, on "
+      "device and on host buffers, beside the CPU ring all-reduce; prints "
+      "one JSON line (exit 2 where no GPU is usable).";
+  cli.groups = {{"Benchmark", {"ranks", "sizes_kb", "seconds", "cpu_ring"}}};
+  return cli;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  strata::ParseCli(argc, argv, Cli());
   return strata::Main();
 }

@@ -29,12 +29,12 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/cli.h"
 #include "common/status_macros.h"
 #include "kernels/cuda/optimizer_kernels.h"
 #include "nlohmann/json.hpp"
@@ -262,8 +262,28 @@ absl::StatusOr<nlohmann::json> Run() {
 }  // namespace
 }  // namespace strata
 
+namespace {
+
+// --help: what gpu_optimizer_bench is and its flags.
+strata::CliSpec Cli() {
+  strata::CliSpec cli;
+  cli.program = "gpu_optimizer_bench";
+  cli.usage =
+      "gpu_optimizer_bench [--device N] [--sizes-mib 64,256,1024] "
+      "[--seconds S] [--ps-sizes-mib 64,256]";
+  cli.description =
+      "Optimizer apply throughput on GPU-resident variables against the "
+      "device's memory bandwidth, and the PS push path through "
+      "VariableDevice; prints one JSON line (exit 2 where no GPU is usable).";
+  cli.groups = {
+      {"Benchmark", {"device", "sizes_mib", "seconds", "ps_sizes_mib"}}};
+  return cli;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  strata::ParseCli(argc, argv, Cli());
   // Without a usable device: say so and exit 2 (the contract of
   // bench/gpu_check.sh).
   absl::StatusOr<strata::CudaDeviceInfo> probe =

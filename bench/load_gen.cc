@@ -41,7 +41,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -463,9 +462,29 @@ int Run(int argc, char** argv) {
 }  // namespace
 }  // namespace strata
 
+namespace {
+
+// --help: what load_gen is and its flags.
+strata::CliSpec Cli() {
+  strata::CliSpec cli;
+  cli.program = "load_gen";
+  cli.usage =
+      "load_gen [--target HOST:PORT [--ps-pid PID]] [--workers N] "
+      "[--seconds S | --soak] [--markdown FILE]";
+  cli.description =
+      "Drives one parameter server with concurrent simulated workers for a "
+      "bounded time and reports per operation p50/p99 latency, throughput, "
+      "errors and the resident memory over the run.";
+  cli.groups = {
+      {"Target", {"target", "ps_pid"}},
+      {"Load", {"workers", "rows", "seconds", "soak", "sample_seconds"}},
+      {"Report", {"markdown"}}};
+  return cli;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  std::vector<std::string> storage;
-  std::vector<char*> args = strata::NormalizeFlagDashes(argc, argv, &storage);
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  strata::ParseCli(argc, argv, Cli());
   return strata::Run(argc, argv);
 }

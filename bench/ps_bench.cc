@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/baselines.h"
@@ -337,9 +336,24 @@ int Run(int argc, char** argv) {
 }  // namespace
 }  // namespace strata
 
+namespace {
+
+// --help: what ps_bench is and its flags.
+strata::CliSpec Cli() {
+  strata::CliSpec cli;
+  cli.program = "ps_bench";
+  cli.usage = "ps_bench [--target HOST:PORT] [--quick] [--markdown FILE]";
+  cli.description =
+      "Push/pull throughput and small-pull latency of a Strata parameter "
+      "server, measured beside a raw loopback socket transfer and a bare "
+      "gRPC echo in the same run.";
+  cli.groups = {{"Benchmark", {"target", "ps_binary", "quick", "markdown"}}};
+  return cli;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  std::vector<std::string> storage;
-  std::vector<char*> args = strata::NormalizeFlagDashes(argc, argv, &storage);
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  strata::ParseCli(argc, argv, Cli());
   return strata::Run(argc, argv);
 }

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "common/cli.h"
 #include "common/logging.h"
@@ -48,10 +47,31 @@ ABSL_FLAG(double, drain_seconds, 10,
           "Grace period for in-flight calls on "
           "SIGTERM");
 
+namespace {
+
+// --help: what strata-coordinator is and its flags, grouped.
+strata::CliSpec Cli() {
+  strata::CliSpec cli;
+  cli.program = "strata-coordinator";
+  cli.usage = "strata-coordinator [--port P] [--state-dir DIR] [flags]";
+  cli.description =
+      "The coordinator daemon: owns the cluster's membership and failure "
+      "detection, the submitted job, its step queue and its checkpoints, "
+      "and on SIGTERM drains and exits 0 (TF_CONFIG, where set, gives the "
+      "chief task's port and the static cluster).";
+  cli.groups = {
+      {"Serving", {"host", "port", "metrics_port"}},
+      {"Membership", {"lease_ms", "heartbeat_ms", "topology_timeout_ms"}},
+      {"State and checkpoints", {"state_dir", "final_checkpoint_seconds"}},
+      {"Shutdown", {"drain_seconds"}},
+      strata::SecurityFlagGroup()};
+  return cli;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  std::vector<std::string> storage;
-  std::vector<char*> args = strata::NormalizeFlagDashes(argc, argv, &storage);
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  strata::ParseCli(argc, argv, Cli());
 
   // Block the stop signals in every thread; one waits for them below.
   sigset_t stop_signals;

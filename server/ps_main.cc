@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "client/coordinator_client.h"
 #include "common/cli.h"
@@ -48,10 +47,35 @@ ABSL_FLAG(double, drain_seconds, 10, "Grace period for in-flight calls on "
 ABSL_FLAG(std::string, device, "cpu", "Where variables and optimizer slots "
           "live and the optimizers run: cpu, cuda (device 0) or cuda:N");
 
+namespace {
+
+// --help: what strata-ps is and its flags, grouped.
+strata::CliSpec Cli() {
+  strata::CliSpec cli;
+  cli.program = "strata-ps";
+  cli.usage =
+      "strata-ps [--port P] [--checkpoint-dir DIR] "
+      "[--coordinator HOST:PORT --task-index I] [flags]";
+  cli.description =
+      "The parameter-server daemon: holds variables and their optimizer "
+      "slots, applies pushed gradients, serves pulls over gRPC, writes "
+      "checkpoints, and on SIGTERM drains and exits 0 (TF_CONFIG, where "
+      "set, gives its task index and port).";
+  cli.groups = {
+      {"Serving",
+       {"host", "port", "metrics_port", "device", "max_variable_bytes"}},
+      {"Cluster", {"coordinator", "task_index", "task_index_from_name",
+                   "advertise"}},
+      {"Checkpoints", {"checkpoint_dir"}},
+      {"Shutdown", {"shutdown_delay_seconds", "drain_seconds"}},
+      strata::SecurityFlagGroup()};
+  return cli;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  std::vector<std::string> storage;
-  std::vector<char*> args = strata::NormalizeFlagDashes(argc, argv, &storage);
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  strata::ParseCli(argc, argv, Cli());
 
   // Block the stop signals in every thread; one waits for them below.
   sigset_t stop_signals;

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/coordinator_client.h"
@@ -58,12 +57,33 @@ ABSL_FLAG(bool, wait_after_job, false, "When the job has ended, stay up "
 namespace {
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop = true; }
+
+// --help: what strata-worker is and its flags, grouped.
+strata::CliSpec Cli() {
+  strata::CliSpec cli;
+  cli.program = "strata-worker";
+  cli.usage =
+      "strata-worker --coordinator HOST:PORT [--task-index I] [--port P] "
+      "[flags]";
+  cli.description =
+      "One worker task: registers with the coordinator, trains the running "
+      "job's steps against the parameter servers (or its peers, under the "
+      "synchronous strategies) until the job ends, then exits 0 (TF_CONFIG, "
+      "where set, gives its index, address and the coordinator).";
+  cli.groups = {
+      {"Cluster", {"coordinator", "task_index", "task_index_from_name",
+                   "advertise_host", "worker_port"}},
+      {"Training", {"device", "steps_in_flight", "ps_shared_memory",
+                    "export_dir"}},
+      {"Health server", {"host", "port", "wait_after_job"}},
+      strata::SecurityFlagGroup()};
+  return cli;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> storage;
-  std::vector<char*> args = strata::NormalizeFlagDashes(argc, argv, &storage);
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  strata::ParseCli(argc, argv, Cli());
 
   // The device first: a GPU this machine cannot use ends the task here.
   std::string device;

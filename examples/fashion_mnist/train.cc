@@ -30,7 +30,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "common/cli.h"
 #include "sdk/strata.h"
@@ -71,12 +70,29 @@ int Fail(const char* what, const absl::Status& status) {
   return status.code() == absl::StatusCode::kCancelled ? 130 : 1;
 }
 
+// --help: what fashion_mnist_train is and its flags, grouped.
+strata::CliSpec Cli() {
+  strata::CliSpec cli;
+  cli.program = "fashion_mnist_train";
+  cli.usage =
+      "fashion_mnist_train [--strategy S] [--workers N] [--ps N] "
+      "[--epochs N] [flags]";
+  cli.description =
+      "The reference Fashion-MNIST model written with the Strata SDK, "
+      "trained under the strategy given (in this process, or on a local "
+      "cluster of processes) and evaluated on the test set.";
+  cli.groups = {
+      {"Strategy",
+       {"strategy", "workers", "ps", "update", "collective", "bin_dir"}},
+      {"Training", {"epochs", "batch_size", "limit_train", "limit_test",
+                    "data_dir"}}};
+  return cli;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> storage;
-  std::vector<char*> args = strata::NormalizeFlagDashes(argc, argv, &storage);
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  strata::ParseCli(argc, argv, Cli());
 
   const std::string strategy_name = absl::GetFlag(FLAGS_strategy);
   sdk::LocalClusterOptions cluster;
