@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "worker/job.h"  // the job limits (inline; no link dependency)
 
 namespace strata {
 namespace {
@@ -185,13 +186,18 @@ std::string SecondsText(absl::Duration d) {
 
 absl::StatusOr<CoordinatorJobSpec> ParseCoordinatorJobSpec(
     absl::string_view job_json) {
+  // The limits every tool applies to a job file (worker/job.h), here for
+  // any client: size and nesting before parsing, strings after.
+  STRATA_RETURN_IF_ERROR(CheckJobTextLimits(job_json));
   json root;
   try {
     root = json::parse(job_json.begin(), job_json.end());
   } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("job: invalid JSON: ", e.what()));
+    // The message quotes the token last read, which may be long.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job: invalid JSON: ", absl::string_view(e.what()).substr(0, 256)));
   }
+  STRATA_RETURN_IF_ERROR(CheckJobValueLimits(root));
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat("job: expected a JSON object, got ", Show(root)));

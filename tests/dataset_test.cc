@@ -306,6 +306,127 @@ TEST(DatasetTest, LoadTrainAndTestFollowTheJob) {
   EXPECT_THAT(LoadTest(wrong), StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
+// An IDX job of 6 features whose files are `dir`/NAME.
+JobSpec IdxJob(const std::string& dir, const std::string& images,
+               const std::string& labels) {
+  JobSpec job;
+  job.model.input_shape = {6};
+  job.data.format = "idx";
+  job.data.train.images = dir + "/" + images;
+  job.data.train.labels = dir + "/" + labels;
+  return job;
+}
+
+TEST(DatasetTest, LoadErrorsNameTheJobField) {
+  const std::string dir = TestDir();
+  WriteFile(dir + "/images", IdxImages(5, 2, 3), false);
+  WriteFile(dir + "/labels", IdxLabels(5), false);
+  WriteFile(dir + "/labels4", IdxLabels(4), false);
+  WriteFile(dir + "/short_labels", IdxLabels(5).substr(0, 10), false);
+  STRATA_ASSERT_OK(LoadTrain(IdxJob(dir, "images", "labels")));
+
+  EXPECT_THAT(LoadTrain(IdxJob(dir, "nope.gz", "labels")),
+              StatusIsWithMessage(absl::StatusCode::kNotFound,
+                                  "job.data.train.images: " + dir +
+                                      "/nope.gz: No such file or directory"));
+  EXPECT_THAT(LoadTrain(IdxJob(dir, "images", "nope")),
+              StatusIsWithMessage(absl::StatusCode::kNotFound,
+                                  "job.data.train.labels: " + dir +
+                                      "/nope: No such file or directory"));
+  EXPECT_THAT(LoadTrain(IdxJob(dir, "labels", "labels")),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.data.train.images: " + dir +
+                                      "/labels: bad magic"));
+  EXPECT_THAT(LoadTrain(IdxJob(dir, "images", "short_labels")),
+              StatusIsWithMessage(absl::StatusCode::kDataLoss,
+                                  "job.data.train.labels: " + dir +
+                                      "/short_labels: truncated"));
+  EXPECT_THAT(LoadTrain(IdxJob(dir, "images", "labels4")),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.data.train: IDX count mismatch"));
+  EXPECT_THAT(CountTrainExamples(IdxJob(dir, "nope.gz", "labels")),
+              StatusIsWithMessage(absl::StatusCode::kNotFound,
+                                  "job.data.train.images: " + dir +
+                                      "/nope.gz"));
+
+  JobSpec test = IdxJob(dir, "images", "labels");
+  test.data.has_test = true;
+  test.data.test.images = dir + "/images";
+  test.data.test.labels = dir + "/missing_test_labels";
+  EXPECT_THAT(LoadTest(test),
+              StatusIsWithMessage(absl::StatusCode::kNotFound,
+                                  "job.data.test.labels: " + dir +
+                                      "/missing_test_labels: No such file"));
+
+  WriteFile(dir + "/bad.csv", "0,1,2\n1,abc,4\n", false);
+  EXPECT_THAT(LoadTrain(CsvJob(dir + "/bad.csv", "", 2)),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.data.train.path: " + dir +
+                                      "/bad.csv:2: column 1: 'abc'"));
+  EXPECT_THAT(LoadTrain(CsvJob(dir + "/missing.csv", "", 2)),
+              StatusIsWithMessage(absl::StatusCode::kNotFound,
+                                  "job.data.train.path: " + dir +
+                                      "/missing.csv: No such file"));
+  EXPECT_THAT(CountTrainExamples(CsvJob(dir + "/missing.csv", "", 2)),
+              StatusIsWithMessage(absl::StatusCode::kNotFound,
+                                  "job.data.train.path: "));
+  WriteFile(dir + "/train.csv", "0,1,2\n", false);
+  EXPECT_THAT(LoadTest(CsvJob(dir + "/train.csv", dir + "/missing.csv", 2)),
+              StatusIsWithMessage(absl::StatusCode::kNotFound,
+                                  "job.data.test.path: " + dir +
+                                      "/missing.csv"));
+}
+
+TEST(DatasetTest, CheckDataFilesNamesTheMissingField) {
+  const std::string dir = TestDir();
+  // Not read: garbage passes.
+  WriteFile(dir + "/images", "garbage", false);
+  WriteFile(dir + "/labels", "", false);
+  JobSpec job = IdxJob(dir, "images", "labels");
+  STRATA_ASSERT_OK(CheckDataFiles(job));
+  // No data.test: its paths are not looked at.
+  job.data.test.images = dir + "/nope";
+  STRATA_ASSERT_OK(CheckDataFiles(job));
+
+  EXPECT_THAT(CheckDataFiles(IdxJob(dir, "nope.gz", "labels")),
+              StatusIsWithMessage(absl::StatusCode::kNotFound,
+                                  "job.data.train.images: " + dir +
+                                      "/nope.gz: No such file or directory"));
+  EXPECT_THAT(CheckDataFiles(IdxJob(dir, "images", "no/such/dir")),
+              StatusIsWithMessage(absl::StatusCode::kNotFound,
+                                  "job.data.train.labels: " + dir +
+                                      "/no/such/dir: No such file"));
+  job = IdxJob(dir, "images", "labels");
+  job.data.has_test = true;
+  job.data.test.images = dir + "/images";
+  job.data.test.labels = dir + "/test_labels";
+  EXPECT_THAT(CheckDataFiles(job),
+              StatusIsWithMessage(absl::StatusCode::kNotFound,
+                                  "job.data.test.labels: " + dir +
+                                      "/test_labels: No such file"));
+  mkdir((dir + "/sub").c_str(), 0755);
+  EXPECT_THAT(CheckDataFiles(IdxJob(dir, "sub", "labels")),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.data.train.images: " + dir +
+                                      "/sub: Is a directory"));
+  EXPECT_THAT(CheckDataFiles(CsvJob(dir + "/missing.csv", "", 2)),
+              StatusIsWithMessage(absl::StatusCode::kNotFound,
+                                  "job.data.train.path: " + dir +
+                                      "/missing.csv: No such file"));
+  STRATA_ASSERT_OK(CheckDataFiles(CsvJob(dir + "/images", "", 2)));
+  // A FIFO without a writer does not block the check.
+  ASSERT_EQ(mkfifo((dir + "/fifo").c_str(), 0644), 0);
+  STRATA_ASSERT_OK(CheckDataFiles(CsvJob(dir + "/fifo", "", 2)));
+  if (geteuid() != 0) {  // root reads anything
+    WriteFile(dir + "/secret", "x", false);
+    chmod((dir + "/secret").c_str(), 0);
+    EXPECT_THAT(CheckDataFiles(CsvJob(dir + "/secret", "", 2)),
+                StatusIsWithMessage(absl::StatusCode::kPermissionDenied,
+                                    "job.data.train.path: " + dir +
+                                        "/secret: Permission denied"));
+  }
+}
+
 TEST(DatasetTest, CountTrainExamplesReadsIdxHeader) {
   const std::string dir = TestDir();
   WriteFile(dir + "/images.gz", IdxImages(7, 2, 3), true);

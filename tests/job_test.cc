@@ -1,9 +1,14 @@
 #include "worker/job.h"
 
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -496,6 +501,426 @@ TEST(JobTest, LoadJobFileErrors) {
               StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
                                   path + ": job.model: expected an object"));
   std::remove(path.c_str());
+}
+
+// ---------------------------------------------------------------------------
+// Limits: file size, nesting, strings, model footprint.
+
+// The status of parsing `j`, its message kept short in failure output.
+absl::Status ParseStatus(const json& j) { return ParseJob(j).status(); }
+
+// `text` as JSON text padded with spaces to exactly `size` bytes.
+std::string PadTo(std::string text, size_t size) {
+  if (text.size() < size) text.append(size - text.size(), ' ');
+  return text;
+}
+
+// n nested arrays: "[[...]]".
+std::string Nested(int n) {
+  return std::string(n, '[') + std::string(n, ']');
+}
+
+TEST(JobLimitsTest, TextSizeIsRefusedJustAboveTheLimit) {
+  const std::string at = PadTo(MinimalJob().dump(), kMaxJobBytes);
+  ASSERT_EQ(at.size(), kMaxJobBytes);
+  STRATA_ASSERT_OK(CheckJobTextLimits(at));
+  STRATA_ASSERT_OK(ParseJobString(at));
+  const std::string above = at + " ";
+  EXPECT_THAT(CheckJobTextLimits(above),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job: 1048577 bytes, at most 1048576 "
+                                  "(1 MiB)"));
+  EXPECT_THAT(ParseJobString(above),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "at most 1048576"));
+}
+
+TEST(JobLimitsTest, FiftyMegabytesOfBracketsAreRefusedBySize) {
+  const std::string text(size_t{50} << 20, '[');
+  const absl::Status s = ParseJobString(text).status();
+  EXPECT_THAT(s, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                     "job: 52428800 bytes, at most 1048576"));
+  EXPECT_LT(s.message().size(), 200u);
+  // A megabyte of them is within the size limit and refused by depth.
+  const std::string mib(kMaxJobBytes, '[');
+  EXPECT_THAT(ParseJobString(mib),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job: more than 32 nested arrays or "
+                                  "objects (at byte 32)"));
+}
+
+TEST(JobLimitsTest, NestingIsRefusedJustAboveTheLimit) {
+  STRATA_ASSERT_OK(CheckJobTextLimits(Nested(kMaxJobDepth)));
+  EXPECT_THAT(CheckJobTextLimits(Nested(kMaxJobDepth + 1)),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "more than 32 nested arrays or objects"));
+  // Objects count as arrays do.
+  std::string objects;
+  for (int i = 0; i <= kMaxJobDepth; ++i) objects += "{\"a\":";
+  objects += "1" + std::string(kMaxJobDepth + 1, '}');
+  EXPECT_THAT(CheckJobTextLimits(objects),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // Siblings do not add up.
+  STRATA_ASSERT_OK(CheckJobTextLimits(
+      "[" + Nested(kMaxJobDepth - 1) + "," + Nested(kMaxJobDepth - 1) + "]"));
+}
+
+TEST(JobLimitsTest, NestingScanRespectsStringsAndEscapes) {
+  // Brackets inside strings, escaped quotes among them, are no nesting.
+  const std::string brackets(100, '[');
+  STRATA_ASSERT_OK(CheckJobTextLimits("{\"a\": \"" + brackets + "\\\"" +
+                                      brackets + "\"}"));
+  // An escaped backslash ends its escape: the quote after it closes the
+  // string, so the brackets that follow are nesting.
+  EXPECT_THAT(CheckJobTextLimits("[\"\\\\\", " + Nested(kMaxJobDepth) + "]"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  STRATA_ASSERT_OK(
+      CheckJobTextLimits("[\"\\\\\", " + Nested(kMaxJobDepth - 1) + "]"));
+}
+
+TEST(JobLimitsTest, ParsedValueNestingIsRefused) {
+  json deep = 1;
+  for (int i = 0; i < kMaxJobDepth; ++i) deep = json::array({deep});
+  json j = ReferenceJob();
+  j["evaluation"] = deep;  // depth 1 (job) + 32
+  const absl::Status s = ParseStatus(j);
+  EXPECT_THAT(s, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                     "more than 32 nested arrays or objects"));
+  EXPECT_THAT(s, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                     "job.evaluation"));
+  // One level less is within the limit (and then refused as a bad type).
+  j["evaluation"] = deep[0];
+  EXPECT_THAT(ParseStatus(j),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.evaluation: expected an object"));
+}
+
+TEST(JobLimitsTest, NameIsRefusedJustAboveTheLimit) {
+  json j = ReferenceJob();
+  j["name"] = std::string(kMaxJobNameChars, 'n');
+  STRATA_ASSERT_OK(ParseJob(j));
+  j["name"] = std::string(kMaxJobNameChars + 1, 'n');
+  EXPECT_THAT(ParseStatus(j),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.name: 129 characters, at most 128"));
+  j = ReferenceJob();
+  j["model"]["layers"][0]["name"] = std::string(kMaxJobNameChars, 'l');
+  STRATA_ASSERT_OK(ParseJob(j));
+  j["model"]["layers"][0]["name"] = std::string(kMaxJobNameChars + 1, 'l');
+  EXPECT_THAT(ParseStatus(j),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.model.layers[0].name: 129 characters, "
+                                  "at most 128"));
+}
+
+TEST(JobLimitsTest, FiftyMegabyteNameIsRefusedWithoutEchoingIt) {
+  json j = ReferenceJob();
+  j["name"] = std::string(size_t{50} << 20, 'n');
+  const absl::Status s = ParseStatus(j);
+  EXPECT_THAT(s, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                     "job.name: 52428800 characters, at most "
+                                     "128"));
+  EXPECT_LT(s.message().size(), 200u);
+}
+
+TEST(JobLimitsTest, OtherStringsAreRefusedJustAboveTheLimit) {
+  json j = MinimalJob();
+  // Characters, not bytes: 4096 two-byte characters are within the limit.
+  std::string path;
+  for (size_t i = 0; i < kMaxJobStringChars; ++i) path += "\xc3\xa9";
+  j["data"]["train"]["path"] = path;
+  STRATA_ASSERT_OK(ParseJob(j));
+  j["data"]["train"]["path"] = path + "x";
+  EXPECT_THAT(ParseStatus(j),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.data.train.path: 4097 characters, at "
+                                  "most 4096"));
+  j = ReferenceJob();
+  j["metrics"] = {std::string(5000, 'm')};
+  EXPECT_THAT(ParseStatus(j),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.metrics[0]: 5000 characters, at most "
+                                  "4096"));
+  j = ReferenceJob();
+  j[std::string(5000, 'k')] = 1;
+  EXPECT_THAT(ParseStatus(j),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job: a key of 5000 characters, at most "
+                                  "4096"));
+}
+
+TEST(JobLimitsTest, LongValuesAreShortenedInMessages) {
+  const std::string long_value(4000, 'v');
+  json j = ReferenceJob();
+  j["loss"] = long_value;
+  absl::Status s = ParseStatus(j);
+  EXPECT_THAT(s, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                     "job.loss: 'vvvv"));
+  EXPECT_THAT(s, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                     "...' is not one of"));
+  EXPECT_LT(s.message().size(), 300u);
+  j = ReferenceJob();
+  j[long_value] = 1;  // an unknown key within the key limit
+  s = ParseStatus(j);
+  EXPECT_THAT(s, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                     "job: unknown key 'vvvv"));
+  EXPECT_LT(s.message().size(), 400u);
+  j = ReferenceJob();
+  j["name"] = std::string(100, '/');
+  s = ParseStatus(j);
+  EXPECT_THAT(s, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                     "job.name: '////"));
+  EXPECT_LT(s.message().size(), 200u);
+  // A parse error quotes the token it read: shortened too.
+  s = ParseJobString("{\"name\": \"" + std::string(900000, 'a')).status();
+  EXPECT_THAT(s, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                     "parse error"));
+  EXPECT_LT(s.message().size(), 400u);
+}
+
+TEST(JobLimitsTest, LoadJobFileRefusesLargeFilesByTheirSize) {
+  const std::string dir = ::testing::TempDir();
+  const std::string at = dir + "/strata_job_test_at_limit.json";
+  {
+    std::ofstream out(at);
+    out << PadTo(MinimalJob().dump(), kMaxJobBytes);
+  }
+  STRATA_ASSERT_OK(LoadJobFile(at));
+  const std::string above = dir + "/strata_job_test_above_limit.json";
+  {
+    std::ofstream out(above);
+    out << PadTo(MinimalJob().dump(), kMaxJobBytes + 1);
+  }
+  EXPECT_THAT(LoadJobFile(above),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job file " + above +
+                                      ": 1048577 bytes, at most 1048576 "
+                                      "(1 MiB)"));
+  // 50 MB, sparse: refused by its size, nothing read.
+  const std::string huge = dir + "/strata_job_test_huge.json";
+  {
+    std::ofstream out(huge);
+  }
+  ASSERT_EQ(truncate(huge.c_str(), off_t{50} << 20), 0);
+  EXPECT_THAT(LoadJobFile(huge),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  ": 52428800 bytes, at most 1048576"));
+  std::remove(at.c_str());
+  std::remove(above.c_str());
+  std::remove(huge.c_str());
+}
+
+TEST(JobLimitsTest, LoadJobFileReadsAtMostOneBytePastTheLimit) {
+  // Endless, and without a size: only the bounded read can refuse it.
+  EXPECT_THAT(LoadJobFile("/dev/zero"),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job file /dev/zero: more than 1048576 "
+                                  "bytes"));
+  EXPECT_THAT(LoadJobFile(::testing::TempDir()),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "is a directory"));
+}
+
+// A model of `input` features and dense layers of these units (the last
+// one softmax), trained by `optimizer` in batches of `batch`.
+json DenseJob(int64_t input, std::vector<int64_t> units,
+              const std::string& optimizer = "adam", int64_t batch = 128) {
+  json j = ReferenceJob();
+  j["model"]["input_shape"] = {input};
+  j["model"]["layers"] = json::array();
+  for (size_t i = 0; i < units.size(); ++i) {
+    j["model"]["layers"].push_back(
+        {{"type", "dense"},
+         {"units", units[i]},
+         {"activation", i + 1 == units.size() ? "softmax" : "relu"}});
+  }
+  j["optimizer"] = optimizer;
+  j["batch_size"] = batch;
+  return j;
+}
+
+TEST(ModelFootprintTest, ReferenceModel) {
+  absl::StatusOr<JobSpec> job = ParseJob(ReferenceJob());
+  STRATA_ASSERT_OK(job);
+  absl::StatusOr<ModelFootprint> f =
+      ComputeModelFootprint(job->model, job->optimizer, job->batch_size);
+  STRATA_ASSERT_OK(f);
+  // 784 * 128 + 128 + 128 * 10 + 10, as Keras's model.summary() counts.
+  EXPECT_EQ(f->parameters, 101770);
+  EXPECT_EQ(f->slots, 2);  // adam: m and v
+  // 128 x (784 inputs + 2 * 128 + 2 * 10).
+  EXPECT_EQ(f->activations, 135680);
+  EXPECT_EQ(f->bytes, 4 * (101770 * 4 + 135680));
+  EXPECT_FALSE(f->saturated);
+  EXPECT_EQ(f->largest_layer, 0);
+  EXPECT_EQ(f->largest_layer_bytes, 16 * 100480 + 4 * (100352 + 32768));
+}
+
+TEST(ModelFootprintTest, SlotsFollowTheOptimizer) {
+  ModelSpec model;
+  model.input_shape = {4};
+  model.layers.resize(1);
+  model.layers[0].units = 3;
+  OptimizerConfig sgd;
+  sgd.type = OptimizerType::kSgd;
+  absl::StatusOr<ModelFootprint> f = ComputeModelFootprint(model, sgd, 1);
+  STRATA_ASSERT_OK(f);
+  EXPECT_EQ(f->slots, 0);
+  EXPECT_EQ(f->parameters, 15);
+  EXPECT_EQ(f->bytes, 4 * (15 * 2 + 4 + 6));
+  sgd.momentum = 0.9;
+  f = ComputeModelFootprint(model, sgd, 1);
+  STRATA_ASSERT_OK(f);
+  EXPECT_EQ(f->slots, 1);
+  EXPECT_EQ(f->bytes, 4 * (15 * 3 + 4 + 6));
+  OptimizerConfig bad;
+  bad.type = OptimizerType::kAdam;
+  bad.beta_1 = 2;
+  EXPECT_THAT(ComputeModelFootprint(model, bad, 1),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.optimizer"));
+}
+
+TEST(ModelFootprintTest, DropoutAndFlattenActivations) {
+  ModelSpec model;
+  model.input_shape = {2, 2};
+  model.layers.resize(4);
+  model.layers[0].type = LayerType::kFlatten;
+  model.layers[1].units = 8;
+  model.layers[2].type = LayerType::kDropout;
+  model.layers[2].rate = 0.5;
+  model.layers[3].units = 3;
+  OptimizerConfig sgd;
+  absl::StatusOr<ModelFootprint> f = ComputeModelFootprint(model, sgd, 2);
+  STRATA_ASSERT_OK(f);
+  EXPECT_EQ(f->parameters, 4 * 8 + 8 + 8 * 3 + 3);
+  // Input 2 x 4, dense 2 x (2 x 8), dropout 3 x (2 x 8), dense 2 x (2 x 3).
+  EXPECT_EQ(f->activations, 8 + 32 + 48 + 12);
+  EXPECT_EQ(f->bytes, 8 * 67 + 4 * 100);
+  // The dropout's activations count toward the dense layer before it.
+  EXPECT_EQ(f->largest_layer, 1);
+  EXPECT_EQ(f->largest_layer_bytes, 8 * 40 + 4 * (8 + 32 + 48));
+}
+
+TEST(ModelFootprintTest, HugeCountsSaturateInsteadOfOverflowing) {
+  ModelSpec model;
+  model.input_shape = {784};
+  model.layers.resize(2);
+  model.layers[0].units = int64_t{1} << 62;  // 784 << 62 overflows
+  model.layers[1].units = 10;
+  OptimizerConfig adam;
+  adam.type = OptimizerType::kAdam;
+  absl::StatusOr<ModelFootprint> f = ComputeModelFootprint(model, adam, 128);
+  STRATA_ASSERT_OK(f);
+  EXPECT_TRUE(f->saturated);
+  EXPECT_EQ(f->parameters, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(f->bytes, std::numeric_limits<int64_t>::max());
+  // 2^31 x 2^31 fits in int64; 16 bytes each do not.
+  model.input_shape = {int64_t{1} << 31};
+  model.layers[0].units = int64_t{1} << 31;
+  f = ComputeModelFootprint(model, adam, 1);
+  STRATA_ASSERT_OK(f);
+  EXPECT_TRUE(f->saturated);
+  EXPECT_EQ(f->parameters, (int64_t{1} << 62) + (int64_t{1} << 31) +
+                               (int64_t{1} << 31) * 10 + 10);
+  EXPECT_EQ(f->bytes, std::numeric_limits<int64_t>::max());
+  // Just below: no saturation.
+  model.layers[0].units = 1;
+  f = ComputeModelFootprint(model, adam, 1);
+  STRATA_ASSERT_OK(f);
+  EXPECT_FALSE(f->saturated);
+}
+
+TEST(ModelFootprintTest, BlamesTheLayerContributingMost) {
+  ModelSpec model;
+  model.input_shape = {1};
+  model.layers.resize(3);
+  model.layers[0].units = 8;
+  model.layers[1].units = int64_t{1} << 31;
+  model.layers[2].units = 3;
+  OptimizerConfig sgd;
+  absl::StatusOr<ModelFootprint> f = ComputeModelFootprint(model, sgd, 1);
+  STRATA_ASSERT_OK(f);
+  EXPECT_EQ(f->largest_layer, 1);  // 9 x 2^31 parameters against 3 x 2^31
+  model.layers[2].units = 16;
+  f = ComputeModelFootprint(model, sgd, 1);
+  STRATA_ASSERT_OK(f);
+  EXPECT_EQ(f->largest_layer, 2);  // 16 x 2^31 against 9 x 2^31
+}
+
+TEST(JobLimitsTest, TrillionUnitsAreRefusedWithTheSizeTheyNeed) {
+  const absl::Status s =
+      ParseStatus(DenseJob(784, {1000000000000, 10}, "adam", 128));
+  EXPECT_THAT(s, StatusIsWithMessage(
+                     absl::StatusCode::kInvalidArgument,
+                     "job.model.layers[0].units: 1000000000000 units make the "
+                     "model 8.0e14 parameters, needing 12.2 PiB (values, "
+                     "gradients, 2 adam slots, activations for batch 128); a "
+                     "job may need at most 256 GiB per worker"));
+  // Units past int64 arithmetic: the footprint saturates.
+  EXPECT_THAT(ParseStatus(DenseJob(784, {std::numeric_limits<int64_t>::max(),
+                                         10})),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "parameters, needing at least 8 EiB"));
+  // The largest layer is blamed, wherever it is.
+  EXPECT_THAT(ParseStatus(DenseJob(784, {16, int64_t{1} << 34, 10})),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.model.layers[1].units: 17179869184 "
+                                  "units make the model"));
+}
+
+TEST(JobLimitsTest, ModelIsRefusedJustAboveTheCeiling) {
+  // sgd with momentum (1 slot), no bias, batch 1: 20 * units + 4 bytes, so
+  // (2^36 - 1) / 5 units need exactly 256 GiB.
+  const int64_t units = ((int64_t{1} << 36) - 1) / 5;
+  json j = MinimalJob();
+  j["model"]["input_shape"] = {1};
+  j["model"]["layers"] = {{{"type", "dense"}, {"units", units},
+                           {"use_bias", false}}};
+  j["loss"] = "mse";
+  j["optimizer"] = {{"type", "sgd"}, {"momentum", 0.9}};
+  j["batch_size"] = 1;
+  absl::StatusOr<JobSpec> job = ParseJob(j);
+  STRATA_ASSERT_OK(job);
+  absl::StatusOr<ModelFootprint> f =
+      ComputeModelFootprint(job->model, job->optimizer, job->batch_size);
+  STRATA_ASSERT_OK(f);
+  EXPECT_EQ(f->bytes, kMaxJobModelBytes);
+  j["model"]["layers"][0]["units"] = units + 1;
+  EXPECT_THAT(ParseStatus(j),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.model.layers[0].units: 13743895348 "
+                                  "units make the model 1.4e10 parameters"));
+}
+
+TEST(JobLimitsTest, CheckJobFitsMemoryNamesTheLayerAndTheMachine) {
+  absl::StatusOr<JobSpec> job = ParseJob(ReferenceJob());
+  STRATA_ASSERT_OK(job);
+  const int64_t need = 4 * (101770 * 4 + 135680);
+  STRATA_ASSERT_OK(CheckJobFitsMemory(*job, need));
+  STRATA_ASSERT_OK(CheckJobFitsMemory(*job, 0));  // unknown: not checked
+  EXPECT_THAT(CheckJobFitsMemory(*job, need - 1),
+              StatusIsWithMessage(absl::StatusCode::kResourceExhausted,
+                                  "job.model.layers[0].units: 128 units make "
+                                  "the model 101770 parameters, needing "
+                                  "2.1 MiB (values, gradients, 2 adam slots, "
+                                  "activations for batch 128); this machine "
+                                  "has 2.1 MiB"));
+  job = ParseJob(DenseJob(784, {4000000, 10}));
+  STRATA_ASSERT_OK(job);
+  EXPECT_THAT(CheckJobFitsMemory(*job, int64_t{1} << 30),
+              StatusIsWithMessage(absl::StatusCode::kResourceExhausted,
+                                  "job.model.layers[0].units: 4000000 units "
+                                  "make the model 3.2e9 parameters, needing "
+                                  "51.2 GiB (values, gradients, 2 adam slots, "
+                                  "activations for batch 128); this machine "
+                                  "has 1 GiB"));
+  job = ParseJob(DenseJob(784, {4000000, 10}, "sgd", 32));
+  STRATA_ASSERT_OK(job);
+  EXPECT_THAT(CheckJobFitsMemory(*job, int64_t{1} << 30),
+              StatusIsWithMessage(absl::StatusCode::kResourceExhausted,
+                                  "(values, gradients, activations for batch "
+                                  "32)"));
 }
 
 }  // namespace

@@ -249,7 +249,7 @@ TEST_F(LaunchTest, BadJobFailsWithTheFieldName) {
             "train": {"path": "/nonexistent.csv"}}})";
   }
   LaunchRun run = StartLaunch("bad_job", {"--job=" + bad});
-  EXPECT_EQ(Wait(run), 1);
+  EXPECT_EQ(Wait(run), 2);  // a refused job file exits 2
   EXPECT_NE(Log(run).find("conv"), std::string::npos) << Log(run);
 }
 

@@ -177,7 +177,9 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
         "--ps must be >= 0 and --workers must be >= 1");
   }
   if (!job_json.contains("strategy") || !job_json["strategy"].is_object()) {
-    job_json["strategy"] = nlohmann::json::object();
+    // The job's default strategy, written out so that overrides can be
+    // added to it (an empty object would lack the required type).
+    job_json["strategy"] = {{"type", StrategySpec().type}};
   }
   nlohmann::json& strategy_json = job_json["strategy"];
   if (!options.strategy.empty() &&
@@ -211,6 +213,10 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   if (policy->loop() == TrainingLoop::kStepQueue) {
     STRATA_RETURN_IF_ERROR(CheckPsJob(job));
   }
+  // Every task runs here: refuse a model this machine cannot hold, or data
+  // files that are not there, before starting anything.
+  STRATA_RETURN_IF_ERROR(CheckJobFitsMemory(job, options.memory_bytes));
+  STRATA_RETURN_IF_ERROR(CheckDataFiles(job));
   STRATA_ASSIGN_OR_RETURN(int64_t train_examples, CountTrainExamples(job));
 
   const std::string run_dir = MakeRunDir(options.run_dir);

@@ -4,6 +4,7 @@
 #define STRATA_TOOLS_LAUNCHER_H_
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <string>
@@ -47,6 +48,10 @@ struct LaunchOptions {
   // --device: "cpu", "cuda" or "cuda:N"). Empty: strata-ps's default (cpu).
   // The workers' device is the job's "device".
   std::string ps_device;
+  // The memory of this machine (where every task runs), in bytes: a job
+  // whose model one worker could not hold (CheckJobFitsMemory) is refused
+  // before any process starts. <= 0: unknown, not checked.
+  int64_t memory_bytes = 0;
   // Called after the job succeeded, while the PS tasks still run, with
   // their addresses in task order (to read the trained variables).
   std::function<absl::Status(const std::vector<std::string>& ps_addresses)>
@@ -56,6 +61,14 @@ struct LaunchOptions {
 // Runs the job to the end, printing one line per epoch to `out`. Returns the
 // summary (also written to summary_path). `stop` set by a signal handler
 // ends the run (children stopped) with CANCELLED.
+//
+// The job is resolved and checked before any process starts: its file (as
+// LoadJobFile), the flags, that its model fits `memory_bytes`
+// (RESOURCE_EXHAUSTED) and that its data files exist (CheckDataFiles). A
+// refused job is INVALID_ARGUMENT, NOT_FOUND or RESOURCE_EXHAUSTED, the
+// message naming the field; errors of the run itself are other codes, save
+// a missing binary in bin_dir (NOT_FOUND) and a job the coordinator refuses
+// (INVALID_ARGUMENT).
 absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
                                       std::ostream& out,
                                       const std::atomic<bool>* stop);

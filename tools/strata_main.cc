@@ -3,8 +3,9 @@
 //                 [--epochs N] [--summary FILE] [--run-dir DIR]
 //   strata submit --job FILE [--coordinator HOST:PORT] [--wait]
 //                 [--summary FILE] [--wait-ps N] [--wait-workers N]
-//   strata tfconfig [--task-type T] [--task-index I] [--cluster JSON]
+//   strata tfconfig [--task-type T] [--task-index I]
 //   strata certs --dir DIR [--san DNS:name,...] [--days N]
+//   strata help [COMMAND], strata [COMMAND] --help, strata --version
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,8 +18,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "common/cli.h"
 #include "common/security_flags.h"
 #include "common/tf_config.h"
@@ -104,10 +103,23 @@ int Launch(const char* argv0) {
   sa.sa_handler = OnSignal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // The job is refused when one worker's model would not fit this machine.
+  options.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
+                         static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
   auto summary = strata::Launch(options, std::cout, &g_stop);
   if (!summary.ok()) {
     std::cerr << "strata launch: " << summary.status().message() << "\n";
-    return summary.status().code() == absl::StatusCode::kCancelled ? 130 : 1;
+    // Exit codes: 2 a refused job file or flag, 130 interrupted, 1 failed.
+    switch (summary.status().code()) {
+      case absl::StatusCode::kInvalidArgument:
+      case absl::StatusCode::kNotFound:
+      case absl::StatusCode::kResourceExhausted:
+        return 2;
+      case absl::StatusCode::kCancelled:
+        return 130;
+      default:
+        return 1;
+    }
   }
   return 0;
 }
@@ -244,29 +256,65 @@ int TfConfig() {
 
 }  // namespace
 
+namespace {
+
+// --help: the commands, the flags each reads, and the shared ones. The
+// flags' help strings start with their command ("launch: ..."), which the
+// help leaves out.
+strata::CliSpec Cli() {
+  strata::CliFlagGroup security = strata::SecurityFlagGroup();
+  strata::CliSpec cli;
+  cli.program = "strata";
+  cli.usage = "strata COMMAND [flags]";
+  cli.description =
+      "The Strata command-line tool: trains a job on a local cluster of "
+      "processes, submits one to a running cluster, resolves TF_CONFIG and "
+      "makes TLS certificates.";
+  cli.groups = {{"Transport security (strata submit)", security.flags}};
+  cli.commands = {
+      {"launch",
+       "train a job on a local cluster (coordinator, PS tasks, workers as "
+       "processes on 127.0.0.1), printing a line per epoch",
+       "strata launch --job FILE [--strategy S] [--collective ring|ps] "
+       "[--ps N] [--workers N] [--epochs N] [--summary FILE] [--run-dir DIR] "
+       "[--tls] [flags]",
+       {{"Job", {"job", "strategy", "collective", "epochs", "summary"}},
+        {"Local cluster", {"ps", "workers", "ps_device", "steps_in_flight",
+                           "ps_shared_memory", "tls", "run_dir",
+                           "bin_dir"}}}},
+      {"submit",
+       "submit a job to a running coordinator (daemons started by hand or "
+       "by Kubernetes) and, with --wait, follow it to its end",
+       "strata submit --job FILE [--coordinator HOST:PORT] [--wait] "
+       "[--summary FILE] [--tls-ca F --tls-cert F --tls-key F] "
+       "[--auth-token T] [flags]",
+       {{"Job", {"job", "coordinator", "wait", "summary"}},
+        {"Waiting for the cluster",
+         {"wait_ps", "wait_workers", "wait_timeout_seconds"}},
+        security}},
+      {"tfconfig",
+       "print the cluster, task, address and coordinator resolved from "
+       "TF_CONFIG",
+       "strata tfconfig [--task-type T] [--task-index I]",
+       {{"Overrides", {"task_type", "task_index"}}}},
+      {"certs",
+       "make a CA, server and client certificates for a local cluster "
+       "(needs openssl)",
+       "strata certs --dir DIR [--san DNS:name,IP:addr,...] [--days N]",
+       {{"Certificates", {"dir", "san", "days"}}}}};
+  return cli;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "strata launch --job FILE [--strategy S] [--collective ring|ps] "
-      "[--ps N] [--workers N] "
-      "[--epochs N] [--summary FILE] [--tls]\n  strata submit --job FILE "
-      "[--coordinator HOST:PORT] [--wait] [--summary FILE] [--tls-ca F "
-      "--tls-cert F --tls-key F] [--auth-token T]\n  strata tfconfig "
-      "[--task-type T] [--task-index I]\n  strata certs --dir DIR "
-      "[--san DNS:name,...] [--days N]");
-  if (argc < 2) {
-    std::cerr << "usage: strata launch|submit|tfconfig|certs [flags]\n";
-    return 2;
-  }
-  const std::string command = argv[1];
-  std::vector<std::string> storage;
-  std::vector<char*> args = strata::NormalizeFlagDashes(argc, argv, &storage);
-  args.erase(args.begin() + 1);  // the subcommand
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  // Exits 0 on --help and --version, 2 on an unknown command or flag.
+  const std::string command = strata::ParseCli(argc, argv, Cli());
   if (command == "launch") return Launch(argv[0]);
   if (command == "submit") return Submit();
   if (command == "tfconfig") return TfConfig();
   if (command == "certs") return Certs(argv[0]);
   std::cerr << "strata: unknown command '" << command
-            << "'; commands: launch, submit, tfconfig, certs\n";
+            << "' (see strata --help)\n";
   return 2;
 }

@@ -1,5 +1,8 @@
 #include "worker/dataset.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -38,6 +41,28 @@ absl::Status OpenError(const std::string& path, int err) {
   if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(what);
   if (err == EACCES) return absl::PermissionDeniedError(what);
   return absl::InternalError(what);
+}
+
+// `status` with its message prefixed by the job field it concerns
+// ("job.data.train.images: ..."); as is when OK or `field` is empty.
+absl::Status InField(const absl::Status& status, absl::string_view field) {
+  if (status.ok() || field.empty()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(field, ": ", status.message()));
+}
+
+// The job fields that name one split's files, for error messages; all
+// empty for a loader called with bare paths.
+struct SplitFields {
+  std::string split;   // "job.data.train"
+  std::string images;  // "job.data.train.images"
+  std::string labels;
+  std::string path;
+};
+
+SplitFields FieldsOf(absl::string_view split) {
+  const std::string base = absl::StrCat("job.data.", split);
+  return {base, base + ".images", base + ".labels", base + ".path"};
 }
 
 // A file read sequentially, transparently gunzipped when it starts with the
@@ -256,15 +281,24 @@ absl::Status CheckFeatures(const JobSpec& job, const Dataset& data,
   return absl::OkStatus();
 }
 
+absl::StatusOr<Dataset> LoadIdxFiles(const std::string& images_path,
+                                     const std::string& labels_path,
+                                     double scale, int64_t limit,
+                                     const SplitFields& fields);
+
 absl::StatusOr<Dataset> LoadSplit(const JobSpec& job,
                                   const DataSplitSpec& split, int64_t limit,
                                   absl::string_view name) {
+  STRATA_RETURN_IF_ERROR(CheckScaleAndLimit(job.data.scale, limit));
+  const SplitFields fields = FieldsOf(name);
   absl::StatusOr<Dataset> data;
   if (job.data.format == "csv") {
     data = LoadCsv(split.path, split.label_column, split.header, limit,
                    job.data.scale);
+    if (!data.ok()) return InField(data.status(), fields.path);
   } else if (job.data.format == "idx") {
-    data = LoadIdx(split.images, split.labels, job.data.scale, limit);
+    data = LoadIdxFiles(split.images, split.labels, job.data.scale, limit,
+                        fields);
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("job.data.format: '", job.data.format,
@@ -275,27 +309,33 @@ absl::StatusOr<Dataset> LoadSplit(const JobSpec& job,
   return data;
 }
 
-}  // namespace
-
-absl::StatusOr<Dataset> LoadIdx(const std::string& images_path,
-                                const std::string& labels_path, double scale,
-                                int64_t limit) {
+// LoadIdx with the errors of each file prefixed by its field in `fields`.
+absl::StatusOr<Dataset> LoadIdxFiles(const std::string& images_path,
+                                     const std::string& labels_path,
+                                     double scale, int64_t limit,
+                                     const SplitFields& fields) {
   STRATA_RETURN_IF_ERROR(CheckScaleAndLimit(scale, limit));
-  STRATA_ASSIGN_OR_RETURN(IdxFile images,
-                          OpenIdx(images_path, kIdxImagesMagic));
-  STRATA_ASSIGN_OR_RETURN(IdxFile labels,
-                          OpenIdx(labels_path, kIdxLabelsMagic));
+  absl::StatusOr<IdxFile> opened = OpenIdx(images_path, kIdxImagesMagic);
+  if (!opened.ok()) return InField(opened.status(), fields.images);
+  IdxFile images = std::move(*opened);
+  opened = OpenIdx(labels_path, kIdxLabelsMagic);
+  if (!opened.ok()) return InField(opened.status(), fields.labels);
+  IdxFile labels = std::move(*opened);
   const int64_t n = images.dims[0];
   const int64_t rows = images.dims[1];
   const int64_t cols = images.dims[2];
   if (rows == 0 || cols == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        images_path, ": images of ", rows, "x", cols, " hold no pixels"));
+    return InField(absl::InvalidArgumentError(absl::StrCat(
+                       images_path, ": images of ", rows, "x", cols,
+                       " hold no pixels")),
+                   fields.images);
   }
   if (labels.dims[0] != n) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "IDX count mismatch: ", images_path, " holds ", n, " images but ",
-        labels_path, " holds ", labels.dims[0], " labels"));
+    return InField(absl::InvalidArgumentError(absl::StrCat(
+                       "IDX count mismatch: ", images_path, " holds ", n,
+                       " images but ", labels_path, " holds ",
+                       labels.dims[0], " labels")),
+                   fields.split);
   }
   const int64_t take = limit > 0 ? std::min(limit, n) : n;
   const int64_t features = rows * cols;  // < 2^64: both < 2^32
@@ -304,28 +344,57 @@ absl::StatusOr<Dataset> LoadIdx(const std::string& images_path,
   data.size = take;
   data.features = features;
   std::vector<uint8_t> bytes;
-  STRATA_RETURN_IF_ERROR(ReadPayload(images.file.get(), images_path,
-                                     static_cast<size_t>(take * features),
-                                     "pixels", &bytes));
+  STRATA_RETURN_IF_ERROR(
+      InField(ReadPayload(images.file.get(), images_path,
+                          static_cast<size_t>(take * features), "pixels",
+                          &bytes),
+              fields.images));
   if (take == n) {
-    STRATA_RETURN_IF_ERROR(
-        CheckNoTrailingData(images.file.get(), images_path, n));
+    STRATA_RETURN_IF_ERROR(InField(
+        CheckNoTrailingData(images.file.get(), images_path, n),
+        fields.images));
   }
   std::array<float, 256> lut;
   for (int v = 0; v < 256; ++v) lut[v] = static_cast<float>(v / scale);
   data.x.resize(bytes.size());
   for (size_t i = 0; i < bytes.size(); ++i) data.x[i] = lut[bytes[i]];
 
-  STRATA_RETURN_IF_ERROR(ReadPayload(labels.file.get(), labels_path,
-                                     static_cast<size_t>(take), "labels",
-                                     &bytes));
+  STRATA_RETURN_IF_ERROR(
+      InField(ReadPayload(labels.file.get(), labels_path,
+                          static_cast<size_t>(take), "labels", &bytes),
+              fields.labels));
   if (take == n) {
-    STRATA_RETURN_IF_ERROR(
-        CheckNoTrailingData(labels.file.get(), labels_path, n));
+    STRATA_RETURN_IF_ERROR(InField(
+        CheckNoTrailingData(labels.file.get(), labels_path, n),
+        fields.labels));
   }
   data.labels.assign(bytes.begin(), bytes.end());
   data.num_classes = NumClasses(data.labels);
   return data;
+}
+
+// OK when `path` can be opened for reading and is not a directory; else
+// the error of opening it, prefixed by `field`.
+absl::Status CheckDataFile(const std::string& path, const std::string& field) {
+  // Non-blocking: a FIFO without a writer must not hang the check.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return InField(OpenError(path, errno), field);
+  struct stat st;
+  const bool directory = ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+  ::close(fd);
+  if (directory) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", path, ": ", std::strerror(EISDIR)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> LoadIdx(const std::string& images_path,
+                                const std::string& labels_path, double scale,
+                                int64_t limit) {
+  return LoadIdxFiles(images_path, labels_path, scale, limit, SplitFields());
 }
 
 absl::StatusOr<int64_t> CountIdxExamples(const std::string& images_path) {
@@ -424,12 +493,31 @@ absl::StatusOr<Dataset> LoadTest(const JobSpec& job) {
 
 absl::StatusOr<int64_t> CountTrainExamples(const JobSpec& job) {
   if (job.data.format == "idx") {
-    STRATA_ASSIGN_OR_RETURN(int64_t n,
-                            CountIdxExamples(job.data.train.images));
-    return job.data.limit_train > 0 ? std::min(n, job.data.limit_train) : n;
+    absl::StatusOr<int64_t> n = CountIdxExamples(job.data.train.images);
+    if (!n.ok()) return InField(n.status(), FieldsOf("train").images);
+    return job.data.limit_train > 0 ? std::min(*n, job.data.limit_train) : *n;
   }
   STRATA_ASSIGN_OR_RETURN(Dataset data, LoadTrain(job));
   return data.size;
+}
+
+absl::Status CheckDataFiles(const JobSpec& job) {
+  std::vector<std::pair<const DataSplitSpec*, SplitFields>> splits = {
+      {&job.data.train, FieldsOf("train")}};
+  if (job.data.has_test) splits.push_back({&job.data.test, FieldsOf("test")});
+  for (const auto& [split, fields] : splits) {
+    if (job.data.format == "idx") {
+      STRATA_RETURN_IF_ERROR(CheckDataFile(split->images, fields.images));
+      STRATA_RETURN_IF_ERROR(CheckDataFile(split->labels, fields.labels));
+    } else if (job.data.format == "csv") {
+      STRATA_RETURN_IF_ERROR(CheckDataFile(split->path, fields.path));
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job.data.format: '", job.data.format,
+                       "' is not one of idx, csv"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::vector<int64_t> EpochPermutation(int64_t n, uint64_t shuffle_seed,

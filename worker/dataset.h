@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/job.h"
 
@@ -53,15 +54,26 @@ absl::StatusOr<Dataset> LoadCsv(const std::string& path, int64_t label_column,
                                 double scale = 1.0);
 
 // The job's training / test split (data.train / data.test), scaled and
-// limited as the job says. Errors as the loaders, plus INVALID_ARGUMENT when
-// the feature count differs from the product of model.input_shape, and
-// FAILED_PRECONDITION from LoadTest when the job has no data.test.
+// limited as the job says. Errors as the loaders, each message prefixed by
+// the job field naming the file ("job.data.train.images: /d/x.gz: No such
+// file or directory"; "job.data.test.path: ..."; a count mismatch by
+// "job.data.train: "), plus INVALID_ARGUMENT when the feature count differs
+// from the product of model.input_shape, and FAILED_PRECONDITION from
+// LoadTest when the job has no data.test.
 absl::StatusOr<Dataset> LoadTrain(const JobSpec& job);
 absl::StatusOr<Dataset> LoadTest(const JobSpec& job);
 
 // The number of training examples the job uses (after limit_train), cheaply
-// for IDX (header only); CSV files are read in full.
+// for IDX (header only); CSV files are read in full. Errors as LoadTrain.
 absl::StatusOr<int64_t> CountTrainExamples(const JobSpec& job);
+
+// Checks, without reading them, that every data file the job names (train,
+// and test when present) can be opened for reading: for a tool to refuse a
+// job at once on the machine that will read them. Errors: NOT_FOUND,
+// PERMISSION_DENIED or INTERNAL as opening the file failed, INVALID_ARGUMENT
+// for a directory or an unknown format; each names the field and the path
+// ("job.data.train.images: /x/y.gz: No such file or directory").
+absl::Status CheckDataFiles(const JobSpec& job);
 
 // A permutation of [0, n) for `epoch`: a pure function of (n, shuffle_seed,
 // epoch), Fisher-Yates driven by std::mt19937_64 seeded from the seed and the

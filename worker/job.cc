@@ -1,5 +1,7 @@
 #include "worker/job.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -8,8 +10,8 @@
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 
@@ -26,11 +29,25 @@ namespace {
 
 using nlohmann::json;
 
+// `s` cut to at most `max` bytes (at a character boundary, "..." marking
+// the cut), for error messages.
+std::string Shorten(absl::string_view s, size_t max = 64) {
+  if (s.size() <= max) return std::string(s);
+  size_t cut = max - 3;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) {
+    --cut;
+  }
+  return absl::StrCat(s.substr(0, cut), "...");
+}
+
 // A JSON value as it appeared, shortened for error messages.
 std::string Show(const json& value) {
-  std::string s = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 64) s = absl::StrCat(s.substr(0, 61), "...");
-  return s;
+  return Shorten(value.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+// A string in quotes, shortened for error messages: 'relu'.
+std::string Quote(absl::string_view s) {
+  return absl::StrCat("'", Shorten(s), "'");
 }
 
 absl::Status PathError(absl::string_view path, absl::string_view what) {
@@ -70,7 +87,7 @@ class Object {
       for (const char* a : allowed) known = known || item.key() == a;
       if (!known) {
         return PathError(
-            path_, absl::StrCat("unknown key '", item.key(), "'", context,
+            path_, absl::StrCat("unknown key ", Quote(item.key()), context,
                                 "; allowed keys: ", Join(allowed)));
       }
     }
@@ -209,7 +226,7 @@ class Object {
         return absl::OkStatus();
       }
     }
-    return PathError(Path(key), absl::StrCat("'", s, "' is not one of ",
+    return PathError(Path(key), absl::StrCat(Quote(s), " is not one of ",
                                              Join(allowed)));
   }
 
@@ -275,7 +292,7 @@ absl::Status ParseInitializer(const json& value, const std::string& path,
   }
   absl::StatusOr<InitializerType> type = ParseInitializerType(type_name);
   if (!type.ok()) {
-    return PathError(path, absl::StrCat("'", type_name, "' is not one of ",
+    return PathError(path, absl::StrCat(Quote(type_name), " is not one of ",
                                         Join(kNames)));
   }
   spec->type = *type;
@@ -294,7 +311,10 @@ absl::Status ParseLayer(const json& value, const std::string& path,
         {"type", "name", "units", "activation", "use_bias",
          "kernel_initializer", "bias_initializer"},
         " for a dense layer"));
-    STRATA_RETURN_IF_ERROR(o.Int("units", true, 1, int64_t{1} << 31,
+    // Any size here: ParseJob refuses a model that does not fit with the
+    // bytes it would need (ComputeModelFootprint).
+    STRATA_RETURN_IF_ERROR(o.Int("units", true, 1,
+                                 std::numeric_limits<int64_t>::max(),
                                  &layer->units));
     std::string activation = "linear";
     STRATA_RETURN_IF_ERROR(o.Enum(
@@ -325,8 +345,8 @@ absl::Status ParseLayer(const json& value, const std::string& path,
   STRATA_RETURN_IF_ERROR(o.String("name", false, &layer->name));
   if (o.Has("name") && !ValidLayerName(layer->name)) {
     return PathError(o.Path("name"),
-                     absl::StrCat("'", layer->name,
-                                  "' may only hold letters, digits, '_', '-' "
+                     absl::StrCat(Quote(layer->name),
+                                  " may only hold letters, digits, '_', '-' "
                                   "and '.'"));
   }
   return absl::OkStatus();
@@ -415,7 +435,7 @@ absl::Status ParseOptimizer(const json& value, OptimizerConfig* config) {
     case OptimizerType::kAssignAdd:
     case OptimizerType::kAssign:
       return PathError(o.Path("type"),
-                       absl::StrCat("'", type, "' is not one of ",
+                       absl::StrCat(Quote(type), " is not one of ",
                                     Join(kTypes)));
   }
   const double inf = std::numeric_limits<double>::infinity();
@@ -555,6 +575,79 @@ absl::Status ParseStrategy(const json& value, StrategySpec* s) {
   return absl::OkStatus();
 }
 
+// Arithmetic on non-negative counts that sticks at INT64_MAX instead of
+// overflowing, and remembers that it did.
+class Saturating {
+ public:
+  int64_t Add(int64_t a, int64_t b) {
+    int64_t r = 0;
+    return __builtin_add_overflow(a, b, &r) ? Saturate() : r;
+  }
+  int64_t Mul(int64_t a, int64_t b) {
+    int64_t r = 0;
+    return __builtin_mul_overflow(a, b, &r) ? Saturate() : r;
+  }
+  bool saturated() const { return saturated_; }
+
+ private:
+  int64_t Saturate() {
+    saturated_ = true;
+    return std::numeric_limits<int64_t>::max();
+  }
+  bool saturated_ = false;
+};
+
+// "101770" or, from a million on, "3.2e9", "8.0e14".
+std::string FormatCount(int64_t n) {
+  if (n < 1000000) return absl::StrCat(n);
+  const std::string s = absl::StrFormat("%.1e", static_cast<double>(n));
+  const size_t e = s.find('e');
+  int exponent = 0;
+  if (e == std::string::npos ||
+      !absl::SimpleAtoi(absl::string_view(s).substr(e + 1), &exponent)) {
+    return s;
+  }
+  return absl::StrCat(s.substr(0, e), "e", exponent);
+}
+
+// "512 B", "23.4 GiB", "256 GiB", "12.2 PiB".
+std::string FormatBytes(int64_t bytes) {
+  static constexpr const char* kUnits[] = {"B",   "KiB", "MiB", "GiB",
+                                           "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  int unit = 0;
+  while (v >= 1024 && unit < 6) {
+    v /= 1024;
+    ++unit;
+  }
+  if (unit == 0) return absl::StrCat(bytes, " B");
+  return absl::StrFormat(std::floor(v) == v ? "%.0f %s" : "%.1f %s", v,
+                         kUnits[unit]);
+}
+
+// "job.model.layers[0].units: 1000000000000 units make the model 8.0e14
+// parameters, needing 12.2 PiB (values, gradients, 2 adam slots,
+// activations for batch 128)".
+std::string FootprintError(const JobSpec& job, const ModelFootprint& f) {
+  const char* at_least = f.saturated ? "at least " : "";
+  std::string cause = "job.model: the layers make";
+  if (f.largest_layer >= 0) {
+    cause = absl::StrCat("job.model.layers[", f.largest_layer, "].units: ",
+                         job.model.layers[f.largest_layer].units,
+                         " units make");
+  }
+  std::string state = "values, gradients";
+  if (f.slots > 0) {
+    absl::StrAppend(&state, ", ", f.slots, " ",
+                    OptimizerTypeName(job.optimizer.type),
+                    f.slots == 1 ? " slot" : " slots");
+  }
+  return absl::StrCat(cause, " the model ", at_least,
+                      FormatCount(f.parameters), " parameters, needing ",
+                      at_least, FormatBytes(f.bytes), " (", state,
+                      ", activations for batch ", job.batch_size, ")");
+}
+
 }  // namespace
 
 absl::StatusOr<Activation> ParseActivation(absl::string_view name) {
@@ -564,7 +657,7 @@ absl::StatusOr<Activation> ParseActivation(absl::string_view name) {
     if (name == ActivationName(a)) return a;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "'", name, "' is not one of ", kActivationNames));
+      Quote(name), " is not one of ", kActivationNames));
 }
 
 std::string ActivationName(Activation activation) {
@@ -609,12 +702,13 @@ absl::StatusOr<int> ParseDeviceName(absl::string_view name,
     if (digits && absl::SimpleAtoi(index, &n)) return n;
   }
   return PathError(path,
-                   absl::StrCat("'", name,
-                                "' is not one of cpu, cuda, cuda:N (N a GPU "
+                   absl::StrCat(Quote(name),
+                                " is not one of cpu, cuda, cuda:N (N a GPU "
                                 "index, 0 to 9999)"));
 }
 
 absl::StatusOr<JobSpec> ParseJob(const json& job) {
+  STRATA_RETURN_IF_ERROR(CheckJobValueLimits(job));
   JobSpec spec;
   STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(job, "job"));
   STRATA_RETURN_IF_ERROR(o.CheckKeys(
@@ -624,8 +718,8 @@ absl::StatusOr<JobSpec> ParseJob(const json& job) {
   STRATA_RETURN_IF_ERROR(o.String("name", false, &spec.name));
   if (!ValidLayerName(spec.name)) {
     return PathError(o.Path("name"),
-                     absl::StrCat("'", spec.name,
-                                  "' may only hold letters, digits, '_', '-' "
+                     absl::StrCat(Quote(spec.name),
+                                  " may only hold letters, digits, '_', '-' "
                                   "and '.'"));
   }
 
@@ -702,6 +796,14 @@ absl::StatusOr<JobSpec> ParseJob(const json& job) {
   }
 
   STRATA_RETURN_IF_ERROR(ValidateModelAndLoss(spec.model, spec.loss));
+  STRATA_ASSIGN_OR_RETURN(
+      ModelFootprint footprint,
+      ComputeModelFootprint(spec.model, spec.optimizer, spec.batch_size));
+  if (footprint.saturated || footprint.bytes > kMaxJobModelBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        FootprintError(spec, footprint), "; a job may need at most ",
+        FormatBytes(kMaxJobModelBytes), " per worker"));
+  }
   spec.json = job.dump();
   return spec;
 }
@@ -728,13 +830,13 @@ absl::Status ValidateModelAndLoss(const ModelSpec& model,
     const std::string path = absl::StrCat("job.model.layers[", i, "]");
     const LayerSpec& layer = model.layers[i];
     if (!seen.insert(names[i]).second) {
-      return PathError(path, absl::StrCat("duplicate layer name '", names[i],
-                                          "'"));
+      return PathError(path,
+                       absl::StrCat("duplicate layer name ", Quote(names[i])));
     }
     if (!ValidLayerName(names[i])) {
       return PathError(path + ".name",
-                       absl::StrCat("'", names[i],
-                                    "' may only hold letters, digits, '_', "
+                       absl::StrCat(Quote(names[i]),
+                                    " may only hold letters, digits, '_', "
                                     "'-' and '.'"));
     }
     if (layer.type == LayerType::kDense && layer.units < 1) {
@@ -790,7 +892,7 @@ absl::Status ValidateModelAndLoss(const ModelSpec& model,
     }
   } else if (loss != "mse" && loss != "mean_squared_error") {
     return PathError("job.loss",
-                     absl::StrCat("'", loss, "' is not one of "
+                     absl::StrCat(Quote(loss), " is not one of "
                                   "sparse_categorical_crossentropy, "
                                   "categorical_crossentropy, "
                                   "binary_crossentropy, mse"));
@@ -815,6 +917,7 @@ std::vector<std::string> ResolveLayerNames(const ModelSpec& model) {
 }
 
 absl::StatusOr<JobSpec> ParseJobString(absl::string_view text) {
+  STRATA_RETURN_IF_ERROR(CheckJobTextLimits(text));
   json parsed = json::parse(text.begin(), text.end(), nullptr,
                             /*allow_exceptions=*/false,
                             /*ignore_comments=*/false);
@@ -825,8 +928,9 @@ absl::StatusOr<JobSpec> ParseJobString(absl::string_view text) {
       json reparsed = json::parse(text.begin(), text.end());
       (void)reparsed;
     } catch (const json::exception& e) {
-      // parse_error, or out_of_range for a number that overflows.
-      detail = e.what();
+      // parse_error, or out_of_range for a number that overflows. The
+      // message quotes the token last read, which may be long.
+      detail = Shorten(e.what(), 256);
     }
     return absl::InvalidArgumentError(absl::StrCat("job: ", detail));
   }
@@ -836,6 +940,22 @@ absl::StatusOr<JobSpec> ParseJobString(absl::string_view text) {
 }
 
 absl::StatusOr<JobSpec> LoadJobFile(const std::string& path) {
+  const std::string limit =
+      absl::StrCat("at most ", kMaxJobBytes, " (", FormatBytes(kMaxJobBytes),
+                   ")");
+  // Refuse a large file by its size, before opening it.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job file ", path, ": is a directory"));
+    }
+    if (S_ISREG(st.st_mode) &&
+        static_cast<uint64_t>(st.st_size) > kMaxJobBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job file ", path, ": ", st.st_size, " bytes, ", limit));
+    }
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     const int err = errno;
@@ -845,18 +965,99 @@ absl::StatusOr<JobSpec> LoadJobFile(const std::string& path) {
     if (err == EACCES) return absl::PermissionDeniedError(what);
     return absl::InternalError(what);
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  // A file without a size (a pipe, a device) or one that grew: read one
+  // byte past the limit, no more.
+  std::string text(kMaxJobBytes + 1, '\0');
+  in.read(&text[0], static_cast<std::streamsize>(text.size()));
   if (in.bad()) {
     return absl::InternalError(
         absl::StrCat("job file ", path, ": read failed"));
   }
-  absl::StatusOr<JobSpec> spec = ParseJobString(buffer.str());
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxJobBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job file ", path, ": more than ", kMaxJobBytes, " bytes, ", limit));
+  }
+  absl::StatusOr<JobSpec> spec = ParseJobString(text);
   if (!spec.ok()) {
     return absl::Status(spec.status().code(),
                         absl::StrCat(path, ": ", spec.status().message()));
   }
   return spec;
+}
+
+absl::StatusOr<ModelFootprint> ComputeModelFootprint(
+    const ModelSpec& model, const OptimizerConfig& optimizer,
+    int64_t batch_size) {
+  absl::StatusOr<std::unique_ptr<Optimizer>> created =
+      Optimizer::Create(optimizer);
+  if (!created.ok()) {
+    return PathError("job.optimizer", created.status().message());
+  }
+  ModelFootprint f;
+  f.slots = static_cast<int>((*created)->SlotNames().size());
+  Saturating sat;
+  const int64_t batch = std::max<int64_t>(batch_size, 1);
+  // Bytes per parameter: its value, gradient and slots, float32 each.
+  const int64_t state_bytes = int64_t{4} * (2 + f.slots);
+  int64_t width = 1;
+  for (int64_t d : model.input_shape) {
+    width = sat.Mul(width, std::max<int64_t>(d, 0));
+  }
+  // Activation floats no dense layer owns yet: the input batch, and the
+  // dropouts before the first dense layer.
+  int64_t pending = sat.Mul(batch, width);
+  f.activations = pending;
+  std::vector<int64_t> layer_bytes(model.layers.size(), 0);
+  int owner = -1;  // the last dense layer
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const LayerSpec& layer = model.layers[i];
+    if (layer.type == LayerType::kDropout) {
+      // Its mask, outputs and their gradients.
+      const int64_t floats = sat.Mul(3, sat.Mul(batch, width));
+      f.activations = sat.Add(f.activations, floats);
+      if (owner >= 0) {
+        layer_bytes[owner] = sat.Add(layer_bytes[owner], sat.Mul(4, floats));
+      } else {
+        pending = sat.Add(pending, floats);
+      }
+    } else if (layer.type == LayerType::kDense) {
+      const int64_t units = std::max<int64_t>(layer.units, 0);
+      const int64_t params =
+          sat.Add(sat.Mul(width, units), layer.use_bias ? units : 0);
+      // Its outputs and their gradients.
+      const int64_t floats = sat.Mul(2, sat.Mul(batch, units));
+      f.parameters = sat.Add(f.parameters, params);
+      f.activations = sat.Add(f.activations, floats);
+      layer_bytes[i] = sat.Add(sat.Mul(state_bytes, params),
+                               sat.Mul(4, sat.Add(floats, pending)));
+      pending = 0;
+      owner = static_cast<int>(i);
+      width = units;
+    }  // flatten: examples are already flat
+  }
+  f.bytes = sat.Add(sat.Mul(state_bytes, f.parameters),
+                    sat.Mul(4, f.activations));
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    if (model.layers[i].type != LayerType::kDense) continue;
+    if (f.largest_layer < 0 || layer_bytes[i] > f.largest_layer_bytes) {
+      f.largest_layer = static_cast<int>(i);
+      f.largest_layer_bytes = layer_bytes[i];
+    }
+  }
+  f.saturated = sat.saturated();
+  return f;
+}
+
+absl::Status CheckJobFitsMemory(const JobSpec& job, int64_t memory_bytes) {
+  if (memory_bytes <= 0) return absl::OkStatus();
+  STRATA_ASSIGN_OR_RETURN(
+      ModelFootprint f,
+      ComputeModelFootprint(job.model, job.optimizer, job.batch_size));
+  if (!f.saturated && f.bytes <= memory_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat(FootprintError(job, f), "; this machine has ",
+                   FormatBytes(memory_bytes)));
 }
 
 PolicyConfig PolicyConfigFor(const JobSpec& job) {

@@ -7,6 +7,9 @@
 //
 // A job (or --device) on a CUDA device that cannot be used exits 1 at once
 // with the reason, before any data is loaded.
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -15,7 +18,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -38,12 +40,25 @@ double Seconds(absl::Time start) {
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+// --help: what local_train is and its flags.
+strata::CliSpec Cli() {
+  strata::CliSpec cli;
+  cli.program = "local_train";
+  cli.usage =
+      "local_train --job FILE [--epochs N] [--summary FILE] "
+      "[--device cpu|cuda|cuda:N]";
+  cli.description =
+      "Trains a job's model in this process (no cluster), printing a line "
+      "per epoch: the single-process baseline every strategy is compared "
+      "against.";
+  cli.groups = {{"Training", {"job", "epochs", "device", "summary"}}};
+  return cli;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> storage;
-  std::vector<char*> args = strata::NormalizeFlagDashes(argc, argv, &storage);
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  strata::ParseCli(argc, argv, Cli());
 
   const std::string job_path = absl::GetFlag(FLAGS_job);
   if (job_path.empty()) {
@@ -53,6 +68,20 @@ int main(int argc, char** argv) {
   absl::StatusOr<strata::JobSpec> job = strata::LoadJobFile(job_path);
   if (!job.ok()) {
     std::cerr << "local_train: " << job.status() << "\n";
+    return 2;
+  }
+  // Refuse, before allocating anything, a model this machine cannot hold
+  // and data files that are not there.
+  const int64_t memory_bytes =
+      static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
+      static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
+  if (absl::Status fits = strata::CheckJobFitsMemory(*job, memory_bytes);
+      !fits.ok()) {
+    std::cerr << "local_train: " << fits << "\n";
+    return 2;
+  }
+  if (absl::Status files = strata::CheckDataFiles(*job); !files.ok()) {
+    std::cerr << "local_train: " << files << "\n";
     return 2;
   }
   if (absl::GetFlag(FLAGS_epochs) < 0) {

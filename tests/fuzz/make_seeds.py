@@ -419,6 +419,50 @@ def job_json():
     seeds["mse-max-size"] = json.dumps(mse).encode()
     seeds["malformed"] = b'{"name": "x", "model": {"layers": [}'
     seeds["wrong-type"] = b'{"name": 7, "epochs": "ten"}'
+
+    # Limits of the job file (worker/job.h): at and just past each bound.
+    with open(os.path.join(REPO, "tests/data/small_job.json")) as f:
+        small = json.load(f)
+
+    def variant(**changes):
+        job = json.loads(json.dumps(small))
+        for path, value in changes.items():
+            *parents, leaf = path.split("__")
+            node = job
+            for p in parents:
+                node = node[int(p)] if p.isdigit() else node[p]
+            node[int(leaf) if leaf.isdigit() else leaf] = value
+        return json.dumps(job, ensure_ascii=False).encode()
+
+    seeds["device-cuda"] = variant(device="cuda:1")
+    seeds["name-128"] = variant(name="n" * 128)
+    seeds["name-129"] = variant(name="n" * 129)
+    seeds["layer-name-129"] = variant(model__layers__0__name="l" * 129)
+    seeds["long-enum-value"] = variant(loss="v" * 4000)
+    seeds["path-4097"] = variant(data__train__images="/" + "p" * 4096)
+    seeds["path-4096-two-byte-chars"] = variant(
+        data__train__images="\u00e9" * 4096)
+    keyed = json.loads(variant())
+    keyed["k" * 4097] = 1
+    seeds["key-4097"] = json.dumps(keyed).encode()
+    seeds["units-1e12"] = variant(model__layers__0__units=10**12)
+    seeds["units-int64-max"] = variant(model__layers__0__units=2**63 - 1)
+    seeds["units-2e64"] = variant(model__layers__1__units=2**64)
+    ceiling = {"model": {"input_shape": [1], "layers": [
+        {"type": "dense", "units": 13743895347, "use_bias": False}]},
+        "loss": "mse", "optimizer": {"type": "sgd", "momentum": 0.9},
+        "data": {"format": "csv", "train": {"path": "train.csv"}},
+        "batch_size": 1}
+    seeds["model-at-ceiling"] = json.dumps(ceiling).encode()
+    ceiling["model"]["layers"][0]["units"] += 1
+    seeds["model-above-ceiling"] = json.dumps(ceiling).encode()
+    seeds["deep-33"] = variant(evaluation=json.loads("[" * 32 + "1" + "]" * 32))
+    seeds["brackets-33"] = b"[" * 33 + b"]" * 33
+    seeds["brackets-in-strings"] = variant(
+        loss="[" * 100 + '"' + "{" * 100)
+    seeds["escaped-backslash-then-deep"] = (
+        b'["\\\\", ' + b"[" * 32 + b"]" * 32 + b"]")
+    seeds["unterminated-long-string"] = b'{"name": "' + b"a" * 2000
     return seeds
 
 
