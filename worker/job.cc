@@ -621,8 +621,8 @@ std::string FormatBytes(int64_t bytes) {
     ++unit;
   }
   if (unit == 0) return absl::StrCat(bytes, " B");
-  return absl::StrFormat(std::floor(v) == v ? "%.0f %s" : "%.1f %s", v,
-                         kUnits[unit]);
+  if (std::floor(v) == v) return absl::StrFormat("%.0f %s", v, kUnits[unit]);
+  return absl::StrFormat("%.1f %s", v, kUnits[unit]);
 }
 
 // "job.model.layers[0].units: 1000000000000 units make the model 8.0e14
