@@ -104,8 +104,8 @@ test('dockerfile layer: broken-dockerfile (one stage, root, compilers)', () => {
 });
 
 // Every --flag a manifest passes to a Strata binary is one the built binary
-// accepts (absl's --helpfull lists them, with underscores). Skips when the
-// binaries are not built.
+// accepts (its --help lists them, "  --flag-name=TYPE" or "  --flag" for
+// booleans, one per line). Skips when the binaries are not built.
 test('every flag in the manifests is one the binaries accept', (t) => {
   const bin = process.env.STRATA_BIN_DIR || path.join(root, 'build/bin');
   if (!fs.existsSync(path.join(bin, 'strata-ps'))) {
@@ -118,10 +118,11 @@ test('every flag in the manifests is one the binaries accept', (t) => {
   const flagsOf = (argv) => {
     const key = argv.join(' ');
     if (!known.has(key)) {
-      const r = spawnSync(path.join(bin, argv[0]), [...argv.slice(1), '--helpfull'],
+      const r = spawnSync(path.join(bin, argv[0]), [...argv.slice(1), '--help'],
                           { encoding: 'utf8', timeout: 30000 });
-      known.set(key, new Set([...`${r.stdout}${r.stderr}`.matchAll(/^\s+--([a-z0-9_]+) \(/gm)]
-          .map((m) => m[1])));
+      assert.strictEqual(r.status, 0, `${key} --help exits 0`);
+      known.set(key, new Set([...r.stdout.matchAll(/^\s+--([a-z0-9-]+)(=[A-Z]+)?$/gm)]
+          .map((m) => m[1].replace(/-/g, '_'))));
     }
     return known.get(key);
   };
@@ -140,7 +141,7 @@ test('every flag in the manifests is one the binaries accept', (t) => {
     assert.ok(containers.length >= 3, `${name}: Strata containers found`);
     for (const c of containers) {
       const flags = flagsOf(c.command);
-      assert.ok(flags.size > 5, `${c.command.join(' ')} --helpfull lists its flags`);
+      assert.ok(flags.size > 5, `${c.command.join(' ')} --help lists its flags`);
       for (const a of c.args || []) {
         const m = a.match(/^--([a-z0-9-_]+)/);
         if (!m) continue;
