@@ -226,7 +226,9 @@ run_bench() {  # NAME WANTED_SECONDS ARGS...
   local line
   line="$(grep -E '^\{.*\}[[:space:]]*$' "$out" | tail -1 || true)"
   local status=ok
-  if (( STEP_RC == 2 )); then
+  # Exit 2 is "no device", unless it is a command-line error (whose one
+  # line points to --help).
+  if (( STEP_RC == 2 )) && ! grep -q -- '--help)$' "$out"; then
     status=no_device
   elif (( STEP_RC != 0 )) || [[ -z "$line" ]]; then
     status=failed

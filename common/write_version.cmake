@@ -2,10 +2,15 @@
 # STRATA_GIT_COMMIT (the commit SOURCE_DIR has checked out, "-dirty" where
 # tracked files changed, "unknown" without git or .git), and touches it only
 # when that content changes. Run at every build by common/CMakeLists.txt:
-#   cmake -DSOURCE_DIR=... -DOUTPUT=... -DVERSION=... -P write_version.cmake
+#   cmake -DSOURCE_DIR=... -DOUTPUT=... -DVERSION=... [-DCOMMIT=...]
+#         -P write_version.cmake
+# COMMIT (cmake -DSTRATA_GIT_COMMIT=..., e.g. a container build without
+# .git) is used as given.
 set(commit "unknown")
 find_program(GIT_EXECUTABLE git)
-if(EXISTS "${SOURCE_DIR}/.git" AND GIT_EXECUTABLE)
+if(COMMIT AND NOT COMMIT STREQUAL "unknown")
+  set(commit "${COMMIT}")
+elseif(EXISTS "${SOURCE_DIR}/.git" AND GIT_EXECUTABLE)
   # safe.directory: a tree owned by another user (a container's root)
   # still reports its commit. --no-optional-locks: no index write, which
   # could collide with a concurrent git command.

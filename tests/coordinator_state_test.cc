@@ -318,6 +318,32 @@ TEST_F(CoordinatorStateTest, WatchersSeeGenerationChanges) {
 // ---------------------------------------------------------------------------
 // Jobs and the step queue.
 
+// SubmitJob from any client applies the job file's limits (worker/job.h):
+// refused at once naming the field and the limit, the message short.
+TEST_F(CoordinatorStateTest, JobsBeyondTheJobFileLimitsAreRefused) {
+  Reg("ps", 0);
+  Reg("worker", 0);
+  const std::string huge_name =
+      "{\"name\": \"" + std::string(50 << 20, 'n') + "\"}";
+  auto named = state_->SubmitJob(huge_name, 10);
+  EXPECT_THAT(named, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                         "at most 1048576"));
+  EXPECT_LT(named.status().message().size(), 200u);
+  const std::string long_name =
+      "{\"name\": \"" + std::string(129, 'n') + "\"}";
+  EXPECT_THAT(state_->SubmitJob(long_name, 10),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.name: 129 characters, at most 128"));
+  EXPECT_THAT(state_->SubmitJob(std::string(1000, '['), 10),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "more than 32 nested"));
+  const std::string path = "{\"data\": {\"train\": {\"path\": \"" +
+                           std::string(4097, 'p') + "\"}}}";
+  EXPECT_THAT(state_->SubmitJob(path, 10),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.data.train.path: 4097 characters"));
+}
+
 TEST_F(CoordinatorStateTest, JobFieldsAreValidated) {
   Reg("ps", 0);
   Reg("worker", 0);

@@ -275,10 +275,17 @@ const std::vector<std::string>& Binaries() {
   return *kBinaries;
 }
 
+// The daemons, strata and local_train always; the others where this build
+// makes them (STRATA_BUILT_BINARIES, from CMake), so that none is skipped
+// unnoticed.
 bool Required(const std::string& binary) {
-  return binary == "strata-ps" || binary == "strata-coordinator" ||
-         binary == "strata-worker" || binary == "strata" ||
-         binary == "local_train";
+  if (binary == "strata-ps" || binary == "strata-coordinator" ||
+      binary == "strata-worker" || binary == "strata" ||
+      binary == "local_train") {
+    return true;
+  }
+  return std::string(STRATA_BUILT_BINARIES).find("," + binary + ",") !=
+         std::string::npos;
 }
 
 std::string BinPath(const std::string& binary) {

@@ -221,7 +221,7 @@ TEST_F(LaunchTest, SyncWithCheckpointsIsRefusedUpFront) {
     out << job.dump();
   }
   LaunchRun run = StartLaunch("sync_ckpt", {"--job=" + path});
-  EXPECT_EQ(Wait(run), 1);
+  EXPECT_EQ(Wait(run), 2);  // refused before anything started
   EXPECT_NE(Log(run).find("not supported yet"), std::string::npos) << Log(run);
 }
 

@@ -167,7 +167,11 @@ absl::StatusOr<int64_t> PsAppliedSteps(const std::vector<ChildProcess>& ps,
 
 absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
                                       std::ostream& out,
-                                      const std::atomic<bool>* stop) {
+                                      const std::atomic<bool>* stop,
+                                      bool* refused) {
+  bool ignored = false;
+  if (refused == nullptr) refused = &ignored;
+  *refused = true;
   // Resolve the job with the command-line overrides, and validate it here,
   // before any process starts.
   STRATA_ASSIGN_OR_RETURN(JobSpec base, LoadJobFile(options.job_path));
@@ -218,6 +222,8 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   STRATA_RETURN_IF_ERROR(CheckJobFitsMemory(job, options.memory_bytes));
   STRATA_RETURN_IF_ERROR(CheckDataFiles(job));
   STRATA_ASSIGN_OR_RETURN(int64_t train_examples, CountTrainExamples(job));
+  // From here on an error is the run's, not the job's.
+  *refused = false;
 
   const std::string run_dir = MakeRunDir(options.run_dir);
   const std::string bin = options.bin_dir;

@@ -63,15 +63,15 @@ struct LaunchOptions {
 // ends the run (children stopped) with CANCELLED.
 //
 // The job is resolved and checked before any process starts: its file (as
-// LoadJobFile), the flags, that its model fits `memory_bytes`
-// (RESOURCE_EXHAUSTED) and that its data files exist (CheckDataFiles). A
-// refused job is INVALID_ARGUMENT, NOT_FOUND or RESOURCE_EXHAUSTED, the
-// message naming the field; errors of the run itself are other codes, save
-// a missing binary in bin_dir (NOT_FOUND) and a job the coordinator refuses
-// (INVALID_ARGUMENT).
+// LoadJobFile), the flags, the strategy's own conditions (CheckPsJob), that
+// its model fits `memory_bytes` (RESOURCE_EXHAUSTED) and that its data files
+// exist (CheckDataFiles), each error naming the field. `refused` (when set)
+// tells the caller whether an error came from these checks, before anything
+// started (true), or from the run itself (false).
 absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
                                       std::ostream& out,
-                                      const std::atomic<bool>* stop);
+                                      const std::atomic<bool>* stop,
+                                      bool* refused = nullptr);
 
 }  // namespace strata
 

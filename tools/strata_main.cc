@@ -106,20 +106,14 @@ int Launch(const char* argv0) {
   // The job is refused when one worker's model would not fit this machine.
   options.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
                          static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
-  auto summary = strata::Launch(options, std::cout, &g_stop);
+  bool refused = false;
+  auto summary = strata::Launch(options, std::cout, &g_stop, &refused);
   if (!summary.ok()) {
     std::cerr << "strata launch: " << summary.status().message() << "\n";
-    // Exit codes: 2 a refused job file or flag, 130 interrupted, 1 failed.
-    switch (summary.status().code()) {
-      case absl::StatusCode::kInvalidArgument:
-      case absl::StatusCode::kNotFound:
-      case absl::StatusCode::kResourceExhausted:
-        return 2;
-      case absl::StatusCode::kCancelled:
-        return 130;
-      default:
-        return 1;
-    }
+    // Exit codes: 2 a job or flags refused before anything started, 130
+    // interrupted, 1 the run failed.
+    if (refused) return 2;
+    return summary.status().code() == absl::StatusCode::kCancelled ? 130 : 1;
   }
   return 0;
 }

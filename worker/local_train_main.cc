@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   }
   absl::StatusOr<strata::JobSpec> job = strata::LoadJobFile(job_path);
   if (!job.ok()) {
-    std::cerr << "local_train: " << job.status() << "\n";
+    std::cerr << "local_train: " << job.status().message() << "\n";
     return 2;
   }
   // Refuse, before allocating anything, a model this machine cannot hold
@@ -77,11 +77,11 @@ int main(int argc, char** argv) {
       static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
   if (absl::Status fits = strata::CheckJobFitsMemory(*job, memory_bytes);
       !fits.ok()) {
-    std::cerr << "local_train: " << fits << "\n";
+    std::cerr << "local_train: " << fits.message() << "\n";
     return 2;
   }
   if (absl::Status files = strata::CheckDataFiles(*job); !files.ok()) {
-    std::cerr << "local_train: " << files << "\n";
+    std::cerr << "local_train: " << files.message() << "\n";
     return 2;
   }
   if (absl::GetFlag(FLAGS_epochs) < 0) {
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   if (const std::string flag = absl::GetFlag(FLAGS_device); !flag.empty()) {
     absl::StatusOr<int> cuda = strata::ParseDeviceName(flag, "--device");
     if (!cuda.ok()) {
-      std::cerr << "local_train: " << cuda.status() << "\n";
+      std::cerr << "local_train: " << cuda.status().message() << "\n";
       return 2;
     }
     job->cuda_device = *cuda;
@@ -110,14 +110,14 @@ int main(int argc, char** argv) {
   const absl::Time load_start = absl::Now();
   absl::StatusOr<strata::Dataset> train = strata::LoadTrain(*job);
   if (!train.ok()) {
-    std::cerr << "local_train: training data: " << train.status() << "\n";
+    std::cerr << "local_train: training data: " << train.status().message() << "\n";
     return 1;
   }
   std::optional<strata::Dataset> test;
   if (job->data.has_test) {
     absl::StatusOr<strata::Dataset> loaded = strata::LoadTest(*job);
     if (!loaded.ok()) {
-      std::cerr << "local_train: test data: " << loaded.status() << "\n";
+      std::cerr << "local_train: test data: " << loaded.status().message() << "\n";
       return 1;
     }
     test = std::move(*loaded);
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<strata::LocalTrainer>> trainer =
       strata::LocalTrainer::Create(*job);
   if (!trainer.ok()) {
-    std::cerr << "local_train: " << trainer.status() << "\n";
+    std::cerr << "local_train: " << trainer.status().message() << "\n";
     return 2;
   }
   const int64_t steps_per_epoch =
@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
         *train, job->batch_size, job->shuffle_seed, epoch);
     if (!stats.ok()) {
       std::cerr << "local_train: epoch " << epoch + 1 << ": "
-                << stats.status() << "\n";
+                << stats.status().message() << "\n";
       return 1;
     }
     const double epoch_train_seconds = Seconds(epoch_start);
@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
     if (evaluate) {
       absl::StatusOr<strata::StepStats> t = (*trainer)->Evaluate(*test);
       if (!t.ok()) {
-        std::cerr << "local_train: evaluation: " << t.status() << "\n";
+        std::cerr << "local_train: evaluation: " << t.status().message() << "\n";
         return 1;
       }
       last_test = *t;
