@@ -4,11 +4,6 @@
 // line on stderr; every flag README.md documents for a binary is in that
 // binary's help. First the parser and the help text of common/cli.h in
 // this process, then each built binary as a process.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,7 +15,6 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -36,6 +30,7 @@
 #include "common/version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/process_util.h"
 
 ABSL_FLAG(int, cli_test_port, 7, "Port to serve on");
 ABSL_FLAG(bool, cli_test_verbose, false, "Say more");
@@ -44,7 +39,6 @@ ABSL_FLAG(std::string, cli_test_dir, "", "Where to write (default: none)");
 ABSL_FLAG(double, cli_test_rate, 0.5, "launch, submit: the rate");
 ABSL_FLAG(int64_t, cli_test_unlisted, 3, "In no group");
 
-extern char** environ;
 
 namespace strata {
 namespace {
@@ -306,82 +300,15 @@ struct Output {
 // stdout and stderr apart; kills it after 60 s (a test failure).
 Output RunBinary(const std::string& binary,
                  const std::vector<std::string>& args) {
-  Output result;
-  int out_pipe[2];
-  int err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
-    ADD_FAILURE() << "pipe2 failed";
-    return result;
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-  std::vector<std::string> argv_storage = {BinPath(binary)};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (!absl::StartsWith(*e, "TF_CONFIG=")) envp.push_back(*e);
-  }
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr,
-                                  argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  if (spawned != 0) {
-    close(out_pipe[0]);
-    close(err_pipe[0]);
-    ADD_FAILURE() << "cannot start " << argv[0];
-    return result;
-  }
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  auto left_ms = [&deadline] {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    return left.count() > 0 ? static_cast<int>(left.count()) : 0;
-  };
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* sinks[2] = {&result.out, &result.err};
-  int open_fds = 2;
-  while (open_fds > 0 && left_ms() > 0) {
-    if (poll(fds, 2, left_ms()) <= 0) continue;
-    for (int k = 0; k < 2; ++k) {
-      if (fds[k].fd < 0 || fds[k].revents == 0) continue;
-      char buf[4096];
-      const ssize_t n = read(fds[k].fd, buf, sizeof(buf));
-      if (n > 0) {
-        sinks[k]->append(buf, static_cast<size_t>(n));
-      } else {
-        close(fds[k].fd);
-        fds[k].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  for (const pollfd& p : fds) {
-    if (p.fd >= 0) close(p.fd);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (left_ms() == 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      ADD_FAILURE() << binary << " did not exit within 60 s; stdout: "
-                    << result.out << "\nstderr: " << result.err;
-      return result;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  result.exit_code =
-      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
+  std::vector<std::string> argv = {BinPath(binary)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  testing_util::ChildOptions options;
+  options.separate_stderr = true;
+  options.null_stdin = true;
+  testing_util::ChildResult r =
+      testing_util::RunChild(std::move(argv), std::chrono::seconds(60),
+                             options);
+  return Output{r.exit_code, std::move(r.output), std::move(r.error)};
 }
 
 std::string Dashed(absl::string_view name) {

@@ -3,11 +3,6 @@
 // `local_train`, `strata launch` and `strata submit`: exit 2, a short
 // message naming the field, no flood of output. The big inputs are made
 // here, in a temporary directory, never committed.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,9 +16,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/process_util.h"
 #include "nlohmann/json.hpp"
 
-extern char** environ;
 
 namespace strata {
 namespace {
@@ -39,93 +34,14 @@ constexpr size_t kMaxOutput = 4096;
 // What is kept of a child's output (its size is counted in full).
 constexpr size_t kKeptOutput = 64 << 10;
 
-struct ToolResult {
-  int exit_code = -1;        // 128 + signal when killed; -1 on timeout
-  std::string output;        // stdout and stderr, the first kKeptOutput bytes
-  size_t output_bytes = 0;   // all of it
-};
-
-// Runs `args` (args[0] a path) in its own process group with this
-// environment minus TF_CONFIG, reading its output until it exits; after
-// kLimit kills the group (exit_code -1 and a test failure).
-ToolResult RunTool(std::vector<std::string> args) {
-  const auto deadline = std::chrono::steady_clock::now() + kLimit;
-  auto remaining_ms = [&] {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    return left.count() > 0 ? static_cast<int>(left.count()) : 0;
-  };
-  ToolResult result;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    ADD_FAILURE() << "pipe2 failed";
-    return result;
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::string(*e).rfind("TF_CONFIG=", 0) != 0) envp.push_back(*e);
-  }
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  const int spawned =
-      posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  if (spawned != 0) {
-    close(fds[0]);
-    ADD_FAILURE() << "cannot start " << args[0];
-    return result;
-  }
-  bool eof = false;
-  while (!eof && remaining_ms() > 0) {
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, remaining_ms()) <= 0) continue;
-    char buf[1 << 16];
-    const ssize_t n = read(fds[0], buf, sizeof(buf));
-    if (n <= 0) {
-      eof = true;
-      continue;
-    }
-    result.output_bytes += static_cast<size_t>(n);
-    if (result.output.size() < kKeptOutput) {
-      result.output.append(
-          buf, std::min(static_cast<size_t>(n),
-                        kKeptOutput - result.output.size()));
-    }
-  }
-  close(fds[0]);
-  while (true) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
-                                           : 128 + WTERMSIG(status);
-      kill(-pid, SIGKILL);  // anything it left behind
-      return result;
-    }
-    if (remaining_ms() == 0) break;
-    usleep(20 * 1000);
-  }
-  kill(-pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  ADD_FAILURE() << args[0] << " did not exit within " << kLimit.count()
-                << " s; its output began: " << result.output.substr(0, 2048);
-  return result;
+// Runs `args` in its own process group, reading its output until it exits
+// (the first kKeptOutput bytes kept, all counted); after kLimit kills the
+// group (exit_code -1 and a test failure).
+testing_util::ChildResult RunTool(std::vector<std::string> args) {
+  testing_util::ChildOptions options;
+  options.max_output = kKeptOutput;
+  options.own_process_group = true;
+  return testing_util::RunChild(std::move(args), kLimit, options);
 }
 
 // The start of `output`, for failure messages.
@@ -217,7 +133,7 @@ class JobCliTest : public ::testing::Test {
     for (const auto& [name, args] : Tools(job, with_submit)) {
       SCOPED_TRACE(name);
       // Bounded: RunTool fails the test past kLimit.
-      const ToolResult r = RunTool(args);
+      const testing_util::ChildResult r = RunTool(args);
       EXPECT_EQ(r.exit_code, 2) << Head(r.output);
       EXPECT_LT(r.output_bytes, kMaxOutput) << Head(r.output);
       for (const std::string& e : expected) {
@@ -264,7 +180,7 @@ TEST_F(JobCliTest, FiftyMegabyteNameIsRefusedBySize) {
                     "\", " + rest.dump().substr(1));
   ExpectRefused(job, {"job file " + job + ": ", "bytes, at most 1048576"});
   // The value is never echoed.
-  const ToolResult r = RunTool(Tools(job)[0].second);
+  const testing_util::ChildResult r = RunTool(Tools(job)[0].second);
   EXPECT_THAT(r.output, Not(HasSubstr(std::string(64, 'n'))));
 }
 
