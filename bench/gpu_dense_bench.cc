@@ -27,7 +27,7 @@
 #include "common/cli.h"
 #include "nlohmann/json.hpp"
 #include "worker/dataset.h"
-#include "worker/job.h"
+#include "job/job.h"
 #include "worker/model.h"
 
 ABSL_FLAG(std::string, device, "cuda:0", "The GPU to measure (cuda or cuda:N)");

@@ -12,8 +12,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "common/tensor.h"
+#include "client/push_tag.h"
+#include "client/retry.h"
 #include "client/shared_region.h"
+#include "common/tensor.h"
 #include "common/tls.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -37,6 +39,8 @@ struct PsClientOptions {
   // PsCluster::PushPullMany passes bytes through shared memory to a server
   // on this host (a loopback target) that accepts it.
   bool shared_memory = true;
+  // How a retry waits for its backoff (null: real time); tests inject one.
+  SleepFunction sleep;
 };
 
 struct PullOptions {
@@ -49,17 +53,6 @@ struct PullResult {
   DType dtype = DType::kInvalid;
   Shape shape;
   int64_t version = 0;
-};
-
-// Identity of a push for exactly-once application. The client fills in the
-// attempt number on retries.
-struct PushTag {
-  std::string job;
-  int64_t worker = 0;
-  int64_t step = 0;
-  // SYNC variables trained by a group: its id and size (0: none).
-  int64_t group = 0;
-  int32_t group_size = 0;
 };
 
 struct PushResult {
@@ -161,25 +154,31 @@ class PsClient {
   PsClient(std::vector<std::shared_ptr<grpc::Channel>> channels,
            const PsClientOptions& options, std::string target);
   Conn& Next();
-  absl::Duration Backoff(int attempt) const;
 
-  absl::StatusOr<PullResult> PullOnce(Conn& conn,
-                                      const v1::PullRequest& request,
-                                      void* dst, size_t dst_bytes,
-                                      std::shared_ptr<Buffer>* alloc);
-  absl::StatusOr<std::string> UploadOnce(Conn& conn, const char* method,
-                                         const std::string& header,
-                                         absl::Span<const absl::string_view>
-                                             payload);
-  absl::StatusOr<std::vector<int64_t>> PullVariablesOnce(
-      Conn& conn, const v1::PullVariablesRequest& request,
-      const std::vector<void*>& dsts, const std::vector<size_t>& sizes);
+  // One unary call, retried on UNAVAILABLE.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Unary(
+      grpc::Status (v1::ParameterService::Stub::*method)(
+          grpc::ClientContext*, const Request&, Response*),
+      const Request& request);
+  // Pull of `request` into `dst` (or `alloc`), retried on UNAVAILABLE.
+  absl::StatusOr<PullResult> PullWithRetries(const v1::PullRequest& request,
+                                             void* dst, size_t dst_bytes,
+                                             std::shared_ptr<Buffer>* alloc);
+  // Uploads `header` and `payload` to `method`, retried on UNAVAILABLE with
+  // `tag` (part of `header`) carrying each attempt's number. `*attempts` gets
+  // the number of attempts made.
+  absl::StatusOr<std::string> UploadTagged(
+      const char* method, const google::protobuf::MessageLite& header,
+      v1::PushTag* tag, absl::Span<const absl::string_view> payload,
+      int* attempts);
   absl::StatusOr<PushResult> PushPayload(
       const std::string& name, v1::PushHeader header,
       std::vector<absl::string_view> payload);
 
   const PsClientOptions options_;
   const std::string target_;
+  const Retrier retrier_;
   std::vector<Conn> conns_;
   std::atomic<uint64_t> next_{0};
 };

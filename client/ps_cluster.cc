@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/push_tag.h"
 #include "common/futex.h"
 #include "common/shared_layout.h"
 #include "common/status_macros.h"
@@ -47,6 +48,16 @@ PsCluster::PsCluster(std::vector<std::unique_ptr<PsClient>> clients)
 
 absl::StatusOr<VariablePlacement> PsCluster::CreateVariable(
     const v1::VariableSpec& spec, const std::vector<ShardSlice>& slices) {
+  std::vector<PlacementPolicy::Shard> shards;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    shards.push_back({slices[i], PlaceShard(static_cast<int>(i), num_ps())});
+  }
+  return CreateVariableOn(spec, shards);
+}
+
+absl::StatusOr<VariablePlacement> PsCluster::CreateVariableOn(
+    const v1::VariableSpec& spec,
+    const std::vector<PlacementPolicy::Shard>& shards) {
   if (clients_.empty()) {
     return absl::FailedPreconditionError("the cluster has no PS task");
   }
@@ -62,22 +73,30 @@ absl::StatusOr<VariablePlacement> PsCluster::CreateVariable(
   placement.spec = spec;
   const size_t esize = DTypeSize(dtype);
   placement.bytes = NumElements(shape) * esize;
-  std::vector<ShardSlice> parts = slices;
+  std::vector<PlacementPolicy::Shard> parts = shards;
   if (parts.empty() || shape.empty()) {
-    parts = {ShardSlice{0, shape.empty() ? 1 : shape[0]}};
+    parts = {PlacementPolicy::Shard{
+        ShardSlice{0, shape.empty() ? 1 : shape[0]},
+        parts.empty() ? 0 : parts[0].ps}};
   }
   const size_t row_bytes =
       shape.empty() || shape[0] == 0 ? placement.bytes
                                      : placement.bytes / shape[0];
   for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].ps < 0 || parts[i].ps >= num_ps()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable '", spec.name(), "': shard ", i, " is placed on ps ",
+          parts[i].ps, " but the cluster has ", num_ps(), " ps tasks"));
+    }
     ShardPlacement s;
-    s.ps = PlaceShard(static_cast<int>(i), num_ps());
+    s.ps = parts[i].ps;
     s.name = parts.size() == 1 ? spec.name()
                                : absl::StrCat(spec.name(), "/part_", i);
-    s.row_offset = parts[i].row_offset;
-    s.num_rows = parts[i].num_rows;
-    s.byte_offset = shape.empty() ? 0 : parts[i].row_offset * row_bytes;
-    s.bytes = shape.empty() ? placement.bytes : parts[i].num_rows * row_bytes;
+    s.row_offset = parts[i].slice.row_offset;
+    s.num_rows = parts[i].slice.num_rows;
+    s.byte_offset = shape.empty() ? 0 : parts[i].slice.row_offset * row_bytes;
+    s.bytes =
+        shape.empty() ? placement.bytes : parts[i].slice.num_rows * row_bytes;
     placement.shards.push_back(s);
   }
   std::vector<absl::Status> status(placement.shards.size());
@@ -332,11 +351,7 @@ absl::Status PsCluster::ExchangeWith(int ps, SharedLane* lane,
         offset += part.sizes[i];
       }
       push->set_payload_bytes(static_cast<int64_t>(push_bytes));
-      push->mutable_tag()->set_job(tag.job);
-      push->mutable_tag()->set_worker(tag.worker);
-      push->mutable_tag()->set_step(tag.step);
-      push->mutable_tag()->set_group(tag.group);
-      push->mutable_tag()->set_group_size(tag.group_size);
+      *push->mutable_tag() = ToProto(tag);
       request.set_push_offset(push_offset);
     }
     if (!part.dsts.empty()) {

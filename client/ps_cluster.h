@@ -1,8 +1,8 @@
 // PsCluster: variables split on axis 0 over the PS tasks of a cluster, as
 // tf.distribute's ShardedVariable under ParameterServerStrategy. Shard i of
-// variable "v" is the PS variable "v/part_i" on task i % num_ps, created
-// with the full shape and its row offset so that initializers give exactly
-// the unsplit variable's values.
+// variable "v" is the PS variable "v/part_i" on the task the placement
+// policy chose for it, created with the full shape and its row offset so
+// that initializers give exactly the unsplit variable's values.
 #ifndef STRATA_CLIENT_PS_CLUSTER_H_
 #define STRATA_CLIENT_PS_CLUSTER_H_
 
@@ -21,6 +21,7 @@
 #include "client/shared_region.h"
 #include "common/thread_pool.h"
 #include "strategies/partitioner.h"
+#include "strategies/placement_policy.h"
 
 namespace strata {
 
@@ -51,9 +52,16 @@ class PsCluster {
   int num_ps() const { return static_cast<int>(clients_.size()); }
   PsClient* ps(int i) { return clients_[i].get(); }
 
-  // Splits `spec` (a whole variable) into `slices` (from a partitioner;
-  // empty = one shard), places shard i on task i % num_ps, and creates
-  // every shard (idempotent). Errors from the PS, naming the shard.
+  // Creates `spec` (a whole variable) as the shards a placement policy
+  // chose (PlacementPolicy::Place): shard i holds rows shards[i].slice on
+  // task shards[i].ps; empty = one shard on task 0. Idempotent. Errors:
+  // INVALID_ARGUMENT for a shard on a task the cluster does not have;
+  // those of the PS, naming the shard and its task.
+  absl::StatusOr<VariablePlacement> CreateVariableOn(
+      const v1::VariableSpec& spec,
+      const std::vector<PlacementPolicy::Shard>& shards);
+  // For callers without a policy: `slices` (from a partitioner; empty = one
+  // shard) on tasks i % num_ps, the parameter_server policy's placement.
   absl::StatusOr<VariablePlacement> CreateVariable(
       const v1::VariableSpec& spec, const std::vector<ShardSlice>& slices);
 

@@ -1,5 +1,6 @@
-// The transport-security flags every Strata binary accepts. Include this
-// header from exactly one file of a binary (its main): it defines the flags.
+// The transport-security flags every Strata binary accepts, defined in
+// security_flags.cc (the strata_security_flags target, linked only into
+// executables; libraries take the resulting options, never the flags):
 //   --tls-cert, --tls-key   this process's certificate chain and key (PEM)
 //   --tls-ca                the CA that verifies peers (PEM)
 //   --tls-client-auth       servers require and verify client certificates
@@ -7,78 +8,51 @@
 //                           when it is not the host dialled
 //   --auth-file             servers: credentials JSON (see common/auth.h)
 //   --auth-token            clients: bearer token (default $STRATA_AUTH_TOKEN)
+// The functions read the flags (call them after parsing) and the files they
+// name; they are thread-compatible.
 #ifndef STRATA_COMMON_SECURITY_FLAGS_H_
 #define STRATA_COMMON_SECURITY_FLAGS_H_
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 
-#include "absl/flags/flag.h"
+#include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
 #include "common/auth.h"
 #include "common/tls.h"
 
-ABSL_FLAG(std::string, tls_cert, "",
-          "PEM certificate chain of this process; with --tls-key turns TLS on "
-          "for its servers and is presented as a client certificate");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
-ABSL_FLAG(std::string, tls_ca, "",
-          "PEM CA certificate(s) that verify the servers this process dials "
-          "(TLS on for its clients) and, with --tls-client-auth, its clients");
-ABSL_FLAG(bool, tls_client_auth, false,
-          "Mutual TLS: servers require a client certificate signed by "
-          "--tls-ca");
-ABSL_FLAG(std::string, tls_server_name, "",
-          "Name the servers' certificates must carry when it is not the host "
-          "dialled (default: the host)");
-ABSL_FLAG(std::string, auth_file, "",
-          "Credentials JSON {\"credentials\":[{\"token\",\"job\",\"role\"}]}: "
-          "every call to this process's servers must carry one of the tokens "
-          "(default: no authentication)");
-ABSL_FLAG(std::string, auth_token, "",
-          "Bearer token this process sends on its calls (default: "
-          "$STRATA_AUTH_TOKEN)");
+ABSL_DECLARE_FLAG(std::string, tls_cert);
+ABSL_DECLARE_FLAG(std::string, tls_key);
+ABSL_DECLARE_FLAG(std::string, tls_ca);
+ABSL_DECLARE_FLAG(bool, tls_client_auth);
+ABSL_DECLARE_FLAG(std::string, tls_server_name);
+ABSL_DECLARE_FLAG(std::string, auth_file);
+ABSL_DECLARE_FLAG(std::string, auth_token);
 
 namespace strata {
 
-// TLS settings from the --tls-* flags (files read now).
-inline absl::StatusOr<TlsOptions> TlsFromFlags() {
-  TlsFiles files;
-  files.cert_file = absl::GetFlag(FLAGS_tls_cert);
-  files.key_file = absl::GetFlag(FLAGS_tls_key);
-  files.ca_file = absl::GetFlag(FLAGS_tls_ca);
-  files.client_auth = absl::GetFlag(FLAGS_tls_client_auth);
-  auto tls = LoadTlsOptions(files);
-  if (tls.ok()) tls->server_name = absl::GetFlag(FLAGS_tls_server_name);
-  return tls;
-}
+// What a server daemon takes from the security flags.
+struct SecurityOptions {
+  TlsOptions tls;         // --tls-*: how its servers serve
+  ClientSecurity client;  // the same TLS and --auth-token: how it dials
+  // --auth-file's credentials; null when not given.
+  std::shared_ptr<const CredentialStore> credentials;
+};
 
-// How this process's clients dial: the TLS flags and the token.
-inline absl::StatusOr<ClientSecurity> ClientSecurityFromFlags() {
-  auto tls = TlsFromFlags();
-  if (!tls.ok()) return tls.status();
-  ClientSecurity security;
-  security.tls = *std::move(tls);
-  security.auth_token = absl::GetFlag(FLAGS_auth_token);
-  if (security.auth_token.empty()) {
-    if (const char* env = std::getenv("STRATA_AUTH_TOKEN")) {
-      security.auth_token = env;
-    }
-  }
-  return security;
-}
+// TLS settings from the --tls-* flags (files read now). Errors: those of
+// LoadTlsOptions.
+absl::StatusOr<TlsOptions> TlsFromFlags();
 
-// The --auth-file credentials; null when not given.
-inline absl::StatusOr<std::shared_ptr<const CredentialStore>>
-CredentialsFromFlags() {
-  const std::string path = absl::GetFlag(FLAGS_auth_file);
-  if (path.empty()) return std::shared_ptr<const CredentialStore>();
-  auto store = CredentialStore::Load(path);
-  if (!store.ok()) return store.status();
-  return std::shared_ptr<const CredentialStore>(
-      std::make_shared<CredentialStore>(*std::move(store)));
-}
+// How this process's clients dial: the TLS flags and the token
+// (--auth-token, else $STRATA_AUTH_TOKEN). Errors: those of TlsFromFlags.
+absl::StatusOr<ClientSecurity> ClientSecurityFromFlags();
+
+// The --auth-file credentials; null when not given. Errors: those of
+// CredentialStore::Load.
+absl::StatusOr<std::shared_ptr<const CredentialStore>> CredentialsFromFlags();
+
+// All three above, the first error returned.
+absl::StatusOr<SecurityOptions> SecurityFromFlags();
 
 }  // namespace strata
 

@@ -1,61 +1,89 @@
-// CoordinatorState: groups of synchronous strategies (see
-// coordinator_state.h, "Groups").
+// Groups of synchronous strategies: formation once every live trainer has
+// joined, ranks, the start step and the state source, regrouping (see
+// coordinator_internal.h and CoordinatorState::JoinGroup).
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "coordinator/coordinator_state.h"
+#include "coordinator/coordinator_internal.h"
 
 namespace strata {
+namespace coordinator_internal {
+namespace {
 
-bool CoordinatorState::SyncGroupJobLocked() const {
-  return job_ && job_->spec.policy != nullptr &&
-         job_->spec.policy->loop() == TrainingLoop::kSyncGroup;
-}
-
-std::vector<CoordinatorState::TaskKey>
-CoordinatorState::GroupCandidatesLocked() const {
+// Live trainer tasks that form the group, in rank order.
+std::vector<TaskKey> GroupCandidates(const CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu) {
   std::vector<TaskKey> out;
-  for (const auto& [task, m] : members_) {
+  for (const auto& [task, m] : core.members) {
     if (m.state != v1::Member::ALIVE) continue;
     if (task.role != "chief" && task.role != "worker") continue;
     out.push_back(task);
   }
   // std::map order: chief before worker, then by index.
-  if (!out.empty() && !job_->spec.policy->multi_worker()) out.resize(1);
+  if (!out.empty() && !core.job->spec.policy->multi_worker()) out.resize(1);
   return out;
 }
 
-void CoordinatorState::UpdateGroupLocked() {
-  Job& job = *job_;
+void FillAssignment(const CoordinatorCore& core, const TaskKey& task,
+                    v1::GroupAssignment* out)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu) {
+  const Group& g = core.job->group;
+  out->set_state(v1::GroupAssignment::READY);
+  out->set_group(g.id);
+  out->set_size(static_cast<int>(g.members.size()));
+  out->set_start_step(g.start_step);
+  out->set_source_rank(g.source_rank);
+  out->set_job_id(core.job->id);
+  for (size_t r = 0; r < g.members.size(); ++r) {
+    v1::GroupMember* m = out->add_members();
+    m->mutable_task()->set_role(g.members[r].role);
+    m->mutable_task()->set_index(g.members[r].index);
+    m->set_address(g.addresses[r]);
+    m->set_rank(static_cast<int>(r));
+    if (g.members[r] == task) out->set_rank(static_cast<int>(r));
+  }
+}
+
+}  // namespace
+
+bool SyncGroupJob(const CoordinatorCore& core) {
+  return core.job && core.job->spec.policy != nullptr &&
+         core.job->spec.policy->loop() == TrainingLoop::kSyncGroup;
+}
+
+void UpdateGroup(CoordinatorCore& core) {
+  Job& job = *core.job;
   if (job.state != v1::JobStatus::RUNNING ||
       job.started == absl::InfinitePast()) {
     return;
   }
   Group& g = job.group;
-  const std::vector<TaskKey> candidates = GroupCandidatesLocked();
+  const std::vector<TaskKey> candidates = GroupCandidates(core);
   if (!g.forming) {
     if (g.id == 0) return;  // the first group forms on the first join
     bool same = candidates == g.members;
     for (size_t i = 0; same && i < candidates.size(); ++i) {
-      same = members_.at(candidates[i]).incarnation == g.incarnations[i];
+      same = core.members.at(candidates[i]).incarnation == g.incarnations[i];
     }
     if (same) return;
     g.forming = true;
-    g.pending_id = ++group_seq_;
+    g.pending_id = ++core.group_seq;
     g.arrivals.clear();
-    MarkDirtyLocked();
-    logger_->Info("group_forming", {{"job", job.id},
-                                    {"group", g.pending_id},
-                                    {"previous", g.id},
-                                    {"reason", "membership changed"}});
+    core.MarkDirty();
+    core.logger->Info("group_forming", {{"job", job.id},
+                                        {"group", g.pending_id},
+                                        {"previous", g.id},
+                                        {"reason", "membership changed"}});
   }
   if (candidates.empty()) return;
   for (const TaskKey& t : candidates) {
     auto a = g.arrivals.find(t);
     if (a == g.arrivals.end() ||
-        a->second.incarnation != members_.at(t).incarnation) {
+        a->second.incarnation != core.members.at(t).incarnation) {
       return;  // still waiting for `t`
     }
   }
@@ -89,12 +117,14 @@ void CoordinatorState::UpdateGroupLocked() {
       g.source_rank = 0;
     }
     // Steps below the start are in the survivors' state: applied.
-    for (int64_t s = first_open; s < g.start_step; s = job.completed.NextAbsent(s)) {
+    for (int64_t s = first_open; s < g.start_step;
+         s = job.completed.NextAbsent(s)) {
       job.completed.Insert(s);
       job.requeued.erase(s);
-      EpochStats& stats = job.epochs[static_cast<size_t>(s / job.steps_per_epoch)];
+      EpochStats& stats =
+          job.epochs[static_cast<size_t>(s / job.steps_per_epoch)];
       ++stats.steps;
-      if (stats.steps == job.steps_per_epoch) stats.end = Now();
+      if (stats.steps == job.steps_per_epoch) stats.end = core.Now();
     }
   } else {
     // Variables live on ps tasks: a step is reported only once the store
@@ -103,105 +133,76 @@ void CoordinatorState::UpdateGroupLocked() {
     g.source_rank = -1;
   }
   g.arrivals.clear();
-  MarkDirtyLocked();
+  core.MarkDirty();
   std::vector<std::string> names;
   for (const TaskKey& t : g.members) names.push_back(Name(t));
-  logger_->Info("group_formed", {{"job", job.id},
-                                 {"group", g.id},
-                                 {"members", absl::StrJoin(names, ",")},
-                                 {"start_step", g.start_step},
-                                 {"source_rank", g.source_rank}});
+  core.logger->Info("group_formed", {{"job", job.id},
+                                     {"group", g.id},
+                                     {"members", absl::StrJoin(names, ",")},
+                                     {"start_step", g.start_step},
+                                     {"source_rank", g.source_rank}});
 }
 
-void CoordinatorState::FillAssignmentLocked(const TaskKey& task,
-                                            v1::GroupAssignment* out) const {
-  const Group& g = job_->group;
-  out->set_state(v1::GroupAssignment::READY);
-  out->set_group(g.id);
-  out->set_size(static_cast<int>(g.members.size()));
-  out->set_start_step(g.start_step);
-  out->set_source_rank(g.source_rank);
-  out->set_job_id(job_->id);
-  for (size_t r = 0; r < g.members.size(); ++r) {
-    v1::GroupMember* m = out->add_members();
-    m->mutable_task()->set_role(g.members[r].role);
-    m->mutable_task()->set_index(g.members[r].index);
-    m->set_address(g.addresses[r]);
-    m->set_rank(static_cast<int>(r));
-    if (g.members[r] == task) out->set_rank(static_cast<int>(r));
-  }
-}
-
-absl::StatusOr<v1::GroupAssignment> CoordinatorState::JoinGroup(
-    const v1::JoinGroupRequest& request) {
-  STRATA_ASSIGN_OR_RETURN(TaskKey task, ValidateTask(request.task()));
-  if (task.role != "chief" && task.role != "worker") {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "task ", Name(task), ": only chief and worker tasks train in groups"));
-  }
+absl::StatusOr<v1::GroupAssignment> JoinGroupLocked(
+    CoordinatorCore& core, const TaskKey& task,
+    const v1::JoinGroupRequest& request, bool* changed) {
   v1::GroupAssignment out;
   out.set_state(v1::GroupAssignment::WAIT);
   out.set_retry_after_ms(20);
-  bool changed = false;
-  {
-    absl::MutexLock lock(&mu_);
-    STRATA_ASSIGN_OR_RETURN(MemberRecord * member,
-                            LiveMemberLocked(task, request.incarnation()));
-    member->last_heartbeat = Now();
-    const int64_t seq = change_seq_;
-    UpdateJobLocked();
-    if (!job_) return out;
-    Job& job = *job_;
-    out.set_job_id(job.id);
-    if (job.state != v1::JobStatus::RUNNING) {
-      out.set_state(v1::GroupAssignment::DONE);
-      return out;
-    }
-    if (!SyncGroupJobLocked()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "job ", job.id, ": strategy ", job.spec.strategy,
-          " does not train in groups; take steps with GetWork"));
-    }
-    if (job.started == absl::InfinitePast()) return out;  // topology
-    Group& g = job.group;
-    const bool member_of_current =
-        std::find(g.members.begin(), g.members.end(), task) != g.members.end();
-    if (!g.forming && g.id > request.after_group() && member_of_current) {
-      FillAssignmentLocked(task, &out);  // already formed (a retry)
-      return out;
-    }
-    if (!g.forming) {
-      g.forming = true;
-      g.pending_id = ++group_seq_;
-      g.arrivals.clear();
-      logger_->Info("group_forming",
-                    {{"job", job.id},
-                     {"group", g.pending_id},
-                     {"previous", g.id},
-                     {"reason", absl::StrCat(Name(task), " asked after group ",
-                                             request.after_group())}});
-    }
-    g.arrivals[task] = GroupArrival{request.incarnation(), request.next_step(),
-                                    request.address()};
-    MarkDirtyLocked();
-    UpdateGroupLocked();
-    if (!g.forming &&
-        std::find(g.members.begin(), g.members.end(), task) !=
-            g.members.end()) {
-      FillAssignmentLocked(task, &out);
-    }
-    changed = change_seq_ != seq;
+  STRATA_ASSIGN_OR_RETURN(MemberRecord * member,
+                          LiveMember(core, task, request.incarnation()));
+  member->last_heartbeat = core.Now();
+  const int64_t seq = core.change_seq;
+  UpdateJob(core);
+  if (!core.job) return out;
+  Job& job = *core.job;
+  out.set_job_id(job.id);
+  if (job.state != v1::JobStatus::RUNNING) {
+    out.set_state(v1::GroupAssignment::DONE);
+    return out;
   }
-  if (changed) FlushOrLog();
+  if (!SyncGroupJob(core)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job.id, ": strategy ", job.spec.strategy,
+        " does not train in groups; take steps with GetWork"));
+  }
+  if (job.started == absl::InfinitePast()) return out;  // topology
+  Group& g = job.group;
+  const bool member_of_current =
+      std::find(g.members.begin(), g.members.end(), task) != g.members.end();
+  if (!g.forming && g.id > request.after_group() && member_of_current) {
+    FillAssignment(core, task, &out);  // already formed (a retry)
+    return out;
+  }
+  if (!g.forming) {
+    g.forming = true;
+    g.pending_id = ++core.group_seq;
+    g.arrivals.clear();
+    core.logger->Info("group_forming",
+                      {{"job", job.id},
+                       {"group", g.pending_id},
+                       {"previous", g.id},
+                       {"reason", absl::StrCat(Name(task), " asked after group ",
+                                               request.after_group())}});
+  }
+  g.arrivals[task] = GroupArrival{request.incarnation(), request.next_step(),
+                                  request.address()};
+  core.MarkDirty();
+  UpdateGroup(core);
+  if (!g.forming &&
+      std::find(g.members.begin(), g.members.end(), task) != g.members.end()) {
+    FillAssignment(core, task, &out);
+  }
+  *changed = core.change_seq != seq;
   return out;
 }
 
-int64_t CoordinatorState::NewestGroup() {
-  absl::MutexLock lock(&mu_);
-  if (!SyncGroupJobLocked()) return 0;
-  UpdateGroupLocked();
-  const Group& g = job_->group;
+int64_t NewestGroupLocked(CoordinatorCore& core) {
+  if (!SyncGroupJob(core)) return 0;
+  UpdateGroup(core);
+  const Group& g = core.job->group;
   return g.forming ? g.pending_id : g.id;
 }
 
+}  // namespace coordinator_internal
 }  // namespace strata

@@ -1,12 +1,10 @@
 #include "coordinator/coordinator_server.h"
 
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/tf_config.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "grpcpp/health_check_service_interface.h"
 
 namespace strata {
 namespace {
@@ -36,70 +34,60 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     s->checkpointer_ = std::make_shared<PsClientCheckpointer>(
         [raw] { return raw->PsTargets(); }, checkpointer_options);
   }
+  CoordinatorDriverOptions driver_options;
+  driver_options.tick = options.service.tick;
+  driver_options.persist_interval = options.service.persist_interval;
+  s->driver_ = std::make_unique<CoordinatorDriver>(
+      s->state_.get(), s->checkpointer_.get(), logger, driver_options);
   s->service_ = std::make_unique<CoordinatorServiceImpl>(
-      s->state_.get(), s->checkpointer_.get(), logger, s->metrics_.get(),
+      s->state_.get(), s->driver_.get(), logger, s->metrics_.get(),
       options.service);
 
   auto credentials = MakeServerCredentials(options.tls);
   if (!credentials.ok()) return credentials.status();
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  const std::string address = JoinHostPort(options.host, options.port);
-  builder.AddListeningPort(address, *credentials, &s->port_);
-  builder.RegisterService(s->service_.get());
-  // Two coordinators on one port would split the cluster's brain: a port
-  // in use is an error, not shared (gRPC sets SO_REUSEPORT by default).
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  if (options.configure_builder) options.configure_builder(builder);
-  s->server_ = builder.BuildAndStart();
-  if (s->server_ == nullptr || s->port_ == 0) {
-    s->server_.reset();
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
-  }
-  if (auto* health = s->server_->GetHealthCheckService()) {
-    health->SetServingStatus(kServiceName, true);
-    health->SetServingStatus(true);
-  }
-  if (options.metrics_port >= 0) {
-    auto http = MetricsHttpServer::Start(options.host, options.metrics_port,
-                                         s->metrics_.get());
-    if (!http.ok()) {
-      s->Shutdown(absl::ZeroDuration());
-      return http.status();
-    }
-    s->http_ = *std::move(http);
-  }
+  DaemonServerOptions serving;
+  serving.host = options.host;
+  serving.port = options.port;
+  serving.credentials = *credentials;
+  serving.services = {s->service_.get()};
+  serving.health_services = {kServiceName};
+  serving.configure_builder = [&options](grpc::ServerBuilder& builder) {
+    // Two coordinators on one port would split the cluster's brain: a port
+    // in use is an error, not shared (gRPC sets SO_REUSEPORT by default).
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    if (options.configure_builder) options.configure_builder(builder);
+  };
+  serving.metrics_port = options.metrics_port;
+  serving.metrics = s->metrics_.get();
+  auto started = DaemonServer::Start(std::move(serving));
+  if (!started.ok()) return started.status();
+  s->daemon_ = *std::move(started);
   return s;
 }
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(absl::Seconds(5)); }
 
 int CoordinatorServer::metrics_port() const {
-  return http_ ? http_->port() : -1;
+  return daemon_ ? daemon_->metrics_port() : -1;
 }
 
 std::string CoordinatorServer::address() const {
-  return JoinHostPort(options_.host, port_);
+  return JoinHostPort(options_.host, port());
 }
 
 void CoordinatorServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
-  if (server_) {
-    if (auto* health = server_->GetHealthCheckService()) {
-      health->SetServingStatus(kServiceName, false);
-      health->SetServingStatus(false);
-    }
-  }
-  // Streams and barrier waits end first so that they do not hold the drain.
+  if (daemon_) daemon_->SetServing(false);
+  // Streams and barrier waits end first so that they do not hold the drain;
+  // then the background work stops and the state is written.
   if (service_) service_->PrepareShutdown();
-  if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      absl::ToChronoMilliseconds(grace));
-    server_->Wait();
+  if (driver_) driver_->Stop();
+  if (daemon_) {
+    daemon_->Shutdown(grace);
+    daemon_->StopMetrics();
   }
-  if (http_) http_->Stop();
   if (state_) {
     absl::Status s = state_->Flush();
     if (!s.ok()) {

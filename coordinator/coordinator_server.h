@@ -1,5 +1,5 @@
-// A running coordinator: state + gRPC service + health + reflection, and
-// optionally the Prometheus /metrics endpoint.
+// A running coordinator: state + driver (background work) + gRPC service +
+// health + reflection, and optionally the Prometheus /metrics endpoint.
 #ifndef STRATA_COORDINATOR_COORDINATOR_SERVER_H_
 #define STRATA_COORDINATOR_COORDINATOR_SERVER_H_
 
@@ -9,9 +9,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/daemon.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/tls.h"
+#include "coordinator/coordinator_driver.h"
 #include "coordinator/coordinator_service_impl.h"
 #include "coordinator/coordinator_state.h"
 #include "coordinator/ps_checkpointer.h"
@@ -27,7 +29,8 @@ struct CoordinatorServerOptions {
   // Membership and job options: state_dir, lease, heartbeat_interval,
   // topology_timeout, static_cluster (TF_CONFIG's cluster), clock.
   CoordinatorOptions coordinator;
-  // Bearer-token credentials of callers are service.credentials.
+  // Bearer-token credentials of callers are service.credentials; the
+  // driver's periods are service.tick and service.persist_interval.
   CoordinatorServiceOptions service;
   // TLS of the listening port (plaintext when not enabled).
   TlsOptions tls;
@@ -55,7 +58,7 @@ class CoordinatorServer {
   CoordinatorServer(const CoordinatorServer&) = delete;
   CoordinatorServer& operator=(const CoordinatorServer&) = delete;
 
-  int port() const { return port_; }
+  int port() const { return daemon_ ? daemon_->port() : 0; }
   int metrics_port() const;
   // "host:port" (IPv6 hosts in brackets).
   std::string address() const;
@@ -72,13 +75,13 @@ class CoordinatorServer {
 
   CoordinatorServerOptions options_;
   Logger* logger_ = nullptr;
-  int port_ = 0;
   std::unique_ptr<MetricsRegistry> metrics_;
   std::unique_ptr<CoordinatorState> state_;
   std::shared_ptr<PsCheckpointer> checkpointer_;
+  // Destroyed (stopped) after the service, before the state.
+  std::unique_ptr<CoordinatorDriver> driver_;
   std::unique_ptr<CoordinatorServiceImpl> service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<MetricsHttpServer> http_;
+  std::unique_ptr<DaemonServer> daemon_;  // gRPC, health, /metrics
   bool shut_down_ = false;
 };
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 
 namespace strata {
 namespace {
@@ -176,10 +177,10 @@ class CoordinatorServiceImpl::BarrierReactor final
 };
 
 CoordinatorServiceImpl::CoordinatorServiceImpl(
-    CoordinatorState* state, PsCheckpointer* checkpointer, Logger* logger,
+    CoordinatorState* state, CoordinatorDriver* driver, Logger* logger,
     MetricsRegistry* metrics, CoordinatorServiceOptions options)
     : state_(state),
-      checkpointer_(checkpointer),
+      driver_(driver),
       logger_(logger),
       metrics_(metrics),
       options_(options) {
@@ -207,9 +208,6 @@ CoordinatorServiceImpl::CoordinatorServiceImpl(
       "strata_coordinator_lost_steps",
       "Steps applied then lost to a PS restore", {},
       [state] { return static_cast<double>(state->GetJob().lost_steps()); });
-  lease_thread_ = std::thread([this] { LeaseLoop(); });
-  ps_thread_ = std::thread([this] { PsActionLoop(); });
-  persist_thread_ = std::thread([this] { PersistLoop(); });
 }
 
 CoordinatorServiceImpl::~CoordinatorServiceImpl() {
@@ -228,94 +226,6 @@ void CoordinatorServiceImpl::PrepareShutdown() {
   ForEachWatch([&unavailable](WatchReactor* r) { r->End(unavailable); });
   state_->CancelAllBarriers(
       absl::UnavailableError("coordinator is shutting down"));
-  if (threads_stopped_.exchange(true)) return;
-  {
-    absl::MutexLock lock(&thread_mu_);
-    stop_ = true;
-  }
-  lease_thread_.join();
-  ps_thread_.join();
-  {
-    absl::MutexLock lock(&persist_mu_);
-    persist_stop_ = true;
-  }
-  persist_thread_.join();
-  absl::Status s = state_->Flush();
-  if (!s.ok()) logger_->Error("state_write_failed", {{"error", s.ToString()}});
-}
-
-// ---------------------------------------------------------------------------
-// Background threads.
-
-bool CoordinatorServiceImpl::WaitForStop(absl::Duration timeout) {
-  absl::MutexLock lock(&thread_mu_);
-  thread_mu_.AwaitWithTimeout(absl::Condition(&stop_), timeout);
-  return stop_;
-}
-
-void CoordinatorServiceImpl::LeaseLoop() {
-  do {
-    state_->CheckLeases();
-  } while (!WaitForStop(options_.tick));
-}
-
-void CoordinatorServiceImpl::PsActionLoop() {
-  do {
-    while (std::optional<PsAction> action = state_->NextPsAction()) {
-      const bool save = action->kind == PsAction::Kind::kSave;
-      const absl::Time start = absl::Now();
-      absl::Status status =
-          checkpointer_ == nullptr
-              ? absl::FailedPreconditionError("no PS checkpointer configured")
-          : save ? checkpointer_->SaveAll(action->checkpoint)
-                 : checkpointer_->RestoreAll(action->checkpoint);
-      logger_->Info(save ? "ps_save_done" : "ps_restore_done",
-                    {{"checkpoint", action->checkpoint},
-                     {"ok", status.ok()},
-                     {"error", status.ok() ? "" : status.ToString()},
-                     {"seconds", absl::ToDoubleSeconds(absl::Now() - start)}});
-      state_->FinishPsAction(*action, status);
-    }
-  } while (!WaitForStop(options_.tick));
-}
-
-void CoordinatorServiceImpl::PersistLoop() {
-  for (;;) {
-    std::vector<DurableDone> batch;
-    {
-      absl::MutexLock lock(&persist_mu_);
-      auto ready = [this] {
-        persist_mu_.AssertHeld();
-        return persist_stop_ || !persist_queue_.empty();
-      };
-      persist_mu_.Await(absl::Condition(&ready));
-      if (persist_queue_.empty()) return;  // stopping, nothing left
-      batch.swap(persist_queue_);
-    }
-    // One write covers every change applied before it started.
-    const absl::Status status = state_->Flush();
-    for (DurableDone& done : batch) done(status);
-    // Let changes gather for a while (each write serializes the whole state
-    // and fsyncs twice); stop ends the pause.
-    absl::MutexLock lock(&persist_mu_);
-    auto stopping = [this] {
-      persist_mu_.AssertHeld();
-      return persist_stop_;
-    };
-    persist_mu_.AwaitWithTimeout(absl::Condition(&stopping),
-                                 options_.persist_interval);
-  }
-}
-
-void CoordinatorServiceImpl::EnqueueDurable(DurableDone done) {
-  {
-    absl::MutexLock lock(&persist_mu_);
-    if (!persist_stop_) {
-      persist_queue_.push_back(std::move(done));
-      return;
-    }
-  }
-  done(state_->Flush());
 }
 
 // ---------------------------------------------------------------------------
@@ -420,52 +330,79 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::FinishUnary(
   return reactor;
 }
 
+template <typename Handle>
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::Unary(
+    grpc::CallbackServerContext* ctx, const char* method, Role needed,
+    Handle handle) {
+  const absl::Time start = absl::Now();
+  absl::Status status = Authorize(ctx, needed, method);
+  if (status.ok()) status = handle();
+  return FinishUnary(ctx, method, start, status);
+}
+
+template <typename Handle>
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::Report(
+    grpc::CallbackServerContext* ctx, const char* method, Handle handle) {
+  const absl::Time start = absl::Now();
+  if (absl::Status auth = Authorize(ctx, Role::kWorker, method); !auth.ok()) {
+    return FinishUnary(ctx, method, start, auth);
+  }
+  const ReportOutcome outcome = handle();
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const bool write = outcome.status.ok() && state_->persistent();
+  if (write && outcome.milestone) {
+    driver_->EnqueueDurable(
+        [this, reactor, method, start](absl::Status written) {
+          FinishReactor(reactor, method, start, written);
+        });
+    return reactor;
+  }
+  if (write && outcome.applied) {
+    // Written by the persist thread, batched with other changes. The answer
+    // does not wait for the disk: a report lost to a crash only re-runs its
+    // step, and the PS tasks apply a re-run step's push at most once.
+    driver_->EnqueueDurable([](absl::Status) {});
+  }
+  FinishReactor(reactor, method, start, outcome.status);
+  return reactor;
+}
+
 // ---------------------------------------------------------------------------
 // Methods.
 
 grpc::ServerUnaryReactor* CoordinatorServiceImpl::Register(
     grpc::CallbackServerContext* ctx, const v1::RegisterRequest* req,
     v1::RegisterResponse* resp) {
-  const absl::Time start = absl::Now();
-  if (absl::Status auth = Authorize(ctx, Role::kWorker, "Register"); !auth.ok()) {
-    return FinishUnary(ctx, "Register", start, auth);
-  }
-  absl::StatusOr<int64_t> generation =
-      state_->Register(req->task(), req->address(), req->incarnation());
-  if (generation.ok()) {
-    resp->set_generation(*generation);
+  return Unary(ctx, "Register", Role::kWorker, [&]() -> absl::Status {
+    STRATA_ASSIGN_OR_RETURN(
+        int64_t generation,
+        state_->Register(req->task(), req->address(), req->incarnation()));
+    resp->set_generation(generation);
     resp->set_lease_ms(absl::ToInt64Milliseconds(state_->options().lease));
     resp->set_heartbeat_ms(
         absl::ToInt64Milliseconds(state_->options().heartbeat_interval));
-  }
-  return FinishUnary(ctx, "Register", start, generation.status());
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* CoordinatorServiceImpl::Heartbeat(
     grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest* req,
     v1::HeartbeatResponse* resp) {
-  const absl::Time start = absl::Now();
-  if (absl::Status auth = Authorize(ctx, Role::kWorker, "Heartbeat"); !auth.ok()) {
-    return FinishUnary(ctx, "Heartbeat", start, auth);
-  }
-  absl::StatusOr<int64_t> generation =
-      state_->Heartbeat(req->task(), req->incarnation());
-  if (generation.ok()) {
-    resp->set_generation(*generation);
+  return Unary(ctx, "Heartbeat", Role::kWorker, [&]() -> absl::Status {
+    STRATA_ASSIGN_OR_RETURN(int64_t generation,
+                            state_->Heartbeat(req->task(), req->incarnation()));
+    resp->set_generation(generation);
     resp->set_group(state_->NewestGroup());
-  }
-  return FinishUnary(ctx, "Heartbeat", start, generation.status());
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* CoordinatorServiceImpl::Deregister(
     grpc::CallbackServerContext* ctx, const v1::DeregisterRequest* req,
     v1::DeregisterResponse* resp) {
-  const absl::Time start = absl::Now();
-  if (absl::Status auth = Authorize(ctx, Role::kWorker, "Deregister"); !auth.ok()) {
-    return FinishUnary(ctx, "Deregister", start, auth);
-  }
-  return FinishUnary(ctx, "Deregister", start,
-                     state_->Deregister(req->task(), req->incarnation()));
+  return Unary(ctx, "Deregister", Role::kWorker, [&] {
+    return state_->Deregister(req->task(), req->incarnation());
+  });
 }
 
 grpc::ServerWriteReactor<v1::ClusterState>*
@@ -497,156 +434,119 @@ CoordinatorServiceImpl::WatchCluster(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* CoordinatorServiceImpl::GetClusterSpec(
     grpc::CallbackServerContext* ctx, const v1::GetClusterSpecRequest* req,
     v1::GetClusterSpecResponse* resp) {
-  const absl::Time start = absl::Now();
-  if (absl::Status auth = Authorize(ctx, Role::kWorker, "GetClusterSpec"); !auth.ok()) {
-    return FinishUnary(ctx, "GetClusterSpec", start, auth);
-  }
-  resp->set_tf_config(state_->GetClusterSpec());
-  return FinishUnary(ctx, "GetClusterSpec", start, absl::OkStatus());
+  return Unary(ctx, "GetClusterSpec", Role::kWorker, [&] {
+    resp->set_tf_config(state_->GetClusterSpec());
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* CoordinatorServiceImpl::SubmitJob(
     grpc::CallbackServerContext* ctx, const v1::SubmitJobRequest* req,
     v1::SubmitJobResponse* resp) {
-  const absl::Time start = absl::Now();
-  if (absl::Status auth = Authorize(ctx, Role::kCoordinator, "SubmitJob"); !auth.ok()) {
-    return FinishUnary(ctx, "SubmitJob", start, auth);
-  }
-  absl::StatusOr<std::string> id =
-      state_->SubmitJob(req->job_json(), req->train_examples());
-  if (id.ok()) resp->set_job_id(*id);
-  return FinishUnary(ctx, "SubmitJob", start, id.status());
+  return Unary(ctx, "SubmitJob", Role::kCoordinator, [&]() -> absl::Status {
+    STRATA_ASSIGN_OR_RETURN(
+        std::string id,
+        state_->SubmitJob(req->job_json(), req->train_examples()));
+    resp->set_job_id(std::move(id));
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* CoordinatorServiceImpl::GetJob(
     grpc::CallbackServerContext* ctx, const v1::GetJobRequest* req,
     v1::JobStatus* resp) {
-  const absl::Time start = absl::Now();
-  if (absl::Status auth = Authorize(ctx, Role::kWorker, "GetJob"); !auth.ok()) {
-    return FinishUnary(ctx, "GetJob", start, auth);
-  }
-  *resp = state_->GetJob();
-  return FinishUnary(ctx, "GetJob", start, absl::OkStatus());
+  return Unary(ctx, "GetJob", Role::kWorker, [&] {
+    *resp = state_->GetJob();
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* CoordinatorServiceImpl::GetWork(
     grpc::CallbackServerContext* ctx, const v1::GetWorkRequest* req,
     v1::WorkItem* resp) {
-  const absl::Time start = absl::Now();
-  if (absl::Status auth = Authorize(ctx, Role::kWorker, "GetWork"); !auth.ok()) {
-    return FinishUnary(ctx, "GetWork", start, auth);
-  }
-  absl::StatusOr<v1::WorkItem> item =
-      state_->GetWork(req->task(), req->incarnation());
-  if (item.ok()) *resp = *std::move(item);
-  return FinishUnary(ctx, "GetWork", start, item.status());
+  return Unary(ctx, "GetWork", Role::kWorker, [&]() -> absl::Status {
+    STRATA_ASSIGN_OR_RETURN(*resp,
+                            state_->GetWork(req->task(), req->incarnation()));
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* CoordinatorServiceImpl::JoinGroup(
     grpc::CallbackServerContext* ctx, const v1::JoinGroupRequest* req,
     v1::GroupAssignment* resp) {
-  const absl::Time start = absl::Now();
-  if (absl::Status auth = Authorize(ctx, Role::kWorker, "JoinGroup"); !auth.ok()) {
-    return FinishUnary(ctx, "JoinGroup", start, auth);
-  }
-  absl::StatusOr<v1::GroupAssignment> a = state_->JoinGroup(*req);
-  if (a.ok()) *resp = *std::move(a);
-  return FinishUnary(ctx, "JoinGroup", start, a.status());
+  return Unary(ctx, "JoinGroup", Role::kWorker, [&]() -> absl::Status {
+    STRATA_ASSIGN_OR_RETURN(*resp, state_->JoinGroup(*req));
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportWork(
     grpc::CallbackServerContext* ctx, const v1::ReportWorkRequest* req,
     v1::ReportWorkResponse* resp) {
-  const absl::Time start = absl::Now();
-  if (absl::Status auth = Authorize(ctx, Role::kWorker, "ReportWork"); !auth.ok()) {
-    return FinishUnary(ctx, "ReportWork", start, auth);
-  }
-  const v1::JobStatus::State before = state_->JobState();
-  absl::Status status = state_->ApplyReport(*req);
-  // Reports that end an epoch's evaluation or the job are durable on
-  // return; plain step reports are batched (see below).
-  const bool milestone = req->item().kind() == v1::WorkItem::EVALUATE ||
-                         state_->JobState() != before;
-  if (status.ok()) resp->set_group(state_->NewestGroup());
-  if (status.ok() && req->want_next()) {
-    absl::StatusOr<v1::WorkItem> next =
-        state_->GetWork(req->task(), req->incarnation());
-    if (next.ok()) {
-      *resp->mutable_next() = *std::move(next);
-    } else {
-      status = next.status();
+  return Report(ctx, "ReportWork", [&] {
+    ReportOutcome out;
+    const v1::JobStatus::State before = state_->JobState();
+    out.status = state_->ApplyReport(*req);
+    // Reports that end an epoch's evaluation or the job are durable on
+    // return; plain step reports are batched.
+    out.milestone = req->item().kind() == v1::WorkItem::EVALUATE ||
+                    state_->JobState() != before;
+    out.applied = true;
+    if (out.status.ok()) resp->set_group(state_->NewestGroup());
+    if (out.status.ok() && req->want_next()) {
+      absl::StatusOr<v1::WorkItem> next =
+          state_->GetWork(req->task(), req->incarnation());
+      if (next.ok()) {
+        *resp->mutable_next() = *std::move(next);
+      } else {
+        out.status = next.status();
+      }
     }
-  }
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (status.ok() && state_->persistent() && milestone) {
-    EnqueueDurable([this, reactor, start](absl::Status written) {
-      FinishReactor(reactor, "ReportWork", start, written);
-    });
-    return reactor;
-  }
-  if (status.ok() && state_->persistent()) {
-    // Written by the persist thread, batched with other changes. The answer
-    // does not wait for the disk: a report lost to a crash only re-runs its
-    // step, and the PS tasks apply a re-run step's push at most once.
-    EnqueueDurable([](absl::Status) {});
-  }
-  FinishReactor(reactor, "ReportWork", start, status);
-  return reactor;
+    return out;
+  });
 }
 
 grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportWorkBatch(
     grpc::CallbackServerContext* ctx, const v1::ReportWorkBatchRequest* req,
     v1::ReportWorkBatchResponse* resp) {
-  const absl::Time start = absl::Now();
-  if (absl::Status auth = Authorize(ctx, Role::kWorker, "ReportWorkBatch");
-      !auth.ok()) {
-    return FinishUnary(ctx, "ReportWorkBatch", start, auth);
-  }
-  absl::Status status = ValidateReportBatch(*req);
-  const v1::JobStatus::State before = state_->JobState();
-  bool milestone = false;
-  for (const v1::ReportWorkRequest& report : req->reports()) {
-    if (!status.ok()) break;
-    status = state_->ApplyReport(report);
-    milestone |= report.item().kind() == v1::WorkItem::EVALUATE;
-  }
-  milestone |= state_->JobState() != before;
-  if (status.ok()) {
-    status = state_->ReleaseUnheld(
-                        req->task(), req->incarnation(),
-                        std::vector<int64_t>(req->holding().begin(),
-                                             req->holding().end()),
-                        std::vector<int64_t>(
-                            req->holding_evaluations().begin(),
-                            req->holding_evaluations().end()))
-                 .status();
-  }
-  if (status.ok()) resp->set_group(state_->NewestGroup());
-  for (int i = 0; status.ok() && i < req->max_items(); ++i) {
-    absl::StatusOr<v1::WorkItem> next =
-        state_->GetWork(req->task(), req->incarnation());
-    if (!next.ok()) {
-      status = next.status();
-      break;
+  return Report(ctx, "ReportWorkBatch", [&] {
+    ReportOutcome out;
+    out.status = ValidateReportBatch(*req);
+    const v1::JobStatus::State before = state_->JobState();
+    for (const v1::ReportWorkRequest& report : req->reports()) {
+      if (!out.status.ok()) break;
+      out.status = state_->ApplyReport(report);
+      out.milestone |= report.item().kind() == v1::WorkItem::EVALUATE;
     }
-    const bool train = next->kind() == v1::WorkItem::TRAIN;
-    *resp->add_items() = *std::move(next);
-    if (!train) break;
-  }
-  // Durable as ReportWork: evaluations and the job's end before the
-  // answer, plain step reports batched by the persist thread.
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (status.ok() && state_->persistent() && milestone) {
-    EnqueueDurable([this, reactor, start](absl::Status written) {
-      FinishReactor(reactor, "ReportWorkBatch", start, written);
-    });
-    return reactor;
-  }
-  if (status.ok() && state_->persistent() && req->reports_size() > 0) {
-    EnqueueDurable([](absl::Status) {});
-  }
-  FinishReactor(reactor, "ReportWorkBatch", start, status);
-  return reactor;
+    // Durable as ReportWork: evaluations and the job's end before the
+    // answer, plain step reports batched.
+    out.milestone |= state_->JobState() != before;
+    out.applied = req->reports_size() > 0;
+    if (out.status.ok()) {
+      out.status =
+          state_
+              ->ReleaseUnheld(req->task(), req->incarnation(),
+                              std::vector<int64_t>(req->holding().begin(),
+                                                   req->holding().end()),
+                              std::vector<int64_t>(
+                                  req->holding_evaluations().begin(),
+                                  req->holding_evaluations().end()))
+              .status();
+    }
+    if (out.status.ok()) resp->set_group(state_->NewestGroup());
+    for (int i = 0; out.status.ok() && i < req->max_items(); ++i) {
+      absl::StatusOr<v1::WorkItem> next =
+          state_->GetWork(req->task(), req->incarnation());
+      if (!next.ok()) {
+        out.status = next.status();
+        break;
+      }
+      const bool train = next->kind() == v1::WorkItem::TRAIN;
+      *resp->add_items() = *std::move(next);
+      if (!train) break;
+    }
+    return out;
+  });
 }
 
 grpc::ServerUnaryReactor* CoordinatorServiceImpl::Barrier(

@@ -1,33 +1,35 @@
-// gRPC adapter over CoordinatorState: validates nothing the core does not,
-// calls it and maps the status. Also runs the coordinator's background work:
-// lease checks, the PS checkpoint/restore calls the core asks for, and the
-// group commit that makes ReportWork durable before it is answered.
+// gRPC adapter over CoordinatorState: authorizes, validates the shape of
+// batched calls, calls the state and maps the status. Streams (WatchCluster)
+// and barrier waits are reactors here; the background work (lease checks,
+// PS calls, the group commit that makes a report durable before it is
+// answered) is CoordinatorDriver's.
 #ifndef STRATA_COORDINATOR_COORDINATOR_SERVICE_IMPL_H_
 #define STRATA_COORDINATOR_COORDINATOR_SERVICE_IMPL_H_
 
 #include <atomic>
 #include <functional>
 #include <map>
-#include <thread>
+#include <memory>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/auth.h"
 #include "common/logging.h"
 #include "common/metrics.h"
-#include "common/auth.h"
+#include "coordinator/coordinator_driver.h"
 #include "coordinator/coordinator_state.h"
-#include "coordinator/ps_checkpointer.h"
 #include "strata/v1/coordinator.grpc.pb.h"
 
 namespace strata {
 
 struct CoordinatorServiceOptions {
-  // Period of lease checks and of polling for due PS actions.
+  // The driver's periods (CoordinatorServer passes them to its
+  // CoordinatorDriver): lease checks and PS-action polling, and the
+  // shortest time between two writes of the state file.
   absl::Duration tick = absl::Milliseconds(20);
-  // Shortest time between two writes of the state file.
   absl::Duration persist_interval = absl::Milliseconds(50);
   // When set, every call must carry a valid bearer token (else
   // UNAUTHENTICATED); SubmitJob needs the coordinator or admin role (else
@@ -36,14 +38,13 @@ struct CoordinatorServiceOptions {
   std::shared_ptr<const CredentialStore> credentials;
 };
 
-// Thread-safe. The state, checkpointer, logger and metrics registry must
-// outlive it. Starts its threads in the constructor; PrepareShutdown (or
-// the destructor) stops them.
+// Thread-safe. The state, driver, logger and metrics registry must outlive
+// it. Starts no threads.
 class CoordinatorServiceImpl final
     : public v1::CoordinatorService::CallbackService {
  public:
-  // `checkpointer` may be null: checkpoints and restores then fail (logged).
-  CoordinatorServiceImpl(CoordinatorState* state, PsCheckpointer* checkpointer,
+  // `driver` makes reports durable (EnqueueDurable).
+  CoordinatorServiceImpl(CoordinatorState* state, CoordinatorDriver* driver,
                          Logger* logger, MetricsRegistry* metrics,
                          CoordinatorServiceOptions options = {});
   ~CoordinatorServiceImpl() override;
@@ -52,8 +53,7 @@ class CoordinatorServiceImpl final
   CoordinatorServiceImpl& operator=(const CoordinatorServiceImpl&) = delete;
 
   // Before the server shuts down: ends every WatchCluster stream and
-  // Barrier wait with UNAVAILABLE, stops the background threads (waiting
-  // for a PS call in progress) and writes the state. Idempotent.
+  // Barrier wait with UNAVAILABLE, and refuses new ones. Idempotent.
   void PrepareShutdown();
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
@@ -100,7 +100,6 @@ class CoordinatorServiceImpl final
     int pins = 0;       // callers using the reactor outside watch_mu_
     bool done = false;  // OnDone ran; deleted when unpinned
   };
-  using DurableDone = std::function<void(absl::Status)>;
 
   void Record(const char* method, const absl::Status& status,
               absl::Duration elapsed);
@@ -108,15 +107,30 @@ class CoordinatorServiceImpl final
   // valid and holds `needed`; UNAUTHENTICATED or PERMISSION_DENIED.
   absl::Status Authorize(const grpc::CallbackServerContext* ctx, Role needed,
                          const char* method) const;
+  // A unary call: authorizes it for `needed`, then `handle()` fills the
+  // response and returns the outcome; records, logs and finishes the call.
+  template <typename Handle>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx,
+                                  const char* method, Role needed,
+                                  Handle handle);
   grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* ctx,
                                         const char* method, absl::Time start,
                                         const absl::Status& status);
   void FinishReactor(grpc::ServerUnaryReactor* reactor, const char* method,
                      absl::Time start, const absl::Status& status);
-
-  // Runs `done` with the outcome of a state write that covers every change
-  // made so far (on the persist thread; inline after shutdown).
-  void EnqueueDurable(DurableDone done);
+  // What a report call did.
+  struct ReportOutcome {
+    absl::Status status;
+    // An evaluation was reported or the job ended: answered once written.
+    bool milestone = false;
+    // Reports were applied: written later, the answer does not wait.
+    bool applied = false;
+  };
+  // A report call: authorizes it, runs `handle()`, and finishes the call
+  // (durably for a milestone when the state is persistent).
+  template <typename Handle>
+  grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* ctx,
+                                   const char* method, Handle handle);
 
   // Calls `fn` on every live watch reactor without holding watch_mu_.
   void ForEachWatch(const std::function<void(WatchReactor*)>& fn);
@@ -124,14 +138,8 @@ class CoordinatorServiceImpl final
   // From WatchReactor::OnDone; deletes it once unpinned.
   void WatchDone(WatchReactor* reactor);
 
-  void LeaseLoop();
-  void PsActionLoop();
-  void PersistLoop();
-  // Waits up to `timeout` for stop; true when stopping.
-  bool WaitForStop(absl::Duration timeout);
-
   CoordinatorState* const state_;
-  PsCheckpointer* const checkpointer_;
+  CoordinatorDriver* const driver_;
   Logger* const logger_;
   MetricsRegistry* const metrics_;
   const CoordinatorServiceOptions options_;
@@ -141,19 +149,6 @@ class CoordinatorServiceImpl final
   absl::Mutex watch_mu_;
   bool shutting_down_ ABSL_GUARDED_BY(watch_mu_) = false;
   std::map<WatchReactor*, WatchEntry> watches_ ABSL_GUARDED_BY(watch_mu_);
-
-  absl::Mutex thread_mu_;
-  bool stop_ ABSL_GUARDED_BY(thread_mu_) = false;
-
-  absl::Mutex persist_mu_;
-  bool persist_stop_ ABSL_GUARDED_BY(persist_mu_) = false;
-  std::vector<DurableDone> persist_queue_ ABSL_GUARDED_BY(persist_mu_);
-
-  // Started last, joined in PrepareShutdown.
-  std::thread lease_thread_;
-  std::thread ps_thread_;
-  std::thread persist_thread_;
-  std::atomic<bool> threads_stopped_{false};
 };
 
 }  // namespace strata

@@ -1,9 +1,11 @@
 // The coordinator's pure logic: membership with heartbeat leases, the job
 // and its step queue (TF's ClusterCoordinator.schedule), checkpoint and PS
 // restore orchestration, barriers, and the on-disk state that lets a
-// restarted coordinator resume. No gRPC here: CoordinatorServiceImpl adapts
-// it, and a background thread there drives the time-based parts
-// (CheckLeases) and the PS calls (NextPsAction / FinishPsAction).
+// restarted coordinator resume. No gRPC and no threads here:
+// CoordinatorServiceImpl adapts it, and CoordinatorDriver drives the
+// time-based parts (CheckLeases) and the PS calls (NextPsAction /
+// FinishPsAction). CoordinatorState is a locked facade; the pieces behind
+// it are in coordinator_internal.h.
 #ifndef STRATA_COORDINATOR_COORDINATOR_STATE_H_
 #define STRATA_COORDINATOR_COORDINATOR_STATE_H_
 
@@ -12,7 +14,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,14 +21,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/file_system.h"
 #include "common/logging.h"
 #include "common/tf_config.h"
+#include "coordinator/coordinator_job.h"
 #include "coordinator/ps_checkpointer.h"
-#include "nlohmann/json.hpp"
-#include "strategies/placement_policy.h"
+#include "coordinator/step_set.h"
 #include "strata/v1/coordinator.pb.h"
 
 namespace strata {
@@ -45,58 +46,14 @@ struct CoordinatorOptions {
   absl::Duration restore_retry = absl::Seconds(1);
   // Where state.json lives; empty: nothing is persisted.
   std::string state_dir;
+  // Reads and writes state.json (not owned; must outlive the state).
+  // Tests inject an InMemoryFileSystem.
+  FileSystem* file_system = LocalFileSystem();
   // Static membership (TF_CONFIG's cluster). When set, GetClusterSpec
   // answers with it, and the topology check counts the tasks it lists.
   std::optional<ClusterSpec> static_cluster;
   // Time source; absl::Now when empty. Tests step a fake one.
   std::function<absl::Time()> clock;
-};
-
-// What the coordinator needs from a job file (the rest is the workers').
-struct CoordinatorJobSpec {
-  int64_t epochs = 1;
-  int64_t batch_size = 32;
-  std::string strategy = "parameter_server";
-  int64_t checkpoint_every_steps = 0;   // 0: off
-  double checkpoint_every_seconds = 0;  // 0: off
-  int64_t evaluate_every_epochs = 1;    // 0: never
-  // The strategy's placement policy (never null after parsing).
-  std::shared_ptr<const PlacementPolicy> policy;
-};
-
-// Parses epochs, batch_size, strategy.type (or strategy as a string),
-// checkpoint.every_steps/every_seconds and evaluation.every_epochs, with
-// the defaults above. Errors: INVALID_ARGUMENT naming the field, e.g.
-// "job.batch_size: expected a positive integer, got 0".
-absl::StatusOr<CoordinatorJobSpec> ParseCoordinatorJobSpec(
-    absl::string_view job_json);
-
-// A set of step numbers stored as sorted, disjoint half-open ranges.
-class StepSet {
- public:
-  bool Contains(int64_t step) const;
-  // Adds `step`; false when it was already there.
-  bool Insert(int64_t step);
-  int64_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-  // The smallest step >= `from` that is not in the set.
-  int64_t NextAbsent(int64_t from) const;
-  // [begin, end) ranges in increasing order.
-  std::vector<std::pair<int64_t, int64_t>> Ranges() const;
-  // Replaces the contents; INVALID_ARGUMENT for unsorted, overlapping,
-  // empty or negative ranges.
-  absl::Status SetRanges(const std::vector<std::pair<int64_t, int64_t>>& r);
-  // Every step in *this that is not in `other`.
-  std::vector<int64_t> Minus(const StepSet& other) const;
-  void Clear() {
-    ranges_.clear();
-    size_ = 0;
-  }
-  bool operator==(const StepSet& o) const { return ranges_ == o.ranges_; }
-
- private:
-  std::map<int64_t, int64_t> ranges_;  // begin -> end
-  int64_t size_ = 0;
 };
 
 // A call the coordinator wants made on the PS tasks (see NextPsAction).
@@ -109,9 +66,13 @@ struct PsAction {
   int64_t ticket = 0;
 };
 
+namespace coordinator_internal {
+struct CoordinatorCore;
+}  // namespace coordinator_internal
+
 // Thread-safe. All methods may be called from any thread; none calls out
 // (watchers, barrier callbacks) while holding the state lock. The logger
-// must outlive the object.
+// (and options.file_system) must outlive the object.
 class CoordinatorState {
  public:
   using Clock = std::function<absl::Time()>;
@@ -131,8 +92,8 @@ class CoordinatorState {
   CoordinatorState(const CoordinatorState&) = delete;
   CoordinatorState& operator=(const CoordinatorState&) = delete;
 
-  const CoordinatorOptions& options() const { return options_; }
-  bool persistent() const { return !options_.state_dir.empty(); }
+  const CoordinatorOptions& options() const;
+  bool persistent() const { return !options().state_dir.empty(); }
 
   // ---- Membership -------------------------------------------------------
 
@@ -309,198 +270,29 @@ class CoordinatorState {
   void CancelAllBarriers(const absl::Status& status);
 
  private:
-  struct TaskKey {
-    std::string role;
-    int index = 0;
-    bool operator<(const TaskKey& o) const {
-      return role != o.role ? role < o.role : index < o.index;
-    }
-    bool operator==(const TaskKey& o) const {
-      return role == o.role && index == o.index;
-    }
-  };
-  struct MemberRecord {
-    std::string address;
-    std::string incarnation;
-    v1::Member::State state = v1::Member::ALIVE;
-    absl::Time last_heartbeat;
-  };
-  // An in-flight item: TRAIN of a step or EVALUATE of an epoch.
-  struct ItemKey {
-    v1::WorkItem::Kind kind;
-    int64_t number;
-    bool operator<(const ItemKey& o) const {
-      return kind != o.kind ? kind < o.kind : number < o.number;
-    }
-  };
-  struct Holder {
-    TaskKey task;
-    std::string incarnation;
-  };
-  struct EpochStats {
-    int64_t steps = 0;  // completed
-    double loss_sum = 0;
-    double accuracy_sum = 0;
-    int64_t examples = 0;
-    bool evaluated = false;
-    double test_loss = 0;
-    double test_accuracy = 0;
-    absl::Time start = absl::InfinitePast();  // first step handed out
-    absl::Time end = absl::InfinitePast();    // last step completed
-  };
-  struct GroupArrival {
-    std::string incarnation;
-    int64_t next_step = -1;
-    std::string address;
-  };
-  struct Group {
-    int64_t id = 0;  // 0: none formed
-    std::vector<TaskKey> members;  // by rank
-    std::vector<std::string> incarnations;
-    std::vector<std::string> addresses;
-    int64_t start_step = 0;
-    int source_rank = -1;
-    bool forming = false;
-    int64_t pending_id = 0;
-    std::map<TaskKey, GroupArrival> arrivals;
-  };
-  struct Job {
-    std::string id;
-    std::string json;
-    int64_t train_examples = 0;
-    CoordinatorJobSpec spec;
-    int64_t steps_per_epoch = 0;
-    int64_t total_steps = 0;
-    v1::JobStatus::State state = v1::JobStatus::RUNNING;
-    std::string error;
-    absl::Time submitted;
-    absl::Time started = absl::InfinitePast();  // topology satisfied
-    absl::Time finished = absl::InfinitePast();
-    StepSet completed;
-    // Pending = steps >= cursor not completed or in flight, plus requeued
-    // (all below cursor, neither completed nor in flight).
-    int64_t cursor = 0;
-    std::set<int64_t> requeued;
-    std::map<ItemKey, Holder> inflight;
-    std::vector<EpochStats> epochs;
-    int64_t lost_steps = 0;
-    // Checkpoints.
-    std::string last_checkpoint;
-    int64_t last_checkpoint_step = 0;
-    StepSet checkpoint_completed;
-    std::vector<EpochStats> checkpoint_epochs;
-    int64_t checkpoint_attempted = 0;  // completed count at the last try
-    absl::Time checkpoint_attempt_time;
-    bool checkpoint_pending = false;
-    // PS restore.
-    bool restore_pending = false;
-    int64_t restore_seq = 0;  // bumped by each ps restart
-    int64_t restore_floor_generation = 0;
-    absl::Time next_restore_attempt = absl::InfinitePast();
-    // The outstanding PsAction, and what a save covers.
-    bool action_in_progress = false;
-    // Synchronous strategies.
-    Group group;
-    StepSet save_completed;
-    std::vector<EpochStats> save_epochs;
-  };
-  struct BarrierWaiter {
-    int64_t ticket;
-    BarrierDone done;
-  };
-  struct Barrier {
-    int count = 0;
-    std::map<TaskKey, BarrierWaiter> waiters;
-  };
   using Callbacks = std::vector<std::pair<BarrierDone, absl::Status>>;
 
-  CoordinatorState(CoordinatorOptions options, Logger* logger);
+  explicit CoordinatorState(
+      std::unique_ptr<coordinator_internal::CoordinatorCore> core);
 
-  absl::Time Now() const { return options_.clock(); }
-  static std::string Name(const TaskKey& task);
-  static absl::StatusOr<TaskKey> ValidateTask(const v1::TaskId& task);
-
-  // NOT_FOUND ("re-register") unless `task` is ALIVE with `incarnation`.
-  absl::StatusOr<MemberRecord*> LiveMemberLocked(const TaskKey& task,
-                                                 const std::string& incarnation)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void BumpGenerationLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MarkDirtyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { ++change_seq_; }
-  // Re-queues items held by `task` (any incarnation when `incarnation` is
-  // null); aborts barriers it waits in when `abort_barriers`.
-  void ReleaseTaskLocked(const TaskKey& task, const std::string* incarnation,
-                         const char* reason, bool abort_barriers,
-                         Callbacks* callbacks)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RequeueLocked(const ItemKey& item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // Advances the job: topology check and timeout, checkpoint triggers,
-  // restore without a checkpoint, completion.
-  void UpdateJobLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // What the strategy still lacks ("ps" or "worker"), or "".
-  std::string MissingRoleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::string AliveListLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool UsesPs() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Names of registered ps tasks not ALIVE (the job pauses for them).
-  std::vector<std::string> PsDownLocked() const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool EvalDueLocked(int64_t epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool SyncGroupJobLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Live trainer tasks that form the group, in rank order.
-  std::vector<TaskKey> GroupCandidatesLocked() const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Starts forming a group when the candidates differ from the formed
-  // group; completes the forming group when every candidate has joined.
-  void UpdateGroupLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FillAssignmentLocked(const TaskKey& task, v1::GroupAssignment* out)
-      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool EpochDoneLocked(int64_t epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int64_t OpenEpochLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The lowest pending step, or -1.
-  int64_t LowestPendingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FailJobLocked(const std::string& error)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RestoreBookkeepingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void LogEpochEndLocked(int64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  v1::EpochResult EpochResultLocked(int64_t epoch) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // Persistence.
-  std::string SerializeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status LoadLocked(const std::string& text)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string StatePath() const;
-  static nlohmann::json EpochsToJson(const std::vector<EpochStats>& epochs);
-  static absl::Status EpochsFromJson(const nlohmann::json& value, size_t count,
-                                     std::vector<EpochStats>* epochs);
-
   // Runs barrier callbacks, then the watchers if the generation moved
-  // since they last ran. Call without mu_.
-  void AfterChange(Callbacks callbacks) ABSL_LOCKS_EXCLUDED(mu_);
+  // since they last ran. Call without the state lock.
+  void AfterChange(Callbacks callbacks) ABSL_LOCKS_EXCLUDED(watchers_mu_);
   // Flush, logging failures; for changes whose caller has no error path.
-  void FlushOrLog() ABSL_LOCKS_EXCLUDED(mu_);
+  void FlushOrLog() ABSL_LOCKS_EXCLUDED(write_mu_);
 
-  const CoordinatorOptions options_;
-  Logger* const logger_;
+  // Everything the coordinator knows, guarded by core_->mu.
+  const std::unique_ptr<coordinator_internal::CoordinatorCore> core_;
 
-  // Order: write_mu_, then watchers_mu_, then mu_.
+  // Order: write_mu_, then watchers_mu_, then core_->mu.
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(watchers_mu_);
   int64_t durable_seq_ ABSL_GUARDED_BY(write_mu_) = 0;
 
-  mutable absl::Mutex watchers_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable absl::Mutex watchers_mu_;
   std::map<int64_t, Watcher> watchers_ ABSL_GUARDED_BY(watchers_mu_);
   int64_t next_watcher_id_ ABSL_GUARDED_BY(watchers_mu_) = 1;
   int64_t notified_generation_ ABSL_GUARDED_BY(watchers_mu_) = 0;
-
-  mutable absl::Mutex mu_;
-  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t change_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t job_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  // Group ids grow across jobs and coordinator restarts (persisted).
-  int64_t group_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<TaskKey, MemberRecord> members_ ABSL_GUARDED_BY(mu_);
-  std::optional<Job> job_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, Barrier> barriers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace strata

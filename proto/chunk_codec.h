@@ -7,7 +7,8 @@
 // tensor bytes to the kernel without a user-space copy. Decoding walks the
 // received slices and exposes the payload as views into them, so the caller
 // copies it once, straight into its destination. Both directions are
-// wire-compatible with the protobuf message TensorChunk.
+// wire-compatible with the protobuf message TensorChunk. The wire primitives
+// are those of proto/slice_codec.h.
 #ifndef STRATA_PROTO_CHUNK_CODEC_H_
 #define STRATA_PROTO_CHUNK_CODEC_H_
 

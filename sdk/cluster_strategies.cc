@@ -28,7 +28,7 @@
 #include "sdk/strata.h"
 #include "strata/v1/worker_service.pb.h"
 #include "tools/launcher.h"
-#include "worker/job.h"
+#include "job/job.h"
 #include "worker/model.h"
 #include "worker/ps_worker.h"
 
@@ -100,10 +100,10 @@ absl::Status PullShardedWeights(const std::vector<std::string>& addresses,
   std::vector<void*> dsts;
   for (size_t i = 0; i < specs.size(); ++i) {
     const Shape shape(specs[i].shape().begin(), specs[i].shape().end());
-    STRATA_ASSIGN_OR_RETURN(std::vector<ShardSlice> slices,
-                            PartitionFor(job, shape));
+    STRATA_ASSIGN_OR_RETURN(std::vector<PlacementPolicy::Shard> shards,
+                            PlaceFor(job, shape, cluster->num_ps()));
     STRATA_RETURN_IF_ERROR(
-        cluster->CreateVariable(specs[i], slices).status());
+        cluster->CreateVariableOn(specs[i], shards).status());
     (*params)[i].resize(NumElements(shape));
     names.push_back(specs[i].name());
     dsts.push_back((*params)[i].data());

@@ -21,7 +21,7 @@
 #include "nlohmann/json.hpp"
 #include "sdk/strata.h"
 #include "worker/dataset.h"
-#include "worker/job.h"
+#include "job/job.h"
 #include "worker/model.h"
 
 namespace strata::sdk {

@@ -21,7 +21,7 @@
 #include "sdk/strata.h"
 #include "strategies/placement_policy.h"
 #include "worker/dataset.h"
-#include "worker/job.h"
+#include "job/job.h"
 #include "worker/model.h"
 
 namespace strata::sdk {

@@ -7,7 +7,7 @@
 #include "common/status_macros.h"
 #include "sdk/internal.h"
 #include "sdk/strata.h"
-#include "worker/job.h"
+#include "job/job.h"
 #include "worker/model.h"
 
 namespace strata::sdk {

@@ -19,8 +19,9 @@
 #include "sdk/strata.h"
 #include "strategies/placement_policy.h"
 #include "worker/dataset.h"
-#include "worker/job.h"
+#include "job/job.h"
 #include "worker/model.h"
+#include "worker/progress.h"
 
 namespace strata::sdk {
 namespace {
@@ -265,16 +266,18 @@ ProgressStream::ProgressStream(const FitOptions& options)
                                        : &std::cout) {}
 
 std::string EpochLine(const EpochResult& e, int epochs) {
-  std::string line = absl::StrFormat(
-      "Epoch %d/%d - %d steps - loss: %.4f - accuracy: %.4f", e.epoch, epochs,
-      e.steps, e.loss, e.accuracy);
-  if (e.evaluated) {
-    absl::StrAppendFormat(&line, " - test_loss: %.4f - test_accuracy: %.4f",
-                          e.test_loss, e.test_accuracy);
-  }
-  absl::StrAppendFormat(&line, " - %.0f examples/s - %.1fs",
-                        e.examples_per_second, e.seconds);
-  return line;
+  EpochProgress p;
+  p.epoch = e.epoch;
+  p.epochs = epochs;
+  p.steps = e.steps;
+  p.loss = e.loss;
+  p.accuracy = e.accuracy;
+  p.evaluated = e.evaluated;
+  p.test_loss = e.test_loss;
+  p.test_accuracy = e.test_accuracy;
+  p.examples_per_second = e.examples_per_second;
+  p.seconds = e.seconds;
+  return FormatEpochLine(p, "s");
 }
 
 std::optional<EpochResult> ParseEpochLine(absl::string_view line) {

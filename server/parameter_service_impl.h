@@ -1,10 +1,14 @@
-// gRPC adapter over VariableStore: validates requests, calls the store and
+// gRPC adapter over ParameterStore: validates requests, calls the store and
 // maps statuses. Push, Assign and Pull are raw (ByteBuffer) methods so that
 // tensor bytes are written straight into place on receive and sent from the
-// variable's snapshot without a copy.
+// variable's snapshot without a copy. The methods are defined by concern:
+// parameter_service_impl.cc (lifecycle and unary calls),
+// parameter_service_streams.cc (Push, Assign, Pull and their batched
+// forms), parameter_service_shared.cc (same-host shared memory).
 #ifndef STRATA_SERVER_PARAMETER_SERVICE_IMPL_H_
 #define STRATA_SERVER_PARAMETER_SERVICE_IMPL_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -12,17 +16,17 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
 #include "common/buffer_pool.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/thread_pool.h"
 #include "server/deadline_timer.h"
+#include "server/parameter_store.h"
 #include "server/shared_doorbell.h"
 #include "server/shared_regions.h"
-#include "server/variable_store.h"
 #include "strata/v1/parameter_server.grpc.pb.h"
 
 namespace strata {
@@ -70,10 +74,14 @@ struct ParameterServiceOptions {
   SharedRegionOptions shared_regions;
 };
 
-// Thread-safe; the store, logger and metrics registry must outlive it.
+class ServiceCall;
+
+// Thread-safe; the store, logger and metrics registry must outlive it. Save
+// and Restore run on a thread of their own, one at a time, so that their
+// file I/O holds no gRPC thread.
 class ParameterServiceImpl final : public ParameterServiceBase {
  public:
-  ParameterServiceImpl(VariableStore* store, Logger* logger,
+  ParameterServiceImpl(ParameterStore* store, Logger* logger,
                        MetricsRegistry* metrics,
                        ParameterServiceOptions options = {});
   ~ParameterServiceImpl() override;
@@ -125,37 +133,31 @@ class ParameterServiceImpl final : public ParameterServiceBase {
       const v1::ServeSharedRegionRequest* req,
       v1::ServeSharedRegionResponse* resp) override;
 
-  // Per-method accounting (public for the reactors in the .cc file).
-  void Record(const char* method, const absl::Status& status,
-              absl::Duration elapsed, int64_t bytes_in, int64_t bytes_out);
-
-  // Authenticates the call and checks its role. nullopt: the server runs
-  // without credentials (everything allowed). Errors: UNAUTHENTICATED,
-  // PERMISSION_DENIED.
-  absl::StatusOr<std::optional<Caller>> Authorize(
-      const grpc::CallbackServerContext* ctx, Role needed, const char* method);
-  // PERMISSION_DENIED when variable `name` belongs to another job than the
-  // caller's (and the caller is no admin).
-  absl::Status CheckOwner(const std::optional<Caller>& caller,
-                          const std::string& name) const;
-
-  VariableStore* store() { return store_; }
+  ParameterStore* store() { return store_; }
   Logger* logger() { return logger_; }
+  MetricsRegistry* metrics() { return metrics_; }
   DeadlineTimer* timer() { return &timer_; }
   BufferPool* buffers() { return buffers_.get(); }
   SharedRegionTable* shared_regions() { return &shared_regions_; }
   const ParameterServiceOptions& options() const { return options_; }
 
  private:
-  // Save or restore (`fn` on the scoped path) for a caller: a job's
-  // coordinator only while the server holds no other job's variables.
-  template <typename T, typename Fn>
-  absl::StatusOr<T> ScopedSaveRestore(const std::optional<Caller>& caller,
-                                      const std::string& path,
-                                      const char* what, Fn fn)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(owners_mu_);
+  // Where a unary call's work runs.
+  enum class RunOn { kCallbackThread, kCheckpointThread };
+  using UnaryBody = std::function<absl::Status(const ServiceCall&)>;
+  // Runs a unary call: authorizes it for `needed`, runs `body` (on this
+  // thread, or later on the checkpoint thread) and finishes the call with
+  // its status, recorded once.
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx,
+                                  const char* method, Role needed,
+                                  RunOn where, UnaryBody body);
+  // ServeSharedRegion's work: checks the request and starts the region's
+  // doorbell thread (replacing one serving it already).
+  absl::Status ServeDoorbell(const v1::ServeSharedRegionRequest& req,
+                             const ServiceCall& call,
+                             v1::ServeSharedRegionResponse* resp);
 
-  VariableStore* const store_;
+  ParameterStore* const store_;
   Logger* const logger_;
   MetricsRegistry* const metrics_;
   const ParameterServiceOptions options_;
@@ -171,11 +173,9 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   absl::Mutex doorbells_mu_;
   std::map<uint64_t, std::unique_ptr<DoorbellServer>> doorbells_
       ABSL_GUARDED_BY(doorbells_mu_);
-  // The job owning each variable (only with credentials). Held across a
-  // create, save or restore so that ownership and the store agree.
-  mutable absl::Mutex owners_mu_;
-  absl::flat_hash_map<std::string, std::string> owners_
-      ABSL_GUARDED_BY(owners_mu_);
+  // Runs Save and Restore (one thread; last member: destroyed first, while
+  // everything its tasks use is alive).
+  std::unique_ptr<ThreadPool> checkpoint_thread_;
 };
 
 }  // namespace strata

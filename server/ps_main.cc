@@ -1,21 +1,20 @@
 // strata-ps: the parameter-server daemon. Parses flags and TF_CONFIG, starts
 // the server, prints "listening on HOST:PORT", and on SIGTERM or SIGINT
 // drains in-flight calls and exits 0.
-#include <csignal>
-#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "client/coordinator_client.h"
 #include "common/cli.h"
+#include "common/daemon.h"
 #include "common/logging.h"
 #include "common/security_flags.h"
-#include "common/tf_config.h"
+#include "common/task_identity.h"
 #include "server/device_state.h"
 #include "server/ps_server.h"
 
@@ -72,136 +71,121 @@ strata::CliSpec Cli() {
   return cli;
 }
 
-}  // namespace
+// Everything main() needs from the flags and TF_CONFIG.
+struct PsConfig {
+  strata::TaskIdentity id;
+  strata::PsServerOptions server;
+  strata::SecurityOptions security;
+};
 
-int main(int argc, char** argv) {
-  strata::ParseCli(argc, argv, Cli());
+int Fail(int code, absl::string_view message) {
+  std::cerr << "strata-ps: " << message << "\n";
+  return code;
+}
 
-  // Block the stop signals in every thread; one waits for them below.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+// A start-up error: FAILED_PRECONDITION (exit 1) where the device cannot be
+// used, INVALID_ARGUMENT (exit 2) for bad flags or TF_CONFIG.
+absl::Status BadFlag(const absl::Status& status) {
+  return absl::InvalidArgumentError(status.message());
+}
 
-  strata::PsServerOptions options;
-  options.host = "127.0.0.1";
-  options.port = 0;
-  int task_index = 0;
-  std::string tf_config_address;
-  std::string coordinator_address = absl::GetFlag(FLAGS_coordinator);
-  if (const char* tf_config = std::getenv("TF_CONFIG");
-      tf_config != nullptr && *tf_config != '\0') {
-    auto config = strata::ParseTfConfig(tf_config);
-    if (!config.ok()) {
-      std::cerr << "strata-ps: bad TF_CONFIG: " << config.status().message()
-                << "\n";
-      return 2;
-    }
-    if (config->task_type == "ps") {
-      task_index = config->task_index;
-      std::string address = strata::TaskAddress(*config);
-      tf_config_address = address;
-      if (!address.empty()) {
-        auto hp = strata::SplitHostPort(address);
-        if (!hp.ok()) {
-          std::cerr << "strata-ps: TF_CONFIG address: " << hp.status().message()
-                    << "\n";
-          return 2;
-        }
-        // The cluster lists names others reach us by; listen on all
-        // interfaces at that port.
-        options.host = "0.0.0.0";
-        options.port = hp->second;
-      }
-    }
-    if (coordinator_address.empty()) {
-      coordinator_address = strata::ChiefAddress(*config);
-    }
-  }
-  if (!absl::GetFlag(FLAGS_host).empty()) options.host = absl::GetFlag(FLAGS_host);
-  if (absl::GetFlag(FLAGS_port) >= 0) options.port = absl::GetFlag(FLAGS_port);
-  if (!absl::GetFlag(FLAGS_task_index_from_name).empty()) {
-    absl::StatusOr<int> ordinal =
-        strata::OrdinalFromName(absl::GetFlag(FLAGS_task_index_from_name));
-    if (!ordinal.ok()) {
-      std::cerr << "strata-ps: --task-index-from-name: "
-                << ordinal.status().message() << "\n";
-      return 2;
-    }
-    task_index = *ordinal;
-  }
-  if (absl::GetFlag(FLAGS_task_index) >= 0) {
-    task_index = absl::GetFlag(FLAGS_task_index);
-  }
+absl::StatusOr<PsConfig> ConfigFromFlags() {
+  strata::TaskIdentityFlags flags;
+  flags.host = absl::GetFlag(FLAGS_host);
+  flags.port = absl::GetFlag(FLAGS_port);
+  flags.task_index = absl::GetFlag(FLAGS_task_index);
+  flags.task_index_from_name = absl::GetFlag(FLAGS_task_index_from_name);
+  flags.coordinator = absl::GetFlag(FLAGS_coordinator);
+  const char* tf_config = std::getenv("TF_CONFIG");
+  auto id = strata::ResolveTaskIdentity(
+      strata::DaemonKind::kPs, flags,
+      tf_config ? std::optional<std::string>(tf_config) : std::nullopt);
+  if (!id.ok()) return BadFlag(id.status());
+  PsConfig config;
+  config.id = *std::move(id);
+  strata::PsServerOptions& options = config.server;
+  options.host = config.id.host;
+  options.port = config.id.port;
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   if (absl::GetFlag(FLAGS_max_variable_bytes) <= 0) {
-    std::cerr << "strata-ps: --max_variable_bytes must be positive\n";
-    return 2;
+    return absl::InvalidArgumentError("--max_variable_bytes must be positive");
   }
   options.max_variable_bytes =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_max_variable_bytes));
   const std::string device_flag = absl::GetFlag(FLAGS_device);
   auto device = strata::ParsePsDevice(device_flag, "--device");
-  if (!device.ok()) {
-    std::cerr << "strata-ps: " << device.status().message() << "\n";
-    return 2;
-  }
+  if (!device.ok()) return BadFlag(device.status());
   options.device = *device;
   // Fail at start, before listening, when the device cannot be used.
   auto device_description = strata::CheckPsDevice(*device);
   if (!device_description.ok()) {
-    std::cerr << "strata-ps: --device " << device_flag << ": "
-              << device_description.status().message() << "\n";
-    return 1;
+    return absl::FailedPreconditionError(
+        absl::StrCat("--device ", device_flag, ": ",
+                     device_description.status().message()));
   }
-
   // --tls-* serve TLS (and dial the coordinator with it); --auth-file
   // authenticates callers; --auth-token is sent to the coordinator.
-  auto tls = strata::TlsFromFlags();
-  auto security = strata::ClientSecurityFromFlags();
-  auto credentials = strata::CredentialsFromFlags();
-  for (const absl::Status& s :
-       {tls.status(), security.status(), credentials.status()}) {
-    if (!s.ok()) {
-      std::cerr << "strata-ps: " << s.message() << "\n";
-      return 2;
-    }
-  }
-  options.tls = *tls;
-  options.service.credentials = *credentials;
+  auto security = strata::SecurityFromFlags();
+  if (!security.ok()) return BadFlag(security.status());
+  config.security = *std::move(security);
+  options.tls = config.security.tls;
+  options.service.credentials = config.security.credentials;
+  return config;
+}
 
-  strata::Logger logger(absl::StrCat("ps:", task_index));
+// Registers with the coordinator, when there is one: the agent, null when
+// standalone, or an error.
+absl::StatusOr<std::unique_ptr<strata::MembershipAgent>> Register(
+    const PsConfig& config, const std::string& advertise,
+    std::unique_ptr<strata::CoordinatorClient>* coordinator,
+    strata::Logger* logger) {
+  if (config.id.coordinator.empty()) {
+    return std::unique_ptr<strata::MembershipAgent>();
+  }
+  *coordinator = strata::CoordinatorClient::Connect(
+      config.id.coordinator, absl::Seconds(30), config.security.client);
+  strata::v1::TaskId task;
+  task.set_role("ps");
+  task.set_index(config.id.task_index);
+  auto agent = std::make_unique<strata::MembershipAgent>(
+      coordinator->get(), task, advertise, strata::NewIncarnation(), logger);
+  absl::Status s = agent->Start();
+  if (!s.ok()) return s;
+  return agent;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  strata::ParseCli(argc, argv, Cli());
+  // Blocked in every thread; the main thread waits for them below.
+  const strata::StopSignals stop = strata::StopSignals::Block();
+  absl::StatusOr<PsConfig> config = ConfigFromFlags();
+  if (!config.ok()) {
+    return Fail(absl::IsFailedPrecondition(config.status()) ? 1 : 2,
+                config.status().message());
+  }
+  const strata::PsServerOptions& options = config->server;
+
+  strata::Logger logger(absl::StrCat("ps:", config->id.task_index));
   auto server = strata::PsServer::Start(options, &logger);
   if (!server.ok()) {
     logger.Log(strata::LogLevel::kError, "start_failed",
                {{"error", server.status().ToString()}});
-    std::cerr << "strata-ps: " << server.status().message() << "\n";
-    return 1;
+    return Fail(1, server.status().message());
   }
   std::cout << "listening on " << (*server)->address() << std::endl;
   std::string advertise = absl::GetFlag(FLAGS_advertise);
-  if (advertise.empty()) advertise = tf_config_address;
+  if (advertise.empty()) advertise = config->id.tf_config_address;
   if (advertise.empty()) advertise = (*server)->address();
   std::unique_ptr<strata::CoordinatorClient> coordinator;
-  std::unique_ptr<strata::MembershipAgent> agent;
-  if (!coordinator_address.empty()) {
-    coordinator = strata::CoordinatorClient::Connect(
-        coordinator_address, absl::Seconds(30), *security);
-    strata::v1::TaskId task;
-    task.set_role("ps");
-    task.set_index(task_index);
-    agent = std::make_unique<strata::MembershipAgent>(
-        coordinator.get(), task, advertise, strata::NewIncarnation(), &logger);
-    absl::Status s = agent->Start();
-    if (!s.ok()) {
-      logger.Log(strata::LogLevel::kError, "register_failed",
-                 {{"error", s.ToString()}});
-      std::cerr << "strata-ps: cannot register with the coordinator: "
-                << s.message() << "\n";
-      return 1;
-    }
+  auto agent = Register(*config, advertise, &coordinator, &logger);
+  if (!agent.ok()) {
+    logger.Log(strata::LogLevel::kError, "register_failed",
+               {{"error", agent.status().ToString()}});
+    return Fail(1, absl::StrCat("cannot register with the coordinator: ",
+                                agent.status().message()));
   }
   logger.Log(strata::LogLevel::kInfo, "listening",
              {{"address", (*server)->address()},
@@ -210,24 +194,21 @@ int main(int argc, char** argv) {
               {"device", (*server)->device_description()},
               {"tls", options.tls.enabled},
               {"client_auth", options.tls.client_auth},
-              {"credentials", *credentials != nullptr}});
+              {"credentials", options.service.credentials != nullptr}});
   if ((*server)->metrics_port() > 0) {
     std::cout << "metrics on " << options.host << ":"
               << (*server)->metrics_port() << std::endl;
   }
 
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
+  int sig = stop.Wait();
   const double delay = absl::GetFlag(FLAGS_shutdown_delay_seconds);
   if (delay > 0) {
     logger.Log(strata::LogLevel::kInfo, "shutdown_delay",
                {{"signal", sig}, {"seconds", delay}});
-    const timespec wait = absl::ToTimespec(absl::Seconds(delay));
-    const int again = sigtimedwait(&stop_signals, nullptr, &wait);
-    if (again > 0) sig = again;
+    if (const int again = stop.WaitFor(absl::Seconds(delay))) sig = again;
   }
   logger.Log(strata::LogLevel::kInfo, "draining", {{"signal", sig}});
-  if (agent) agent->Stop();
+  if (*agent) (*agent)->Stop();
   (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
   logger.Log(strata::LogLevel::kInfo, "stopped", {});
   return 0;

@@ -1,13 +1,13 @@
 #include "server/ps_server.h"
 
 #include <chrono>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/tf_config.h"
 #include "server/device_state.h"
 #include "proto/chunk_codec.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
 
 namespace strata {
@@ -39,59 +39,47 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
 
   auto credentials = MakeServerCredentials(options.tls);
   if (!credentials.ok()) return credentials.status();
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  const std::string address = JoinHostPort(options.host, options.port);
-  builder.AddListeningPort(address, *credentials, &s->port_);
-  builder.RegisterService(s->service_.get());
-  for (const auto& [name, value] : DataPlaneChannelArgs()) {
-    builder.AddChannelArgument(name, value);
-  }
-  if (options.configure_builder) options.configure_builder(builder);
-  s->server_ = builder.BuildAndStart();
-  if (s->server_ == nullptr || s->port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", address));
-  }
-  if (auto* health = s->server_->GetHealthCheckService()) {
-    health->SetServingStatus("strata.v1.ParameterService", true);
-    health->SetServingStatus(true);
-  }
-  if (options.metrics_port >= 0) {
-    auto http = MetricsHttpServer::Start(options.host, options.metrics_port,
-                                         s->metrics_.get());
-    if (!http.ok()) {
-      s->Shutdown(absl::ZeroDuration());
-      return http.status();
+  DaemonServerOptions serving;
+  serving.host = options.host;
+  serving.port = options.port;
+  serving.credentials = *credentials;
+  serving.services = {s->service_.get()};
+  serving.health_services = {"strata.v1.ParameterService"};
+  serving.configure_builder = [&options](grpc::ServerBuilder& builder) {
+    for (const auto& [name, value] : DataPlaneChannelArgs()) {
+      builder.AddChannelArgument(name, value);
     }
-    s->http_ = *std::move(http);
-  }
+    if (options.configure_builder) options.configure_builder(builder);
+  };
+  serving.metrics_port = options.metrics_port;
+  serving.metrics = s->metrics_.get();
+  auto started = DaemonServer::Start(std::move(serving));
+  if (!started.ok()) return started.status();
+  s->daemon_ = *std::move(started);
   return s;
 }
 
 PsServer::~PsServer() { Shutdown(absl::Seconds(5)); }
 
-int PsServer::metrics_port() const { return http_ ? http_->port() : -1; }
+int PsServer::metrics_port() const {
+  return daemon_ ? daemon_->metrics_port() : -1;
+}
 
 std::string PsServer::address() const {
-  return JoinHostPort(options_.host, port_);
+  return JoinHostPort(options_.host, port());
 }
 
 void PsServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
-  if (server_) {
-    if (auto* health = server_->GetHealthCheckService()) {
-      health->SetServingStatus(false);
-    }
+  if (daemon_) {
+    daemon_->SetServing(false);
     // Waiting pulls are failed first so that they do not hold the drain.
     service_->PrepareShutdown();
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      absl::ToChronoMilliseconds(grace));
-    server_->Wait();
+    daemon_->Shutdown(grace);
+    daemon_->StopMetrics();
   }
-  if (http_) http_->Stop();
 }
 
 }  // namespace strata

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/daemon.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/tls.h"
@@ -46,7 +47,7 @@ class PsServer {
       const PsServerOptions& options, Logger* logger);
   ~PsServer();
 
-  int port() const { return port_; }
+  int port() const { return daemon_ ? daemon_->port() : 0; }
   int metrics_port() const;
   std::string address() const;
   VariableStore* store() { return store_.get(); }
@@ -63,13 +64,11 @@ class PsServer {
 
   PsServerOptions options_;
   Logger* logger_ = nullptr;
-  int port_ = 0;
   std::string device_description_;
   std::unique_ptr<MetricsRegistry> metrics_;
   std::unique_ptr<VariableStore> store_;
   std::unique_ptr<ParameterServiceImpl> service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<MetricsHttpServer> http_;
+  std::unique_ptr<DaemonServer> daemon_;  // gRPC, health, /metrics
   bool shut_down_ = false;
 };
 

@@ -102,7 +102,7 @@ absl::StatusOr<uint64_t> ValidateAssignHeader(const v1::AssignHeader& header,
 
 absl::StatusOr<std::vector<std::shared_ptr<Variable>>>
 ValidatePushVariablesHeader(const v1::PushVariablesHeader& header,
-                            const VariableStore& store,
+                            const ParameterStore& store,
                             uint64_t* payload_bytes) {
   std::vector<std::shared_ptr<Variable>> variables;
   uint64_t total = 0;
@@ -134,7 +134,7 @@ ValidatePushVariablesHeader(const v1::PushVariablesHeader& header,
 absl::StatusOr<v1::PushVariablesResponse> ApplyPushVariables(
     const v1::PushVariablesHeader& header,
     const std::vector<std::shared_ptr<Variable>>& variables, const char* data,
-    size_t size, VariableStore* store) {
+    size_t size, ParameterStore* store) {
   // Validate every gradient, and the tag against every variable's update
   // mode, before applying any.
   const PushMeta meta = PushMetaFromTag(header.has_tag(), header.tag());

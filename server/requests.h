@@ -1,7 +1,7 @@
 // Validation and application of the parameter service's streamed requests
 // (Push, Assign, PushVariables, Pull, PullVariables), apart from the gRPC
 // adapter so that they can be tested and fuzzed without a server. Pure logic
-// over Variable and VariableStore; ParameterServiceImpl only receives the
+// over Variable and ParameterStore; ParameterServiceImpl only receives the
 // bytes, calls these and maps the status.
 #ifndef STRATA_SERVER_REQUESTS_H_
 #define STRATA_SERVER_REQUESTS_H_
@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/variable.h"
-#include "server/variable_store.h"
+#include "server/parameter_store.h"
 #include "strata/v1/parameter_server.pb.h"
 
 namespace strata {
@@ -44,7 +44,7 @@ absl::StatusOr<uint64_t> ValidateAssignHeader(const v1::AssignHeader& header,
 // Errors: NOT_FOUND (a variable does not exist), INVALID_ARGUMENT.
 absl::StatusOr<std::vector<std::shared_ptr<Variable>>>
 ValidatePushVariablesHeader(const v1::PushVariablesHeader& header,
-                            const VariableStore& store,
+                            const ParameterStore& store,
                             uint64_t* payload_bytes);
 
 // Applies the gradients of a validated PushVariables (`variables` as
@@ -54,7 +54,7 @@ ValidatePushVariablesHeader(const v1::PushVariablesHeader& header,
 absl::StatusOr<v1::PushVariablesResponse> ApplyPushVariables(
     const v1::PushVariablesHeader& header,
     const std::vector<std::shared_ptr<Variable>>& variables, const char* data,
-    size_t size, VariableStore* store);
+    size_t size, ParameterStore* store);
 
 // Pull / PullVariables: min_version and clock must be >= 0.
 // Errors: INVALID_ARGUMENT.

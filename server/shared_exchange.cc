@@ -8,10 +8,9 @@
 
 namespace strata {
 
-SharedExchange::SharedExchange(
-    VariableStore* store, BufferPool* buffers,
-    std::function<absl::Status(const std::string&)> check_owner)
-    : store_(store), buffers_(buffers), check_owner_(std::move(check_owner)) {}
+SharedExchange::SharedExchange(ParameterStore* store, BufferPool* buffers,
+                               std::optional<Caller> caller)
+    : store_(store), buffers_(buffers), caller_(std::move(caller)) {}
 
 absl::Status SharedExchange::Prepare(const v1::SharedExchangeRequest& request,
                                      std::shared_ptr<MappedRegion> region) {
@@ -21,7 +20,7 @@ absl::Status SharedExchange::Prepare(const v1::SharedExchangeRequest& request,
   if (push.variables_size() > 0) {
     variable_ = push.variables(0).name();
     for (const auto& v : push.variables()) {
-      STRATA_RETURN_IF_ERROR(check_owner_(v.name()));
+      STRATA_RETURN_IF_ERROR(store_->CheckOwner(caller_, v.name()));
     }
     STRATA_ASSIGN_OR_RETURN(
         pushed_, ValidatePushVariablesHeader(push, *store_, &push_bytes_));
@@ -33,7 +32,7 @@ absl::Status SharedExchange::Prepare(const v1::SharedExchangeRequest& request,
     STRATA_RETURN_IF_ERROR(ValidatePullVariablesRequest(pull));
     for (const std::string& name : pull.names()) {
       variable_ = name;
-      STRATA_RETURN_IF_ERROR(check_owner_(name));
+      STRATA_RETURN_IF_ERROR(store_->CheckOwner(caller_, name));
       STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v, store_->Get(name));
       pull_bytes_ += v->byte_size();
       pull_.push_back(std::move(v));

@@ -8,26 +8,28 @@
 #define STRATA_SERVER_SHARED_EXCHANGE_H_
 
 #include <cstdint>
-#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/auth.h"
 #include "common/buffer_pool.h"
+#include "server/parameter_store.h"
 #include "server/shared_regions.h"
 #include "server/variable.h"
-#include "server/variable_store.h"
 #include "strata/v1/parameter_server.pb.h"
 
 namespace strata {
 
 class SharedExchange {
  public:
-  // `check_owner(name)`: PERMISSION_DENIED when the caller may not reach
-  // variable `name`. All must outlive this object.
-  SharedExchange(VariableStore* store, BufferPool* buffers,
-                 std::function<absl::Status(const std::string&)> check_owner);
+  // For `caller` (nullopt: a server without credentials), who may reach
+  // the variables ParameterStore::CheckOwner allows. The store and the
+  // buffers must outlive this object.
+  SharedExchange(ParameterStore* store, BufferPool* buffers,
+                 std::optional<Caller> caller);
 
   // Checks the request against `region`: owners, the push header as
   // PushVariables checks it, the pull names and request, and both byte
@@ -50,9 +52,9 @@ class SharedExchange {
   uint64_t pull_bytes() const { return pull_bytes_; }
 
  private:
-  VariableStore* const store_;
+  ParameterStore* const store_;
   BufferPool* const buffers_;
-  const std::function<absl::Status(const std::string&)> check_owner_;
+  const std::optional<Caller> caller_;
   const v1::SharedExchangeRequest* request_ = nullptr;
   std::shared_ptr<MappedRegion> region_;
   std::string variable_;

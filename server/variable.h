@@ -24,30 +24,19 @@
 #include "nlohmann/json.hpp"
 #include "server/checkpoint.h"
 #include "server/device_state.h"
+#include "server/exactly_once.h"
+#include "server/pull_waiters.h"
 #include "server/shared_regions.h"
+#include "server/sync_accumulator.h"
+#include "server/variable_mirrors.h"
+#include "server/variable_spec.h"
 #include "strata/v1/parameter_server.pb.h"
 
 namespace strata {
 
-// Identity of a push for exactly-once application.
-struct PushMeta {
-  std::string job;
-  int64_t worker = 0;
-  int64_t step = 0;
-  int64_t attempt = 0;
-  int64_t group = 0;     // SYNC groups (see PushTag)
-  int32_t group_size = 0;
-  // False for a push that carried no PushTag: it is applied every time it
-  // arrives (no exactly-once detection, nothing remembered), and is refused
-  // by SYNC and STALENESS variables, which need the worker and step.
-  bool tagged = true;
-};
-
-// The PushMeta of a push whose header carries `tag` when `has_tag`.
-PushMeta PushMetaFromTag(bool has_tag, const v1::PushTag& tag);
-
+// The result of a push.
 struct PushOutcome {
-  int64_t version = 0;
+  int64_t version = 0;     // the variable's version after the push
   bool duplicate = false;  // the same (job, worker, step) was taken before
   bool applied = false;    // an optimizer step ran as a result of this push
 };
@@ -61,15 +50,9 @@ struct VariableSnapshot {
   int64_t version = 0;
 };
 
-// Live mirrors (MirrorVariables; layout in common/shared_layout.h) one
-// variable keeps at most.
-inline constexpr int kMaxMirrorsPerVariable = 64;
-
-// Pushes per (job, worker) remembered for exactly-once detection.
-inline constexpr int64_t kDedupWindow = 4096;
-
 // Thread-safe. Updates to one variable are serialized by its mutex; readers
 // take reference-counted snapshots and never see a half-applied update.
+// Callbacks (pull waiters) run after the mutex is released.
 //
 // On a CUDA device (`device`), the value and the optimizer slots live in
 // device memory and the optimizer steps run there (server/device_state.h);
@@ -79,21 +62,25 @@ inline constexpr int64_t kDedupWindow = 4096;
 class Variable {
  public:
   // Builds and initializes a variable from `spec` (validated: name, dtype,
-  // shape, full shape and row offset, initializer, optimizer, update mode)
-  // on `device`. Errors: INVALID_ARGUMENT naming the field;
-  // RESOURCE_EXHAUSTED when the value would exceed `max_bytes` (or device
-  // memory runs out); FAILED_PRECONDITION when `device` is a CUDA device
-  // this build or machine cannot use (naming the device).
+  // shape, full shape and row offset, initializer, optimizer, update mode;
+  // see ValidateVariableSpec) on `device`. Errors: INVALID_ARGUMENT naming
+  // the field; RESOURCE_EXHAUSTED when the value would exceed `max_bytes`
+  // (or device memory runs out); FAILED_PRECONDITION when `device` is a
+  // CUDA device this build or machine cannot use (naming the device).
   static absl::StatusOr<std::shared_ptr<Variable>> Create(
       const v1::VariableSpec& spec, uint64_t max_bytes,
       const PsDevice& device = PsDevice());
 
-  // Rebuilds a variable from a checkpoint entry, on `device`. Errors:
-  // DATA_LOSS for an entry that does not match its spec; those of Create.
+  // Rebuilds a variable from a checkpoint entry (its spec, initializer
+  // included, as spec(); value, slots, version, iterations, exactly-once
+  // window and clocks from the entry), on `device`. The saved initializer
+  // is neither checked nor run. Errors: DATA_LOSS for an entry that does
+  // not match its spec or has malformed metadata; those of Create.
   static absl::StatusOr<std::shared_ptr<Variable>> FromCheckpoint(
       const CheckpointVariable& entry, uint64_t max_bytes,
       const PsDevice& device = PsDevice());
 
+  // Retires the mirrors (see RetireMirrors).
   ~Variable();
 
   const std::string& name() const { return spec_.name(); }
@@ -105,18 +92,23 @@ class Variable {
 
   // Checks a push's identity against the update mode, without applying
   // anything: the step is in range, and in SYNC and STALENESS modes the push
-  // is tagged and its worker is one of the replicas. Errors:
-  // INVALID_ARGUMENT naming the variable and the field.
+  // is tagged and its worker is one of the replicas (of its group, for a
+  // SYNC push naming a group size). Errors: INVALID_ARGUMENT naming the
+  // variable and the field.
   absl::Status CheckPushMeta(const PushMeta& meta) const;
 
   // Dense gradient push: `grad` holds byte_size() bytes of dtype().
   // A tagged push whose (job, worker, step) this variable already took is
   // acknowledged (`duplicate`) and not applied; an untagged one is always
-  // applied (ASYNC only).
+  // applied (ASYNC only). ASYNC and STALENESS apply it at once; SYNC adds
+  // it to its step's sum and applies the average of every complete step
+  // in order. A taken tagged push is remembered for kDedupWindow steps of
+  // its (job, worker).
   // Errors: INVALID_ARGUMENT (size, NaN/Inf, the errors of CheckPushMeta),
-  // ABORTED (sync step already applied, or a step
-  // older than the exactly-once window), FAILED_PRECONDITION (sync step too
-  // far ahead).
+  // ABORTED (sync step already applied, a sync step from a group older
+  // than the one running it, or a step older than the exactly-once
+  // window), FAILED_PRECONDITION (sync step kMaxStepsAhead or more ahead),
+  // and the device's errors on a CUDA device.
   // `checked`: the caller already ran CheckFinite on `grad`.
   absl::StatusOr<PushOutcome> PushDense(const PushMeta& meta,
                                         const char* grad, size_t size,
@@ -129,26 +121,33 @@ class Variable {
                                        absl::Span<const int64_t> ids,
                                        const char* values, size_t size);
 
-  // Replaces the value (slots are kept). Returns the new version.
+  // Replaces the value (slots are kept) with the byte_size() bytes of
+  // `data`. Returns the version after it: one more, but for a SYNC
+  // variable, whose version counts steps and does not move. Errors:
+  // INVALID_ARGUMENT (size, NaN/Inf); the device's errors on a CUDA device.
   absl::StatusOr<int64_t> Assign(const char* data, size_t size);
 
+  // The current value and version (no copy).
   VariableSnapshot Snapshot() const;
 
-  // Copies rows `ids` (in order) into a new buffer.
+  // Copies rows `ids` (in order) into a new buffer, with the version they
+  // were read at. Errors: INVALID_ARGUMENT for a variable that is not 2-D
+  // or a row id out of range.
   absl::StatusOr<VariableSnapshot> ReadRows(
       absl::Span<const int64_t> ids) const;
 
   // Whether a pull with these conditions may proceed now. The condition is
-  // version >= min_version, and in STALENESS mode the slowest worker's clock
-  // >= clock - staleness.
+  // version >= min_version, and in STALENESS mode with `clock` > 0 the
+  // slowest worker's clock >= clock - staleness.
   bool PullReady(int64_t min_version, int64_t clock) const;
-  // Registers `done` to run (outside the lock) once PullReady holds, or with
-  // `status_if_expired` when ExpireWaiter(id) is called first. Runs `done`
-  // at once (returning 0) when already ready.
+  // Runs `done` (with OK) at once and returns 0 when PullReady holds;
+  // otherwise registers it and returns its waiter id (>= 1): `done` then
+  // runs once, outside the lock, with OK when an update makes PullReady
+  // hold, or with the status given to ExpireWaiter(id) or CancelWaiters.
   int64_t WaitForPull(int64_t min_version, int64_t clock,
                       std::function<void(absl::Status)> done);
   // Fires waiter `id` with `status` (the Pull's DEADLINE_EXCEEDED) if it
-  // is still waiting.
+  // is still waiting; nothing otherwise.
   void ExpireWaiter(int64_t id, absl::Status status);
   // Fires every waiter with `status` (shutdown, restore).
   void CancelWaiters(absl::Status status);
@@ -157,7 +156,10 @@ class Variable {
 
   // Entry for a checkpoint: snapshots (no copy) of the value and, on the
   // host device, of the slots; on a CUDA device the slots are read back from
-  // device memory. Errors: the CUDA failures of that read.
+  // device memory. The metadata holds the spec, version, iterations,
+  // clocks and exactly-once window, less the pushes held in unapplied
+  // SYNC steps (not in the saved value: they are re-pushed after a
+  // restore). Errors: the CUDA failures of that read.
   absl::StatusOr<CheckpointVariable> CheckpointEntry() const;
   // As CheckpointEntry, for callers that cannot handle an error: a variable
   // whose device slots cannot be read gives an entry without slots (which
@@ -172,8 +174,9 @@ class Variable {
   // marked kMirrorGone when this variable is destroyed; replaces a mirror at
   // the same place. The variable holds the region weakly: a region the
   // server drops stops being written. Errors: INVALID_ARGUMENT when the
-  // header and value do not fit in the region after its nonce;
-  // RESOURCE_EXHAUSTED beyond kMaxMirrorsPerVariable live mirrors.
+  // offset is not a multiple of 8 or the header and value do not fit in
+  // the region after its nonce; RESOURCE_EXHAUSTED beyond
+  // kMaxMirrorsPerVariable live mirrors.
   absl::Status AddMirror(const std::shared_ptr<MappedRegion>& region,
                          uint64_t offset);
   // The checks of AddMirror without adding (so that a request naming
@@ -183,81 +186,79 @@ class Variable {
   // replaced; the destructor does the same).
   void RetireMirrors();
 
+  // The version: the updates applied and, but for a SYNC variable (whose
+  // version counts the steps applied), the assignments.
   int64_t version() const;
+  // Optimizer steps applied.
   int64_t iterations() const;
 
  private:
-  struct Accumulator {
-    std::shared_ptr<Buffer> sum;  // dense sum of gradients (full size)
-    std::set<int64_t> rows;       // rows touched by row pushes
-    bool dense = false;           // any dense push in this step
-    std::set<std::pair<std::string, int64_t>> contributors;  // (job, worker)
-    int64_t group = 0;       // the group whose gradients these are
-    int32_t group_size = 0;  // 0: the variable's num_replicas
-  };
-  struct DedupWindow {
-    std::set<int64_t> steps;
-    int64_t floor = 0;  // steps below this are forgotten
-  };
-  struct Waiter {
-    int64_t min_version;
-    int64_t clock;
-    std::function<void(absl::Status)> done;
-  };
+  using Ready = std::vector<std::function<void(absl::Status)>>;
 
   Variable(const v1::VariableSpec& spec, DType dtype, Shape shape,
            std::unique_ptr<Optimizer> optimizer, const PsDevice& device);
 
   // Create, with the value and slots in host memory (not yet on `device`).
+  // With `zero_value` the initializer of `spec` is neither checked nor run
+  // and the value is zero (FromCheckpoint overwrites it); spec() is `spec`
+  // either way.
   static absl::StatusOr<std::shared_ptr<Variable>> CreateOnHost(
       const v1::VariableSpec& spec, uint64_t max_bytes,
-      const PsDevice& device);
+      const PsDevice& device, bool zero_value);
   // Moves the value and slots to device_ (a CUDA device): uploads them and
   // keeps the host copy of the value. Errors: those of NewVariableDevice
   // and VariableDevice::Init, prefixed with the variable and device.
   absl::Status AttachDeviceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Exactly-once check: whether this variable already took the tagged push
-  // `meta` (false for an untagged push). Records nothing (RecordPushLocked
-  // does, once the push is taken). Errors: ABORTED for a step older than
-  // the window of kDedupWindow steps remembered per (job, worker).
-  absl::StatusOr<bool> SeenBefore(const PushMeta& meta) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Remembers a taken tagged push for SeenBefore (nothing for an untagged
-  // one), forgetting the oldest steps beyond kDedupWindow.
-  void RecordPushLocked(const PushMeta& meta)
+  // Errors: INVALID_ARGUMENT, naming the row `what` ("push", "pull"), for
+  // a variable that is not 2-D.
+  absl::Status CheckRowShape(const char* what) const;
+  // Errors: INVALID_ARGUMENT for a row id outside [0, shape[0]).
+  absl::Status CheckRowIds(absl::Span<const int64_t> ids) const;
+  // Takes a checked push of a dense gradient (`dense` not null) or of
+  // distinct rows `ids` of `rows`: acknowledges a duplicate, or applies it
+  // (SYNC: accumulates it) and remembers it in dedup_; then writes the
+  // mirrors and fires the waiters now ready. Errors: ABORTED from dedup_,
+  // those of pending_.Add and of the optimizer or device.
+  absl::StatusOr<PushOutcome> TakePush(const PushMeta& meta,
+                                       const char* dense,
+                                       absl::Span<const int64_t> ids,
+                                       const char* rows);
+  // Applies every complete SYNC step from version_ on, in order, advancing
+  // version_; returns whether any was applied. Errors: those of the
+  // optimizer or device (the failing step stays pending).
+  absl::StatusOr<bool> ApplyCompleteStepsLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies a dense gradient (already averaged) through the optimizer.
+  // Applies a dense gradient (already averaged) through the optimizer, or
+  // on the device.
   absl::Status ApplyDenseLocked(const char* grad)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies the gradient rows `values` of distinct rows `ids` likewise.
   absl::Status ApplyRowsLocked(absl::Span<const int64_t> ids,
                                const char* values)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The host slots' data, made exclusively owned with the value
+  // (copy-on-write) for an optimizer step.
+  std::vector<void*> UnsharedSlotsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes value_ and slots_ exclusively owned (copy-on-write).
   void UnshareLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<PushOutcome> SyncAccumulateLocked(
-      const PushMeta& meta, const char* dense, absl::Span<const int64_t> ids,
-      const char* rows) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // STALENESS: raises the clock of meta.worker to meta.step + 1.
   void AdvanceClockLocked(const PushMeta& meta)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool PullReadyLocked(int64_t min_version, int64_t clock) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Moves waiters whose condition holds into `ready`.
-  void CollectReadyLocked(std::vector<std::function<void(absl::Status)>>* ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What pull conditions are judged on.
+  PullState PullStateLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // After a change: writes the mirrors and moves the callbacks of the
+  // waiters now ready into `ready`.
+  void PublishLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The checkpoint metadata (see CheckpointEntry).
   nlohmann::json MetaLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Writes the value into every live mirror whose copy is older.
-  void WriteMirrorsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RetireMirrorsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Mirrors of live regions, but for one at (region, offset).
-  int LiveMirrorsLocked(const MappedRegion* region, uint64_t offset) const
+  // The entry of CheckpointEntry but for the slots.
+  CheckpointVariable EntryWithoutSlotsLocked() const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-
-  struct Mirror {
-    std::weak_ptr<MappedRegion> region;
-    uint64_t offset = 0;
-    int64_t changes = -1;  // changes_ when last written
-  };
+  // Installs the saved state of `entry` into a variable built from its
+  // spec. Errors: DATA_LOSS.
+  absl::Status RestoreLocked(const CheckpointVariable& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const v1::VariableSpec spec_;
   const DType dtype_;
@@ -280,24 +281,17 @@ class Variable {
   std::unique_ptr<VariableDevice> on_device_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t iterations_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<std::pair<std::string, int64_t>, DedupWindow> dedup_
-      ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, Accumulator> pending_ ABSL_GUARDED_BY(mu_);
+  ExactlyOnceWindow dedup_ ABSL_GUARDED_BY(mu_);
+  // SYNC: the steps at or above version_ not yet applied.
+  SyncAccumulator pending_ ABSL_GUARDED_BY(mu_);
+  // STALENESS: per worker, the step after the last it pushed.
   std::vector<int64_t> clocks_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
-  std::vector<Mirror> mirrors_ ABSL_GUARDED_BY(mu_);
+  PullWaiters waiters_ ABSL_GUARDED_BY(mu_);
+  VariableMirrors mirrors_ ABSL_GUARDED_BY(mu_);
   // Changes of the value (updates and assignments; a SYNC variable's
   // assignment does not move its version).
   int64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
-
-// Converts between the wire and internal forms of specs.
-absl::StatusOr<DType> DTypeFromProto(v1::DType dtype);
-v1::DType DTypeToProto(DType dtype);
-absl::StatusOr<InitializerSpec> InitializerFromProto(
-    const v1::Initializer& init);
-absl::StatusOr<OptimizerConfig> OptimizerFromProto(const v1::OptimizerSpec& o);
 
 }  // namespace strata
 

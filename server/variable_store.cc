@@ -1,6 +1,7 @@
 #include "server/variable_store.h"
 
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,23 +14,92 @@ VariableStore::VariableStore(VariableStoreOptions options)
     : options_(std::move(options)) {}
 
 VariableStore::~VariableStore() {
-  CancelWaiters(absl::UnavailableError("parameter server is shutting down"));
+  VariableStore::CancelWaiters(
+      absl::UnavailableError("parameter server is shutting down"));
 }
 
-absl::StatusOr<bool> VariableStore::Create(const v1::VariableSpec& spec) {
+namespace {
+
+// No credentials, or an admin: every job's variables.
+bool ReachesEveryJob(const std::optional<Caller>& caller) {
+  return !caller.has_value() || caller->Has(Role::kAdmin);
+}
+
+}  // namespace
+
+absl::Status VariableStore::CheckOwnerLocked(
+    const std::optional<Caller>& caller, const std::string& name) const {
+  if (ReachesEveryJob(caller)) return absl::OkStatus();
+  auto it = owners_.find(name);
+  if (it == owners_.end() || it->second == caller->job) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      "variable '", name, "' belongs to another job than '", caller->job,
+      "'"));
+}
+
+absl::Status VariableStore::CheckOwner(const std::optional<Caller>& caller,
+                                       const std::string& name) const {
+  if (ReachesEveryJob(caller)) return absl::OkStatus();
+  absl::ReaderMutexLock lock(&mu_);
+  return CheckOwnerLocked(caller, name);
+}
+
+absl::Status VariableStore::CheckCheckpointAccessLocked(
+    const std::optional<Caller>& caller, const char* what) const {
+  if (ReachesEveryJob(caller)) return absl::OkStatus();
+  for (const auto& [name, v] : variables_) {
+    auto it = owners_.find(name);
+    if (it == owners_.end() || it->second != caller->job) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "this server holds variables of another job than '", caller->job,
+          "': only an admin credential may ", what, " its checkpoints"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VariableStore::CheckCheckpointAccess(
+    const std::optional<Caller>& caller, const char* what) const {
+  if (ReachesEveryJob(caller)) return absl::OkStatus();
+  absl::ReaderMutexLock lock(&mu_);
+  return CheckCheckpointAccessLocked(caller, what);
+}
+
+void VariableStore::AdoptLocked(const std::optional<Caller>& caller,
+                                const std::string& name) {
+  if (caller.has_value()) owners_.emplace(name, caller->job);
+}
+
+std::optional<absl::StatusOr<bool>> VariableStore::FindForCreateLocked(
+    const v1::VariableSpec& spec, const std::optional<Caller>& caller,
+    bool detail) {
+  if (absl::Status owned = CheckOwnerLocked(caller, spec.name()); !owned.ok()) {
+    return absl::StatusOr<bool>(owned);
+  }
+  auto it = variables_.find(spec.name());
+  if (it == variables_.end()) return std::nullopt;
+  if (google::protobuf::util::MessageDifferencer::Equals(it->second->spec(),
+                                                         spec)) {
+    AdoptLocked(caller, spec.name());
+    return absl::StatusOr<bool>(false);
+  }
+  if (!detail) {
+    return absl::StatusOr<bool>(absl::AlreadyExistsError(absl::StrCat(
+        "variable '", spec.name(), "' already exists with a different spec")));
+  }
+  return absl::StatusOr<bool>(absl::AlreadyExistsError(absl::StrCat(
+      "variable '", spec.name(),
+      "' already exists with a different spec: existing {",
+      it->second->spec().ShortDebugString(), "}, requested {",
+      spec.ShortDebugString(), "}")));
+}
+
+absl::StatusOr<bool> VariableStore::Create(
+    const v1::VariableSpec& spec, const std::optional<Caller>& caller) {
   {
-    absl::ReaderMutexLock lock(&mu_);
-    auto it = variables_.find(spec.name());
-    if (it != variables_.end()) {
-      if (google::protobuf::util::MessageDifferencer::Equals(
-              it->second->spec(), spec)) {
-        return false;
-      }
-      return absl::AlreadyExistsError(absl::StrCat(
-          "variable '", spec.name(),
-          "' already exists with a different spec: existing {",
-          it->second->spec().ShortDebugString(), "}, requested {",
-          spec.ShortDebugString(), "}"));
+    absl::MutexLock lock(&mu_);
+    if (auto found = FindForCreateLocked(spec, caller, /*detail=*/true)) {
+      return *std::move(found);
     }
   }
   // Initialize outside the map lock (large variables take a while).
@@ -37,16 +107,12 @@ absl::StatusOr<bool> VariableStore::Create(const v1::VariableSpec& spec) {
                           Variable::Create(spec, options_.max_variable_bytes,
                                            options_.device));
   absl::MutexLock lock(&mu_);
-  auto [it, inserted] = variables_.emplace(spec.name(), v);
-  if (!inserted) {
-    // A concurrent create of the same name won the race.
-    if (google::protobuf::util::MessageDifferencer::Equals(it->second->spec(),
-                                                           spec)) {
-      return false;
-    }
-    return absl::AlreadyExistsError(absl::StrCat(
-        "variable '", spec.name(), "' already exists with a different spec"));
+  // A concurrent create of the same name may have won the race.
+  if (auto found = FindForCreateLocked(spec, caller, /*detail=*/false)) {
+    return *std::move(found);
   }
+  variables_.emplace(spec.name(), std::move(v));
+  AdoptLocked(caller, spec.name());
   return true;
 }
 
@@ -92,15 +158,23 @@ absl::StatusOr<std::string> VariableStore::ResolvePath(
       .string();
 }
 
-absl::StatusOr<SaveResult> VariableStore::Save(const std::string& path) {
+absl::StatusOr<SaveResult> VariableStore::Save(
+    const std::string& path, const std::optional<Caller>& caller) {
+  std::vector<std::shared_ptr<Variable>> variables;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    STRATA_RETURN_IF_ERROR(CheckCheckpointAccessLocked(caller, "save"));
+    variables.reserve(variables_.size());
+    for (const auto& [name, v] : variables_) variables.push_back(v);
+  }
   STRATA_ASSIGN_OR_RETURN(std::string resolved, ResolvePath(path));
   Checkpoint ckpt;
-  for (const auto& v : List()) {
+  for (const auto& v : variables) {
     STRATA_ASSIGN_OR_RETURN(CheckpointVariable entry, v->CheckpointEntry());
     ckpt.variables.push_back(std::move(entry));
   }
   ckpt.extra["pushes_applied"] = pushes_applied_.load();
-  STRATA_ASSIGN_OR_RETURN(int64_t bytes, WriteCheckpoint(resolved, ckpt));
+  STRATA_ASSIGN_OR_RETURN(int64_t bytes, WriteCheckpointFiles(resolved, ckpt));
   SaveResult result;
   result.path = resolved;
   result.num_variables = static_cast<int64_t>(ckpt.variables.size());
@@ -108,9 +182,11 @@ absl::StatusOr<SaveResult> VariableStore::Save(const std::string& path) {
   return result;
 }
 
-absl::StatusOr<int64_t> VariableStore::Restore(const std::string& path) {
+absl::StatusOr<int64_t> VariableStore::Restore(
+    const std::string& path, const std::optional<Caller>& caller) {
+  STRATA_RETURN_IF_ERROR(CheckCheckpointAccess(caller, "restore"));
   STRATA_ASSIGN_OR_RETURN(std::string resolved, ResolvePath(path));
-  STRATA_ASSIGN_OR_RETURN(Checkpoint ckpt, ReadCheckpoint(resolved));
+  STRATA_ASSIGN_OR_RETURN(Checkpoint ckpt, ReadCheckpointFiles(resolved));
   std::map<std::string, std::shared_ptr<Variable>> fresh;
   for (const CheckpointVariable& entry : ckpt.variables) {
     STRATA_ASSIGN_OR_RETURN(
@@ -126,7 +202,21 @@ absl::StatusOr<int64_t> VariableStore::Restore(const std::string& path) {
   const int64_t n = static_cast<int64_t>(fresh.size());
   {
     absl::MutexLock lock(&mu_);
+    // Another job may have created a variable while the files were read.
+    STRATA_RETURN_IF_ERROR(CheckCheckpointAccessLocked(caller, "restore"));
+    // A job's coordinator owns what it restored; an admin (or a server
+    // without credentials) keeps the owners known before.
+    absl::flat_hash_map<std::string, std::string> owners;
+    for (const auto& [name, v] : fresh) {
+      auto known = owners_.find(name);
+      if (ReachesEveryJob(caller) && known != owners_.end()) {
+        owners[name] = known->second;
+      } else if (caller.has_value()) {
+        owners[name] = caller->job;
+      }
+    }
     variables_.swap(fresh);
+    owners_.swap(owners);
   }
   for (auto& [name, old] : fresh) {
     // A call may still hold the old variable: its mirrors are gone now.
@@ -136,6 +226,16 @@ absl::StatusOr<int64_t> VariableStore::Restore(const std::string& path) {
         "'; pull again")));
   }
   return n;
+}
+
+absl::StatusOr<int64_t> VariableStore::WriteCheckpointFiles(
+    const std::string& path, const Checkpoint& checkpoint) {
+  return WriteCheckpoint(path, checkpoint);
+}
+
+absl::StatusOr<Checkpoint> VariableStore::ReadCheckpointFiles(
+    const std::string& path) {
+  return ReadCheckpoint(path);
 }
 
 void VariableStore::RecordPush(const PushOutcome& outcome, int64_t bytes) {

@@ -1,5 +1,6 @@
-// The parameter server's pure-logic core: named variables, their updates,
-// and checkpoints. No gRPC here; ParameterServiceImpl adapts it.
+// The parameter server's pure-logic core: named variables, their owners,
+// their updates, and checkpoints, in memory. No gRPC here;
+// ParameterServiceImpl adapts it (through ParameterStore).
 #ifndef STRATA_SERVER_VARIABLE_STORE_H_
 #define STRATA_SERVER_VARIABLE_STORE_H_
 
@@ -7,14 +8,19 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/auth.h"
+#include "server/checkpoint.h"
 #include "server/device_state.h"
+#include "server/parameter_store.h"
 #include "server/variable.h"
 
 namespace strata {
@@ -31,70 +37,93 @@ struct VariableStoreOptions {
   PsDevice device;
 };
 
-struct StoreStats {
-  int64_t num_variables = 0;
-  int64_t variable_bytes = 0;
-  int64_t pushes_applied = 0;
-  int64_t pushes_duplicate = 0;
-  int64_t pulls = 0;
-  int64_t bytes_pushed = 0;
-  int64_t bytes_pulled = 0;
-  int64_t sync_steps_applied = 0;
-};
-
-struct SaveResult {
-  std::string path;
-  int64_t num_variables = 0;
-  int64_t bytes = 0;
-};
-
-// Thread-safe. The name map has its own lock, held only to find, add or
-// replace variables; each variable serializes its own updates, so pushes to
-// different variables run in parallel.
-class VariableStore {
+// Thread-safe. The name map (and the owners beside it) has its own lock,
+// held only to find, add or replace variables and to check owners, never
+// across checkpoint I/O or a variable's initialization; each variable
+// serializes its own updates, so pushes to different variables run in
+// parallel.
+class VariableStore : public ParameterStore {
  public:
   explicit VariableStore(VariableStoreOptions options);
-  ~VariableStore();
+  ~VariableStore() override;
 
-  // Creates a variable (on options().device). Returns true when created,
-  // false when an identical variable already exists. Errors: ALREADY_EXISTS
-  // for a different spec under the same name; INVALID_ARGUMENT /
-  // RESOURCE_EXHAUSTED / FAILED_PRECONDITION from Variable::Create.
-  absl::StatusOr<bool> Create(const v1::VariableSpec& spec);
-
-  // Errors: NOT_FOUND naming the variable.
-  absl::StatusOr<std::shared_ptr<Variable>> Get(const std::string& name) const;
-
-  std::vector<std::shared_ptr<Variable>> List() const;
+  // ParameterStore. The overloads without a caller act for a server
+  // without credentials.
+  absl::StatusOr<bool> Create(const v1::VariableSpec& spec,
+                              const std::optional<Caller>& caller) override;
+  absl::StatusOr<bool> Create(const v1::VariableSpec& spec) {
+    return Create(spec, std::nullopt);
+  }
+  absl::StatusOr<std::shared_ptr<Variable>> Get(
+      const std::string& name) const override;
+  std::vector<std::shared_ptr<Variable>> List() const override;
+  absl::Status CheckOwner(const std::optional<Caller>& caller,
+                          const std::string& name) const override;
+  absl::Status CheckCheckpointAccess(const std::optional<Caller>& caller,
+                                     const char* what) const override;
 
   // Writes every variable to `path` (see server/checkpoint.h); slots of
   // device variables are read back from the device. Errors: those of
-  // WriteCheckpoint and of reading device slots.
-  absl::StatusOr<SaveResult> Save(const std::string& path);
+  // CheckCheckpointAccess, WriteCheckpoint and of reading device slots.
+  absl::StatusOr<SaveResult> Save(
+      const std::string& path, const std::optional<Caller>& caller) override;
+  absl::StatusOr<SaveResult> Save(const std::string& path) {
+    return Save(path, std::nullopt);
+  }
   // Replaces every variable with the checkpoint's (on options().device,
-  // whatever device saved it). Pulls waiting on the old variables get
-  // ABORTED. Errors: NOT_FOUND, DATA_LOSS, and the device's errors (nothing
-  // changes).
-  absl::StatusOr<int64_t> Restore(const std::string& path);
+  // whatever device saved it). Without a caller, restored variables keep
+  // the owners known before. Errors: as ParameterStore::Restore.
+  absl::StatusOr<int64_t> Restore(
+      const std::string& path, const std::optional<Caller>& caller) override;
+  absl::StatusOr<int64_t> Restore(const std::string& path) {
+    return Restore(path, std::nullopt);
+  }
 
   // Resolves a request path against checkpoint_dir.
   absl::StatusOr<std::string> ResolvePath(const std::string& path) const;
 
-  // Accounting, called by the service.
-  void RecordPush(const PushOutcome& outcome, int64_t bytes);
-  void RecordPull(int64_t bytes);
-  StoreStats Stats() const;
-
-  // Fails every waiting pull (shutdown).
-  void CancelWaiters(const absl::Status& status);
+  uint64_t max_variable_bytes() const override {
+    return options_.max_variable_bytes;
+  }
+  void RecordPush(const PushOutcome& outcome, int64_t bytes) override;
+  void RecordPull(int64_t bytes) override;
+  StoreStats Stats() const override;
+  void CancelWaiters(const absl::Status& status) override;
 
   const VariableStoreOptions& options() const { return options_; }
 
+ protected:
+  // The checkpoint's file I/O (server/checkpoint.h), called without any
+  // lock held. Tests override them to stand for slow storage.
+  virtual absl::StatusOr<int64_t> WriteCheckpointFiles(
+      const std::string& path, const Checkpoint& checkpoint);
+  virtual absl::StatusOr<Checkpoint> ReadCheckpointFiles(
+      const std::string& path);
+
  private:
+  absl::Status CheckOwnerLocked(const std::optional<Caller>& caller,
+                                const std::string& name) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status CheckCheckpointAccessLocked(const std::optional<Caller>& caller,
+                                           const char* what) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Makes `name` the caller's job's unless it has an owner (no caller:
+  // nothing).
+  void AdoptLocked(const std::optional<Caller>& caller, const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Looks up an existing `spec.name()` for Create: false when identical
+  // (adopting it), ALREADY_EXISTS (`detail`: the specs in the message)
+  // when not, nullopt when there is none.
+  std::optional<absl::StatusOr<bool>> FindForCreateLocked(
+      const v1::VariableSpec& spec, const std::optional<Caller>& caller,
+      bool detail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const VariableStoreOptions options_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Variable>> variables_
       ABSL_GUARDED_BY(mu_);
+  // The job owning each variable that has one (servers with credentials).
+  absl::flat_hash_map<std::string, std::string> owners_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> pushes_applied_{0};
   std::atomic<int64_t> pushes_duplicate_{0};
   std::atomic<int64_t> pulls_{0};

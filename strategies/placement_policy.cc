@@ -9,6 +9,10 @@
 namespace strata {
 namespace {
 
+// The registry: every policy MakePlacementPolicy makes, by name.
+constexpr const char* kPolicyNames[] = {"parameter_server", "central_storage",
+                                        "multi_worker_mirrored", "mirrored",
+                                        "one_device"};
 constexpr char kNames[] =
     "parameter_server, central_storage, multi_worker_mirrored, mirrored, "
     "one_device";
@@ -145,6 +149,13 @@ int PlacementPolicy::ReductionTask(int index, int num_ps) const {
 }
 
 const char* PlacementPolicyNames() { return kNames; }
+
+bool IsPlacementPolicyName(absl::string_view type) {
+  for (const char* name : kPolicyNames) {
+    if (type == name) return true;
+  }
+  return false;
+}
 
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakePlacementPolicy(
     const PolicyConfig& config) {

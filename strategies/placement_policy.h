@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/tensor.h"
 #include "strategies/partitioner.h"
@@ -134,6 +135,8 @@ absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakePlacementPolicy(
 
 // The policy names MakePlacementPolicy accepts, comma separated.
 const char* PlacementPolicyNames();
+// Whether MakePlacementPolicy knows a policy named `type`.
+bool IsPlacementPolicyName(absl::string_view type);
 
 // Rows [begin, end) of a global batch of `batch` examples that replica
 // `rank` of `size` computes: contiguous, as even as possible, the first

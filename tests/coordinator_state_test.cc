@@ -349,14 +349,14 @@ TEST_F(CoordinatorStateTest, JobFieldsAreValidated) {
   Reg("worker", 0);
   EXPECT_THAT(state_->SubmitJob("{\"batch_size\": 0}", 10),
               StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
-                                  "job.batch_size: expected a positive "
-                                  "integer, got 0"));
+                                  "job.batch_size: must be >= 1, got 0"));
   EXPECT_THAT(
       state_->SubmitJob("{\"epochs\": \"ten\"}", 10),
       StatusIsWithMessage(absl::StatusCode::kInvalidArgument, "job.epochs"));
   EXPECT_THAT(state_->SubmitJob("{\"strategy\": {\"type\": \"magic\"}}", 10),
               StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
-                                  "job.strategy.type: unknown strategy"));
+                                  "job.strategy.type: 'magic' is not one of "
+                                  "parameter_server, central_storage"));
   EXPECT_THAT(state_->SubmitJob("{\"checkpoint\": {\"every_steps\": -1}}", 10),
               StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
                                   "job.checkpoint.every_steps"));
@@ -370,13 +370,14 @@ TEST_F(CoordinatorStateTest, JobFieldsAreValidated) {
                           "job.evaluation.every_epochs"));
   EXPECT_THAT(state_->SubmitJob("[1]", 10),
               StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
-                                  "expected a JSON object"));
+                                  "job: expected an object, got [1]"));
   EXPECT_THAT(state_->SubmitJob("{}", 0),
               StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
                                   "train_examples"));
   EXPECT_EQ(state_->GetJob().state(), v1::JobStatus::NONE);
 
-  auto spec = ParseCoordinatorJobSpec("{\"strategy\": \"central_storage\"}");
+  auto spec = ParseCoordinatorJobSpec(
+      "{\"strategy\": {\"type\": \"central_storage\"}}");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->epochs, 1);
   EXPECT_EQ(spec->batch_size, 32);

@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 namespace strata {
 namespace {

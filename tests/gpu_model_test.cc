@@ -15,7 +15,7 @@
 #include "tests/model_spec_util.h"
 #include "tests/test_util.h"
 #include "worker/dataset.h"
-#include "worker/job.h"
+#include "job/job.h"
 #include "worker/model.h"
 
 namespace strata {

@@ -1,4 +1,4 @@
-#include "worker/job.h"
+#include "job/job.h"
 
 #include <unistd.h>
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "worker/job.h"
+#include "job/job.h"
 
 namespace strata {
 namespace testing_util {

@@ -16,12 +16,13 @@
 #include "absl/strings/str_format.h"
 #include "client/coordinator_client.h"
 #include "client/ps_client.h"
+#include "common/file_system.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
+#include "job/job.h"
 #include "tools/process.h"
 #include "tools/submit.h"
 #include "worker/dataset.h"
-#include "worker/job.h"
 #include "worker/ps_worker.h"
 
 namespace strata {
@@ -134,12 +135,8 @@ void WriteClusterFile(const std::string& path,
                  {"restarts", c->restarts},
                  {"exited", c->exited}});
   }
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << j.dump(2) << "\n";
-  }
-  std::filesystem::rename(tmp, path);
+  // Best effort: the file is for people and tools watching the run.
+  LocalFileSystem()->WriteFileAtomically(path, j.dump(2) + "\n").IgnoreError();
 }
 
 // Applied steps as the PS tasks count them: the smallest version over all
@@ -411,29 +408,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
     auto s = coord->GetJob();
     if (s.ok()) {
       status = *s;
-      const int64_t spe =
-          job.epochs > 0 ? status.steps_scheduled() / job.epochs : 0;
-      for (; printed < static_cast<size_t>(status.epochs_size()); ++printed) {
-        const v1::EpochResult& e = status.epochs(printed);
-        // Print an epoch once it is complete: all its steps done, and its
-        // evaluation done (or the next epoch started, or the job ended).
-        const bool complete =
-            e.steps() >= spe &&
-            (e.evaluated() ||
-             status.epochs_size() > static_cast<int>(printed) + 1 ||
-             status.state() != v1::JobStatus::RUNNING);
-        if (!complete) break;
-        std::string line = absl::StrFormat(
-            "Epoch %d/%d - %d steps - loss: %.4f - accuracy: %.4f", e.epoch() + 1,
-            job.epochs, e.steps(), e.loss(), e.accuracy());
-        if (e.evaluated()) {
-          absl::StrAppendFormat(&line, " - test_loss: %.4f - test_accuracy: %.4f",
-                                e.test_loss(), e.test_accuracy());
-        }
-        absl::StrAppendFormat(&line, " - %.0f examples/s - %.1fs elapsed",
-                              e.examples_per_second(), e.elapsed_seconds());
-        out << line << std::endl;
-      }
+      PrintCompletedEpochs(status, job.epochs, &printed, out);
       if (status.state() == v1::JobStatus::SUCCEEDED) break;
       if (status.state() == v1::JobStatus::FAILED) {
         result = absl::AbortedError(absl::StrCat("job failed: ", status.error()));

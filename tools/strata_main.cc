@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
 #include <cstring>
 #include <cstdlib>
 #include <iostream>
@@ -19,6 +18,7 @@
 
 #include "absl/flags/flag.h"
 #include "common/cli.h"
+#include "common/daemon.h"
 #include "common/security_flags.h"
 #include "common/tf_config.h"
 #include "nlohmann/json.hpp"
@@ -66,10 +66,6 @@ ABSL_FLAG(int, task_index, -1, "tfconfig: overrides task.index");
 
 namespace {
 
-std::atomic<bool> g_stop{false};
-
-void OnSignal(int) { g_stop = true; }
-
 // The binaries live in build/{server,worker,coordinator}/ or all in one
 // directory (installed).
 std::string DefaultBinDir(const char* argv0) {
@@ -99,15 +95,12 @@ int Launch(const char* argv0) {
   options.ps_shared_memory = absl::GetFlag(FLAGS_ps_shared_memory);
   options.tls = absl::GetFlag(FLAGS_tls);
   if (options.bin_dir.empty()) options.bin_dir = DefaultBinDir(argv0);
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  const std::atomic<bool>* stop = strata::StopFlag::Install()->flag();
   // The job is refused when one worker's model would not fit this machine.
   options.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
                          static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
   bool refused = false;
-  auto summary = strata::Launch(options, std::cout, &g_stop, &refused);
+  auto summary = strata::Launch(options, std::cout, stop, &refused);
   if (!summary.ok()) {
     std::cerr << "strata launch: " << summary.status().message() << "\n";
     // Exit codes: 2 a job or flags refused before anything started, 130
@@ -169,11 +162,8 @@ int Submit() {
     return 2;
   }
   options.security = *security;
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  auto result = strata::Submit(options, std::cout, &g_stop);
+  const std::atomic<bool>* stop = strata::StopFlag::Install()->flag();
+  auto result = strata::Submit(options, std::cout, stop);
   if (!result.ok()) {
     std::cerr << "strata submit: " << result.status().message() << "\n";
     switch (result.status().code()) {

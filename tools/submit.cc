@@ -16,8 +16,9 @@
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "worker/dataset.h"
-#include "worker/job.h"
+#include "job/job.h"
 #include "worker/ps_worker.h"
+#include "worker/progress.h"
 
 namespace strata {
 
@@ -97,6 +98,32 @@ int64_t PsAppliedSteps(const nlohmann::json& cluster,
 }
 
 }  // namespace
+
+void PrintCompletedEpochs(const v1::JobStatus& status, int epochs,
+                          size_t* printed, std::ostream& out) {
+  const int64_t spe = epochs > 0 ? status.steps_scheduled() / epochs : 0;
+  for (; *printed < static_cast<size_t>(status.epochs_size()); ++*printed) {
+    const v1::EpochResult& e = status.epochs(*printed);
+    const bool complete =
+        e.steps() >= spe &&
+        (e.evaluated() ||
+         status.epochs_size() > static_cast<int>(*printed) + 1 ||
+         status.state() != v1::JobStatus::RUNNING);
+    if (!complete) break;
+    EpochProgress p;
+    p.epoch = static_cast<int>(e.epoch()) + 1;
+    p.epochs = epochs;
+    p.steps = e.steps();
+    p.loss = e.loss();
+    p.accuracy = e.accuracy();
+    p.evaluated = e.evaluated();
+    p.test_loss = e.test_loss();
+    p.test_accuracy = e.test_accuracy();
+    p.examples_per_second = e.examples_per_second();
+    p.seconds = e.elapsed_seconds();
+    out << FormatEpochLine(p, "s elapsed") << std::endl;
+  }
+}
 
 absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
                                       std::ostream& out,
@@ -188,29 +215,7 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
                                              status.job_id(), "', not ",
                                              job_id));
     }
-    const int64_t spe =
-        job.epochs > 0 ? status.steps_scheduled() / job.epochs : 0;
-    for (; printed < static_cast<size_t>(status.epochs_size()); ++printed) {
-      const v1::EpochResult& e = status.epochs(printed);
-      // An epoch is complete when all its steps and its evaluation are done
-      // (or the next epoch started, or the job ended).
-      const bool complete =
-          e.steps() >= spe &&
-          (e.evaluated() ||
-           status.epochs_size() > static_cast<int>(printed) + 1 ||
-           status.state() != v1::JobStatus::RUNNING);
-      if (!complete) break;
-      std::string line = absl::StrFormat(
-          "Epoch %d/%d - %d steps - loss: %.4f - accuracy: %.4f",
-          e.epoch() + 1, job.epochs, e.steps(), e.loss(), e.accuracy());
-      if (e.evaluated()) {
-        absl::StrAppendFormat(&line, " - test_loss: %.4f - test_accuracy: %.4f",
-                              e.test_loss(), e.test_accuracy());
-      }
-      absl::StrAppendFormat(&line, " - %.0f examples/s - %.1fs elapsed",
-                            e.examples_per_second(), e.elapsed_seconds());
-      out << line << std::endl;
-    }
+    PrintCompletedEpochs(status, job.epochs, &printed, out);
     if (status.state() == v1::JobStatus::FAILED) {
       return absl::AbortedError(absl::StrCat("job ", status.job_id(),
                                              " failed: ", status.error()));

@@ -41,6 +41,13 @@ struct SubmitOptions {
   ClientSecurity security;
 };
 
+// Writes to `out` the progress line of each epoch of `status` (a job of
+// `epochs` epochs) completed since epoch *printed, and advances *printed.
+// An epoch is complete when all its steps and its evaluation are done (or
+// the next epoch started, or the job ended).
+void PrintCompletedEpochs(const v1::JobStatus& status, int epochs,
+                          size_t* printed, std::ostream& out);
+
 // Validates the job file (and counts its training examples) before it
 // contacts the coordinator. Returns {"job_id": ...} without `wait`, else the
 // run summary. Errors: the job file's INVALID_ARGUMENT / NOT_FOUND;

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 namespace strata {
 

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "worker/dataset.h"
-#include "worker/job.h"
+#include "job/job.h"
 #include "worker/model.h"
 
 namespace strata {

@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "client/coordinator_client.h"
+#include "common/file_system.h"
 #include "common/logging.h"
 #include "strata/v1/coordinator.pb.h"
 
@@ -38,6 +39,8 @@ struct GroupWorkerOptions {
   // export_dir/final_state.pb (a serialized strata.v1.WorkerState; tensors
   // named as the model's variables, slots as "NAME/SLOT"), atomically.
   std::string export_dir;
+  // Where that export is written; null: LocalFileSystem(). Not owned.
+  FileSystem* file_system = nullptr;
   // Ends the run early when set.
   const std::atomic<bool>* stop = nullptr;
   // TLS and bearer token of the calls to the PS tasks and to the peers'

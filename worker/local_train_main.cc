@@ -25,8 +25,9 @@
 #include "common/cli.h"
 #include "nlohmann/json.hpp"
 #include "worker/dataset.h"
-#include "worker/job.h"
+#include "job/job.h"
 #include "worker/model.h"
+#include "worker/progress.h"
 
 ABSL_FLAG(std::string, job, "", "Job file (JSON), required");
 ABSL_FLAG(int, epochs, 0, "Override the job's epochs (0 keeps them)");
@@ -55,47 +56,40 @@ strata::CliSpec Cli() {
   return cli;
 }
 
-}  // namespace
+int Fail(int code, absl::string_view message) {
+  std::cerr << "local_train: " << message << "\n";
+  return code;
+}
 
-int main(int argc, char** argv) {
-  strata::ParseCli(argc, argv, Cli());
-
+// The job file with --epochs and --device applied, refused (before anything
+// is allocated) when it does not fit this machine, its data files are
+// missing or its device cannot be used. 0, or the exit code after the
+// reason is printed.
+int ResolveJob(strata::JobSpec* out) {
   const std::string job_path = absl::GetFlag(FLAGS_job);
-  if (job_path.empty()) {
-    std::cerr << "local_train: --job FILE is required\n";
-    return 2;
-  }
+  if (job_path.empty()) return Fail(2, "--job FILE is required");
   absl::StatusOr<strata::JobSpec> job = strata::LoadJobFile(job_path);
-  if (!job.ok()) {
-    std::cerr << "local_train: " << job.status().message() << "\n";
-    return 2;
-  }
-  // Refuse, before allocating anything, a model this machine cannot hold
-  // and data files that are not there.
+  if (!job.ok()) return Fail(2, job.status().message());
   const int64_t memory_bytes =
       static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
       static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
   if (absl::Status fits = strata::CheckJobFitsMemory(*job, memory_bytes);
       !fits.ok()) {
-    std::cerr << "local_train: " << fits.message() << "\n";
-    return 2;
+    return Fail(2, fits.message());
   }
   if (absl::Status files = strata::CheckDataFiles(*job); !files.ok()) {
-    std::cerr << "local_train: " << files.message() << "\n";
-    return 2;
+    return Fail(2, files.message());
   }
   if (absl::GetFlag(FLAGS_epochs) < 0) {
-    std::cerr << "local_train: --epochs must be >= 0\n";
-    return 2;
+    return Fail(2, "--epochs must be >= 0");
   }
-  if (absl::GetFlag(FLAGS_epochs) > 0) job->epochs = absl::GetFlag(FLAGS_epochs);
+  if (absl::GetFlag(FLAGS_epochs) > 0) {
+    job->epochs = absl::GetFlag(FLAGS_epochs);
+  }
   std::string device_source = "job.device";
   if (const std::string flag = absl::GetFlag(FLAGS_device); !flag.empty()) {
     absl::StatusOr<int> cuda = strata::ParseDeviceName(flag, "--device");
-    if (!cuda.ok()) {
-      std::cerr << "local_train: " << cuda.status().message() << "\n";
-      return 2;
-    }
+    if (!cuda.ok()) return Fail(2, cuda.status().message());
     job->cuda_device = *cuda;
     job->device = *cuda < 0 ? "cpu" : absl::StrCat("cuda:", *cuda);
     device_source = "--device";
@@ -103,120 +97,157 @@ int main(int argc, char** argv) {
   // Fail before loading data when the device cannot be used.
   if (absl::Status usable = strata::CheckDevice(job->device, device_source);
       !usable.ok()) {
-    std::cerr << "local_train: " << usable << "\n";
-    return 1;
+    return Fail(1, usable.ToString());
   }
+  *out = *std::move(job);
+  return 0;
+}
 
-  const absl::Time load_start = absl::Now();
-  absl::StatusOr<strata::Dataset> train = strata::LoadTrain(*job);
-  if (!train.ok()) {
-    std::cerr << "local_train: training data: " << train.status().message() << "\n";
-    return 1;
+// The training and (where the job has it) test data. 0, or the exit code
+// after the reason is printed.
+int LoadData(const strata::JobSpec& job, strata::Dataset* train,
+             std::optional<strata::Dataset>* test) {
+  absl::StatusOr<strata::Dataset> loaded = strata::LoadTrain(job);
+  if (!loaded.ok()) {
+    return Fail(1, absl::StrCat("training data: ", loaded.status().message()));
   }
-  std::optional<strata::Dataset> test;
-  if (job->data.has_test) {
-    absl::StatusOr<strata::Dataset> loaded = strata::LoadTest(*job);
+  *train = *std::move(loaded);
+  if (job.data.has_test) {
+    loaded = strata::LoadTest(job);
     if (!loaded.ok()) {
-      std::cerr << "local_train: test data: " << loaded.status().message() << "\n";
-      return 1;
+      return Fail(1, absl::StrCat("test data: ", loaded.status().message()));
     }
-    test = std::move(*loaded);
+    *test = *std::move(loaded);
   }
-  const double load_seconds = Seconds(load_start);
+  return 0;
+}
 
-  absl::StatusOr<std::unique_ptr<strata::LocalTrainer>> trainer =
-      strata::LocalTrainer::Create(*job);
-  if (!trainer.ok()) {
-    std::cerr << "local_train: " << trainer.status().message() << "\n";
-    return 2;
-  }
-  const int64_t steps_per_epoch =
-      strata::StepsPerEpoch(train->size, job->batch_size);
-  std::printf("job %s: %lld training examples, %s test examples, "
-              "%lld parameters on %s, loaded in %.1f s\n",
-              job->name.c_str(), static_cast<long long>(train->size),
-              test ? std::to_string(test->size).c_str() : "no",
-              static_cast<long long>((*trainer)->model().num_parameters()),
-              job->device.c_str(), load_seconds);
-
+// What the epochs measured.
+struct RunStats {
   strata::StepStats last_train;
   std::optional<strata::StepStats> last_test;
   double train_seconds = 0;
   int64_t train_examples = 0;
-  const absl::Time wall_start = absl::Now();
-  for (int epoch = 0; epoch < job->epochs; ++epoch) {
+};
+
+// Trains job.epochs epochs, printing a line each. 0, or the exit code after
+// the reason is printed.
+int TrainEpochs(const strata::JobSpec& job, const strata::Dataset& train,
+                const std::optional<strata::Dataset>& test,
+                strata::LocalTrainer* trainer, RunStats* run) {
+  const int64_t steps_per_epoch =
+      strata::StepsPerEpoch(train.size, job.batch_size);
+  for (int epoch = 0; epoch < job.epochs; ++epoch) {
     const absl::Time epoch_start = absl::Now();
-    absl::StatusOr<strata::StepStats> stats = (*trainer)->TrainEpoch(
-        *train, job->batch_size, job->shuffle_seed, epoch);
+    absl::StatusOr<strata::StepStats> stats =
+        trainer->TrainEpoch(train, job.batch_size, job.shuffle_seed, epoch);
     if (!stats.ok()) {
-      std::cerr << "local_train: epoch " << epoch + 1 << ": "
-                << stats.status().message() << "\n";
-      return 1;
+      return Fail(1, absl::StrCat("epoch ", epoch + 1, ": ",
+                                  stats.status().message()));
     }
     const double epoch_train_seconds = Seconds(epoch_start);
-    train_seconds += epoch_train_seconds;
-    train_examples += stats->examples;
-    last_train = *stats;
-    std::string line = absl::StrFormat(
-        "Epoch %d/%d - %d steps - loss: %.4f - accuracy: %.4f", epoch + 1,
-        job->epochs, steps_per_epoch, stats->loss, stats->accuracy);
+    run->train_seconds += epoch_train_seconds;
+    run->train_examples += stats->examples;
+    run->last_train = *stats;
+    strata::EpochProgress progress;
+    progress.epoch = epoch + 1;
+    progress.epochs = job.epochs;
+    progress.steps = steps_per_epoch;
+    progress.loss = stats->loss;
+    progress.accuracy = stats->accuracy;
     const bool evaluate =
-        test && ((job->evaluation.every_epochs > 0 &&
-                  (epoch + 1) % job->evaluation.every_epochs == 0) ||
-                 epoch + 1 == job->epochs);
+        test && ((job.evaluation.every_epochs > 0 &&
+                  (epoch + 1) % job.evaluation.every_epochs == 0) ||
+                 epoch + 1 == job.epochs);
     if (evaluate) {
-      absl::StatusOr<strata::StepStats> t = (*trainer)->Evaluate(*test);
+      absl::StatusOr<strata::StepStats> t = trainer->Evaluate(*test);
       if (!t.ok()) {
-        std::cerr << "local_train: evaluation: " << t.status().message() << "\n";
-        return 1;
+        return Fail(1, absl::StrCat("evaluation: ", t.status().message()));
       }
-      last_test = *t;
-      line += absl::StrFormat(" - test_loss: %.4f - test_accuracy: %.4f",
-                              t->loss, t->accuracy);
+      run->last_test = *t;
+      progress.evaluated = true;
+      progress.test_loss = t->loss;
+      progress.test_accuracy = t->accuracy;
     }
-    line += absl::StrFormat(
-        " - %.0f examples/s - %.1f s",
-        static_cast<double>(stats->examples) / epoch_train_seconds,
-        Seconds(epoch_start));
-    std::printf("%s\n", line.c_str());
+    progress.examples_per_second =
+        static_cast<double>(stats->examples) / epoch_train_seconds;
+    progress.seconds = Seconds(epoch_start);
+    std::printf("%s\n", strata::FormatEpochLine(progress, " s").c_str());
     std::fflush(stdout);
   }
-  const double wall_seconds = Seconds(wall_start);
+  return 0;
+}
 
+nlohmann::json Summary(const strata::JobSpec& job, const RunStats& run,
+                       int64_t steps, double wall_seconds,
+                       double load_seconds) {
   nlohmann::json summary;
-  summary["job"] = job->name;
-  summary["epochs"] = job->epochs;
-  summary["steps"] = (*trainer)->iterations();
-  summary["train_loss"] = last_train.loss;
-  summary["train_accuracy"] = last_train.accuracy;
-  summary["test_loss"] = last_test ? nlohmann::json(last_test->loss)
-                                   : nlohmann::json(nullptr);
-  summary["test_accuracy"] = last_test ? nlohmann::json(last_test->accuracy)
+  summary["job"] = job.name;
+  summary["epochs"] = job.epochs;
+  summary["steps"] = steps;
+  summary["train_loss"] = run.last_train.loss;
+  summary["train_accuracy"] = run.last_train.accuracy;
+  summary["test_loss"] = run.last_test ? nlohmann::json(run.last_test->loss)
                                        : nlohmann::json(nullptr);
+  summary["test_accuracy"] = run.last_test
+                                 ? nlohmann::json(run.last_test->accuracy)
+                                 : nlohmann::json(nullptr);
   summary["wall_seconds"] = wall_seconds;
   summary["load_seconds"] = load_seconds;
   summary["examples_per_second"] =
-      train_seconds > 0 ? static_cast<double>(train_examples) / train_seconds
-                        : 0.0;
+      run.train_seconds > 0
+          ? static_cast<double>(run.train_examples) / run.train_seconds
+          : 0.0;
   // As strata launch's summary names the same measure.
-  summary["train_seconds"] = train_seconds;
+  summary["train_seconds"] = run.train_seconds;
   summary["train_examples_per_second"] = summary["examples_per_second"];
-  if (last_test) {
+  return summary;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  strata::ParseCli(argc, argv, Cli());
+  strata::JobSpec job;
+  if (int code = ResolveJob(&job); code != 0) return code;
+
+  const absl::Time load_start = absl::Now();
+  strata::Dataset train;
+  std::optional<strata::Dataset> test;
+  if (int code = LoadData(job, &train, &test); code != 0) return code;
+  const double load_seconds = Seconds(load_start);
+
+  absl::StatusOr<std::unique_ptr<strata::LocalTrainer>> trainer =
+      strata::LocalTrainer::Create(job);
+  if (!trainer.ok()) return Fail(2, trainer.status().message());
+  std::printf("job %s: %lld training examples, %s test examples, "
+              "%lld parameters on %s, loaded in %.1f s\n",
+              job.name.c_str(), static_cast<long long>(train.size),
+              test ? std::to_string(test->size).c_str() : "no",
+              static_cast<long long>((*trainer)->model().num_parameters()),
+              job.device.c_str(), load_seconds);
+
+  RunStats run;
+  const absl::Time wall_start = absl::Now();
+  if (int code = TrainEpochs(job, train, test, trainer->get(), &run);
+      code != 0) {
+    return code;
+  }
+  const double wall_seconds = Seconds(wall_start);
+  const int64_t steps = (*trainer)->iterations();
+  if (run.last_test) {
     std::printf("test_accuracy: %.4f - test_loss: %.4f - %lld steps - "
                 "%.1f s\n",
-                last_test->accuracy, last_test->loss,
-                static_cast<long long>((*trainer)->iterations()),
-                wall_seconds);
+                run.last_test->accuracy, run.last_test->loss,
+                static_cast<long long>(steps), wall_seconds);
   }
   const std::string summary_path = absl::GetFlag(FLAGS_summary);
   if (!summary_path.empty()) {
     std::ofstream out(summary_path);
-    out << summary.dump(2) << "\n";
+    out << Summary(job, run, steps, wall_seconds, load_seconds).dump(2)
+        << "\n";
     out.close();
-    if (!out) {
-      std::cerr << "local_train: cannot write " << summary_path << "\n";
-      return 1;
-    }
+    if (!out) return Fail(1, absl::StrCat("cannot write ", summary_path));
   }
   return 0;
 }

@@ -23,7 +23,7 @@
 #include "kernels/initializers.h"
 #include "kernels/optimizers.h"
 #include "worker/dataset.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 namespace strata {
 

@@ -73,17 +73,11 @@ absl::Status CheckPsJob(const JobSpec& job) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<ShardSlice>> PartitionFor(const JobSpec& job,
-                                                     const Shape& shape) {
+absl::StatusOr<std::vector<PlacementPolicy::Shard>> PlaceFor(
+    const JobSpec& job, const Shape& shape, int num_ps) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<PlacementPolicy> policy,
                           PolicyFor(job));
-  // The slices only: PsCluster places shard i on task i % num_ps, as the
-  // parameter_server policy does.
-  STRATA_ASSIGN_OR_RETURN(std::vector<PlacementPolicy::Shard> shards,
-                          policy->Place(shape, DType::kFloat32, 1));
-  std::vector<ShardSlice> slices;
-  for (const auto& shard : shards) slices.push_back(shard.slice);
-  return slices;
+  return policy->Place(shape, DType::kFloat32, num_ps);
 }
 
 PsWorker::PsWorker(CoordinatorClient* coordinator, Logger* logger,
@@ -314,9 +308,9 @@ absl::Status PsWorker::Setup(const v1::JobStatus& status) {
 absl::Status PsWorker::CreateVariables() {
   for (const v1::VariableSpec& spec : specs_) {
     Shape shape(spec.shape().begin(), spec.shape().end());
-    STRATA_ASSIGN_OR_RETURN(std::vector<ShardSlice> slices,
-                            PartitionFor(job_, shape));
-    STRATA_RETURN_IF_ERROR(cluster_->CreateVariable(spec, slices).status());
+    STRATA_ASSIGN_OR_RETURN(std::vector<PlacementPolicy::Shard> shards,
+                            PlaceFor(job_, shape, cluster_->num_ps()));
+    STRATA_RETURN_IF_ERROR(cluster_->CreateVariableOn(spec, shards).status());
   }
   return absl::OkStatus();
 }

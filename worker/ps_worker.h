@@ -15,7 +15,7 @@
 #include "client/ps_cluster.h"
 #include "common/logging.h"
 #include "worker/dataset.h"
-#include "worker/job.h"
+#include "job/job.h"
 #include "worker/model.h"
 #include "worker/work_feed.h"
 
@@ -59,9 +59,10 @@ std::vector<v1::VariableSpec> PsVariableSpecs(const JobSpec& job,
 // not yet handed out).
 absl::Status CheckPsJob(const JobSpec& job);
 
-// Axis-0 slices of a variable under the job's partitioner.
-absl::StatusOr<std::vector<ShardSlice>> PartitionFor(const JobSpec& job,
-                                                     const Shape& shape);
+// The job's policy's placement of a variable over `num_ps` tasks: its
+// axis-0 slices and the task of each (PlacementPolicy::Place).
+absl::StatusOr<std::vector<PlacementPolicy::Shard>> PlaceFor(
+    const JobSpec& job, const Shape& shape, int num_ps);
 
 // Runs one worker task until the coordinator says DONE. Not thread-safe
 // (one per task); several may run as threads in one process.

@@ -4,24 +4,21 @@
 // grpc.health.v1 for the kubelet's probes and prints "listening on HOST:PORT".
 // With --device cuda[:N] it computes on that GPU whatever the job says, and
 // exits 1 at once, with the reason, where that device cannot be used.
-#include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "client/coordinator_client.h"
 #include "common/cli.h"
+#include "common/daemon.h"
 #include "common/logging.h"
 #include "common/security_flags.h"
-#include "common/tf_config.h"
-#include "grpcpp/generic/async_generic_service.h"
-#include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
-#include "worker/job.h"
+#include "common/task_identity.h"
+#include "job/job.h"
 #include "worker/model.h"
 #include "worker/ps_worker.h"
 
@@ -55,8 +52,6 @@ ABSL_FLAG(bool, wait_after_job, false, "When the job has ended, stay up "
           "that restarts exited containers (a StatefulSet) leaves it alone");
 
 namespace {
-std::atomic<bool> g_stop{false};
-void OnSignal(int) { g_stop = true; }
 
 // --help: what strata-worker is and its flags, grouped.
 strata::CliSpec Cli() {
@@ -80,159 +75,135 @@ strata::CliSpec Cli() {
   return cli;
 }
 
+int Fail(int code, absl::string_view message) {
+  std::cerr << "strata-worker: " << message << "\n";
+  return code;
+}
+
+// --device as a device name ("" when not given), or the exit code after the
+// reason is printed: 2 a bad name, 1 a device that cannot be used.
+std::optional<std::string> DeviceFromFlag(int* exit_code) {
+  const std::string flag = absl::GetFlag(FLAGS_device);
+  if (flag.empty()) return std::string();
+  absl::StatusOr<int> cuda = strata::ParseDeviceName(flag, "--device");
+  if (!cuda.ok()) {
+    *exit_code = Fail(2, cuda.status().ToString());
+    return std::nullopt;
+  }
+  std::string device = *cuda < 0 ? "cpu" : absl::StrCat("cuda:", *cuda);
+  if (absl::Status usable = strata::CheckDevice(device, "--device");
+      !usable.ok()) {
+    *exit_code = Fail(1, usable.ToString());
+    return std::nullopt;
+  }
+  return device;
+}
+
+absl::StatusOr<strata::TaskIdentity> IdentityFromFlags() {
+  strata::TaskIdentityFlags flags;
+  flags.host = absl::GetFlag(FLAGS_host);
+  flags.port = absl::GetFlag(FLAGS_port);
+  flags.task_index = absl::GetFlag(FLAGS_task_index);
+  flags.task_index_from_name = absl::GetFlag(FLAGS_task_index_from_name);
+  flags.coordinator = absl::GetFlag(FLAGS_coordinator);
+  const char* tf_config = std::getenv("TF_CONFIG");
+  return strata::ResolveTaskIdentity(
+      strata::DaemonKind::kWorker, flags,
+      tf_config ? std::optional<std::string>(tf_config) : std::nullopt);
+}
+
+strata::PsWorkerOptions WorkerOptions(const strata::TaskIdentity& id,
+                                      const strata::ClientSecurity& security,
+                                      const strata::TlsOptions& tls,
+                                      const std::string& device,
+                                      const std::atomic<bool>* stop) {
+  strata::PsWorkerOptions options;
+  options.task_index = id.task_index;
+  options.role = id.role;
+  options.stop = stop;
+  options.steps_in_flight = absl::GetFlag(FLAGS_steps_in_flight);
+  options.ps_shared_memory = absl::GetFlag(FLAGS_ps_shared_memory);
+  options.host = id.host;
+  options.advertise_host = absl::GetFlag(FLAGS_advertise_host).empty()
+                               ? id.tf_config_host
+                               : absl::GetFlag(FLAGS_advertise_host);
+  options.worker_port = absl::GetFlag(FLAGS_worker_port);
+  options.export_dir = absl::GetFlag(FLAGS_export_dir);
+  options.ps_security = security;
+  options.worker_tls = tls;
+  options.device = device;
+  return options;
+}
+
+// The grpc.health.v1 server the kubelet probes, when the task has a port
+// (null otherwise), or the exit code after the reason is printed.
+std::optional<std::unique_ptr<strata::DaemonServer>> StartHealthServer(
+    const strata::TaskIdentity& id,
+    std::shared_ptr<grpc::ServerCredentials> credentials, int* exit_code) {
+  if (id.port < 0) return std::unique_ptr<strata::DaemonServer>();
+  strata::DaemonServerOptions options;
+  options.host = id.host;
+  options.port = id.port;
+  options.credentials = std::move(credentials);
+  auto server = strata::DaemonServer::Start(std::move(options));
+  if (!server.ok()) {
+    *exit_code = Fail(1, server.status().message());
+    return std::nullopt;
+  }
+  std::cout << "listening on " << (*server)->address() << std::endl;
+  return *std::move(server);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   strata::ParseCli(argc, argv, Cli());
-
+  int exit_code = 0;
   // The device first: a GPU this machine cannot use ends the task here.
-  std::string device;
-  if (const std::string flag = absl::GetFlag(FLAGS_device); !flag.empty()) {
-    absl::StatusOr<int> cuda = strata::ParseDeviceName(flag, "--device");
-    if (!cuda.ok()) {
-      std::cerr << "strata-worker: " << cuda.status() << "\n";
-      return 2;
-    }
-    device = *cuda < 0 ? "cpu" : absl::StrCat("cuda:", *cuda);
-    if (absl::Status usable = strata::CheckDevice(device, "--device");
-        !usable.ok()) {
-      std::cerr << "strata-worker: " << usable << "\n";
-      return 1;
-    }
-  }
-
-  int task_index = 0;
-  std::string role = "worker";
-  std::string health_host = "127.0.0.1";
-  std::string advertise_host;
-  int health_port = -1;
-  std::string coordinator = absl::GetFlag(FLAGS_coordinator);
-  if (const char* env = std::getenv("TF_CONFIG"); env != nullptr && *env) {
-    auto config = strata::ParseTfConfig(env);
-    if (!config.ok()) {
-      std::cerr << "strata-worker: bad TF_CONFIG: "
-                << config.status().message() << "\n";
-      return 2;
-    }
-    if (config->task_type == "worker" || config->task_type == "chief") {
-      role = config->task_type;
-      task_index = config->task_index;
-      const std::string address = strata::TaskAddress(*config);
-      if (!address.empty()) {
-        auto hp = strata::SplitHostPort(address);
-        if (!hp.ok()) {
-          std::cerr << "strata-worker: TF_CONFIG address: "
-                    << hp.status().message() << "\n";
-          return 2;
-        }
-        health_host = "0.0.0.0";
-        health_port = hp->second;
-        advertise_host = hp->first;
-      }
-    }
-    if (coordinator.empty()) coordinator = strata::ChiefAddress(*config);
-  }
-  if (!absl::GetFlag(FLAGS_host).empty()) health_host = absl::GetFlag(FLAGS_host);
-  if (absl::GetFlag(FLAGS_port) >= 0) health_port = absl::GetFlag(FLAGS_port);
-  if (!absl::GetFlag(FLAGS_task_index_from_name).empty()) {
-    absl::StatusOr<int> ordinal =
-        strata::OrdinalFromName(absl::GetFlag(FLAGS_task_index_from_name));
-    if (!ordinal.ok()) {
-      std::cerr << "strata-worker: --task-index-from-name: "
-                << ordinal.status().message() << "\n";
-      return 2;
-    }
-    task_index = *ordinal;
-  }
-  if (absl::GetFlag(FLAGS_task_index) >= 0) {
-    task_index = absl::GetFlag(FLAGS_task_index);
-  }
-  if (coordinator.empty()) {
-    std::cerr << "strata-worker: --coordinator HOST:PORT is required (or a "
-                 "chief task in TF_CONFIG)\n";
-    return 2;
-  }
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  const std::optional<std::string> device = DeviceFromFlag(&exit_code);
+  if (!device) return exit_code;
+  const absl::StatusOr<strata::TaskIdentity> id = IdentityFromFlags();
+  if (!id.ok()) return Fail(2, id.status().message());
+  const strata::StopFlag* stop = strata::StopFlag::Install();
 
   // --tls-* serve the health server over TLS and dial the coordinator and
   // PS tasks with it; --auth-token is sent on those calls.
   auto tls = strata::TlsFromFlags();
   auto security = strata::ClientSecurityFromFlags();
   for (const absl::Status& st : {tls.status(), security.status()}) {
-    if (!st.ok()) {
-      std::cerr << "strata-worker: " << st.message() << "\n";
-      return 2;
-    }
+    if (!st.ok()) return Fail(2, st.message());
   }
   auto server_credentials = strata::MakeServerCredentials(*tls);
   if (!server_credentials.ok()) {
-    std::cerr << "strata-worker: " << server_credentials.status().message()
-              << "\n";
-    return 2;
+    return Fail(2, server_credentials.status().message());
   }
 
-  strata::Logger logger(absl::StrCat(role, ":", task_index));
-  // gRPC adds its default health service only to a server with a service
-  // of its own: an empty generic one (every other method: UNIMPLEMENTED).
-  grpc::CallbackGenericService no_methods;
-  std::unique_ptr<grpc::Server> health_server;
-  if (health_port >= 0) {
-    grpc::EnableDefaultHealthCheckService(true);
-    grpc::ServerBuilder builder;
-    int bound = 0;
-    const std::string address = strata::JoinHostPort(health_host, health_port);
-    builder.AddListeningPort(address, *server_credentials, &bound);
-    builder.RegisterCallbackGenericService(&no_methods);
-    health_server = builder.BuildAndStart();
-    if (health_server == nullptr || bound == 0) {
-      std::cerr << "strata-worker: cannot listen on " << address << "\n";
-      return 1;
-    }
-    health_server->GetHealthCheckService()->SetServingStatus(true);
-    std::cout << "listening on " << strata::JoinHostPort(health_host, bound)
-              << std::endl;
-  }
+  strata::Logger logger(absl::StrCat(id->role, ":", id->task_index));
+  std::optional<std::unique_ptr<strata::DaemonServer>> health =
+      StartHealthServer(*id, *server_credentials, &exit_code);
+  if (!health) return exit_code;
   auto client = strata::CoordinatorClient::Connect(
-      coordinator, absl::Seconds(30), *security);
-  strata::PsWorkerOptions options;
-  options.task_index = task_index;
-  options.role = role;
-  options.stop = &g_stop;
-  options.steps_in_flight = absl::GetFlag(FLAGS_steps_in_flight);
-  options.ps_shared_memory = absl::GetFlag(FLAGS_ps_shared_memory);
-  options.host = health_host;
-  if (!absl::GetFlag(FLAGS_advertise_host).empty()) {
-    advertise_host = absl::GetFlag(FLAGS_advertise_host);
-  }
-  options.advertise_host = advertise_host;
-  options.worker_port = absl::GetFlag(FLAGS_worker_port);
-  options.export_dir = absl::GetFlag(FLAGS_export_dir);
-  options.ps_security = *security;
-  options.worker_tls = *tls;
-  options.device = device;
+      id->coordinator, absl::Seconds(30), *security);
+  const strata::PsWorkerOptions options =
+      WorkerOptions(*id, *security, *tls, *device, stop->flag());
   if (options.steps_in_flight < 1) {
-    std::cerr << "strata-worker: --steps-in-flight must be >= 1\n";
-    return 2;
+    return Fail(2, "--steps-in-flight must be >= 1");
   }
   strata::PsWorker worker(client.get(), &logger, options);
   absl::Status s = worker.Run();
-  if (!s.ok() && !(g_stop && s.code() == absl::StatusCode::kCancelled)) {
+  if (!s.ok() &&
+      !(stop->stopped() && s.code() == absl::StatusCode::kCancelled)) {
     logger.Log(strata::LogLevel::kError, "worker_failed",
                {{"error", s.ToString()}});
-    std::cerr << "strata-worker: " << s.message() << "\n";
-    return 1;
+    return Fail(1, s.message());
   }
-  if (absl::GetFlag(FLAGS_wait_after_job) && !g_stop) {
+  if (absl::GetFlag(FLAGS_wait_after_job) && !stop->stopped()) {
     logger.Log(strata::LogLevel::kInfo, "job_ended_waiting", {});
-    while (!g_stop) absl::SleepFor(absl::Milliseconds(200));
+    stop->Wait();
   }
-  if (health_server) {
-    health_server->GetHealthCheckService()->SetServingStatus(false);
-    health_server->Shutdown(std::chrono::system_clock::now() +
-                            std::chrono::seconds(1));
+  if (*health) {
+    (*health)->SetServing(false);
+    (*health)->Shutdown(absl::Seconds(1));
   }
   return 0;
 }

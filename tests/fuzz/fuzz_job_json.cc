@@ -8,7 +8,7 @@
 
 #include "absl/strings/string_view.h"
 #include "tests/fuzz/fuzz_util.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace strata;

@@ -6,8 +6,8 @@
 // of the offending value ("job.model.layers[1].units: ..."), and for
 // enumerations lists the allowed values. Unknown keys are errors. Absent
 // optional fields take the defaults documented below.
-#ifndef STRATA_WORKER_JOB_H_
-#define STRATA_WORKER_JOB_H_
+#ifndef STRATA_JOB_JOB_H_
+#define STRATA_JOB_JOB_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +22,7 @@
 #include "kernels/initializers.h"
 #include "kernels/optimizers.h"
 #include "nlohmann/json.hpp"
+#include "job/job_limits.h"
 #include "strategies/placement_policy.h"
 
 namespace strata {
@@ -203,6 +204,12 @@ absl::StatusOr<JobSpec> ParseJob(const nlohmann::json& job);
 // INVALID_ARGUMENT with the parser's position (its message shortened).
 // `json` keeps `text` as given.
 absl::StatusOr<JobSpec> ParseJobString(absl::string_view text);
+// The job as the coordinator reads it: ParseJobString, except that model,
+// loss, optimizer and data may be absent (the coordinator schedules a job it
+// does not run). Every field present is parsed and validated by the same
+// code as ParseJob, so a job the coordinator accepts is one every worker
+// accepts. Errors: as ParseJobString.
+absl::StatusOr<JobSpec> ParseJobControl(absl::string_view text);
 // Reads and parses a job file. A file over kMaxJobBytes is refused by its
 // size before it is read, and at most kMaxJobBytes + 1 bytes are ever read
 // (a pipe, a growing file). Errors: NOT_FOUND when the file does not exist,
@@ -211,46 +218,6 @@ absl::StatusOr<JobSpec> ParseJobString(absl::string_view text);
 // (1 MiB)") or a directory, else as ParseJobString (messages prefixed with
 // the path).
 absl::StatusOr<JobSpec> LoadJobFile(const std::string& path);
-
-// ---------------------------------------------------------------------------
-// Limits. The reference job is 1 KB and one with a thousand layers some
-// 100 KB: anything far beyond is a mistake, refused at once (before it is
-// read whole, parsed, echoed or allocated for) with the field and the
-// limit. The coordinator applies the same limits to every SubmitJob; the
-// checks are inline because it does not link this library.
-
-// The text of a job: at most 1 MiB (under gRPC's default 4 MiB message, so
-// a job accepted here also reaches the coordinator).
-inline constexpr size_t kMaxJobBytes = size_t{1} << 20;
-// Arrays and objects nested in one another: at most 32 (the reference job
-// nests 5: job, model, layers, a layer, an initializer).
-inline constexpr int kMaxJobDepth = 32;
-// job.name and job.model.layers[i].name, in characters: at most 128 (they
-// become variable, credential and file names; NAME_MAX is 255).
-inline constexpr size_t kMaxJobNameChars = 128;
-// Every other string and every key, in characters: at most 4096 (PATH_MAX
-// on Linux, for the data paths).
-inline constexpr size_t kMaxJobStringChars = 4096;
-// What one worker may need for the model (ModelFootprint::bytes): at most
-// 256 GiB, some 1.7e10 parameters with Adam. Every worker holds a whole
-// float32 replica and trains it on a CPU or one GPU (an H200 holds 141 GB):
-// a model beyond this is a mistake here, refused wherever the job is
-// parsed, whatever the machine. CheckJobFitsMemory checks a machine.
-inline constexpr int64_t kMaxJobModelBytes = int64_t{256} << 30;
-
-// Refuses job text longer than kMaxJobBytes or nested deeper than
-// kMaxJobDepth, by a scan that respects strings and escapes and allocates
-// nothing; for before a JSON parser sees the text. Errors: INVALID_ARGUMENT
-// ("job: 52428800 bytes, at most 1048576 (1 MiB)", "job: more than 32
-// nested arrays or objects (at byte 32)").
-inline absl::Status CheckJobTextLimits(absl::string_view text);
-
-// Refuses a parsed job holding a string or key longer than its limit
-// (kMaxJobNameChars for job.name and job.model.layers[i].name,
-// kMaxJobStringChars for every other) or nested deeper than kMaxJobDepth.
-// Errors: INVALID_ARGUMENT naming the path and the limit ("job.name:
-// 52428800 characters, at most 128"); long keys are shortened in paths.
-inline absl::Status CheckJobValueLimits(const nlohmann::json& job);
 
 // What one worker holds for a model, in float32 values: each parameter's
 // value, gradient and optimizer slots, and the activations of one training
@@ -292,125 +259,6 @@ PolicyConfig PolicyConfigFor(const JobSpec& job);
 // MakePlacementPolicy(PolicyConfigFor(job)).
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> PolicyFor(const JobSpec& job);
 
-// ---------------------------------------------------------------------------
-// Implementation of the inline limit checks.
-
-namespace job_internal {
-
-// Characters of `s` as UTF-8 (a byte that is no continuation byte starts
-// one).
-inline size_t CountChars(absl::string_view s) {
-  size_t n = 0;
-  for (char c : s) n += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
-  return n;
-}
-
-// OK when `s` holds at most `max` characters, else INVALID_ARGUMENT
-// "PATH: WHAT<N> characters, at most MAX".
-inline absl::Status CheckChars(absl::string_view s, size_t max,
-                               absl::string_view path,
-                               absl::string_view what) {
-  if (s.size() <= max) return absl::OkStatus();  // bytes >= characters
-  const size_t chars = CountChars(s);
-  if (chars <= max) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      path, ": ", what, chars, " characters, at most ", max));
-}
-
-// `value` (a container at nesting `depth`) at `path`; `layer`: it is an
-// element of job.model.layers.
-inline absl::Status CheckValueLimits(const nlohmann::json& value,
-                                     const std::string& path, int depth,
-                                     bool layer) {
-  if (depth > kMaxJobDepth) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": more than ", kMaxJobDepth, " nested arrays or objects"));
-  }
-  // Strings are checked here without building their path unless refused;
-  // containers recurse (at most kMaxJobDepth deep).
-  auto check_child = [&](const nlohmann::json& child, size_t max,
-                         auto&& child_path, bool child_layer) {
-    if (child.is_string()) {
-      const std::string& s = child.get_ref<const std::string&>();
-      if (s.size() <= max) return absl::OkStatus();
-      return CheckChars(s, max, child_path(), "");
-    }
-    if (child.is_object() || child.is_array()) {
-      return CheckValueLimits(child, child_path(), depth + 1, child_layer);
-    }
-    return absl::OkStatus();
-  };
-  if (value.is_array()) {
-    const bool layers = path == "job.model.layers";
-    for (size_t i = 0; i < value.size(); ++i) {
-      absl::Status s = check_child(
-          value[i], kMaxJobStringChars,
-          [&] { return absl::StrCat(path, "[", i, "]"); }, layers);
-      if (!s.ok()) return s;
-    }
-    return absl::OkStatus();
-  }
-  const bool root = path == "job";
-  for (const auto& item : value.items()) {
-    const std::string& key = item.key();
-    absl::Status s = CheckChars(key, kMaxJobStringChars, path, "a key of ");
-    if (!s.ok()) return s;
-    const bool name = key == "name" && (root || layer);
-    s = check_child(
-        item.value(), name ? kMaxJobNameChars : kMaxJobStringChars,
-        [&] {
-          // Known keys are short: a long one is shortened in the path.
-          return key.size() <= 64
-                     ? absl::StrCat(path, ".", key)
-                     : absl::StrCat(path, ".", key.substr(0, 61), "...");
-        },
-        false);
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace job_internal
-
-inline absl::Status CheckJobTextLimits(absl::string_view text) {
-  if (text.size() > kMaxJobBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "job: ", text.size(), " bytes, at most ", kMaxJobBytes, " (1 MiB)"));
-  }
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // the escaped character, whatever it is
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJobDepth) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("job: more than ", kMaxJobDepth,
-                         " nested arrays or objects (at byte ", i, ")"));
-      }
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return absl::OkStatus();
-}
-
-inline absl::Status CheckJobValueLimits(const nlohmann::json& job) {
-  if (job.is_string()) {
-    return job_internal::CheckChars(job.get_ref<const std::string&>(),
-                                    kMaxJobStringChars, "job", "");
-  }
-  if (!job.is_object() && !job.is_array()) return absl::OkStatus();
-  return job_internal::CheckValueLimits(job, "job", 1, false);
-}
-
 }  // namespace strata
 
-#endif  // STRATA_WORKER_JOB_H_
+#endif  // STRATA_JOB_JOB_H_

@@ -1,0 +1,367 @@
+// The coordinator's state behind the CoordinatorState facade, and the
+// pieces that operate on it:
+//   membership  (coordinator_membership.cc): registration, leases, views;
+//   step queue  (coordinator_step_queue.cc): the job, its steps and items;
+//   checkpoints (coordinator_checkpoint_planner.cc): PS saves and restores;
+//   groups      (coordinator_groups.cc): synchronous-strategy groups;
+//   barriers    (coordinator_barriers.cc);
+//   codec       (coordinator_state_codec.cc): state.json.
+// Internal to the coordinator library.
+//
+// Thread-safety: CoordinatorCore's fields are guarded by its `mu`, which the
+// facade holds around every call of a function annotated with
+// ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu); those functions never call out
+// (barrier callbacks are returned in `Callbacks` for the facade to run
+// after unlocking). Functions without the annotation touch no guarded field.
+#ifndef STRATA_COORDINATOR_COORDINATOR_INTERNAL_H_
+#define STRATA_COORDINATOR_COORDINATOR_INTERNAL_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/logging.h"
+#include "common/tf_config.h"
+#include "coordinator/coordinator_job.h"
+#include "coordinator/coordinator_state.h"
+#include "coordinator/step_set.h"
+#include "strata/v1/coordinator.pb.h"
+
+namespace strata {
+namespace coordinator_internal {
+
+// Bound on epochs * steps_per_epoch.
+constexpr int64_t kMaxSteps = int64_t{1} << 40;
+
+struct TaskKey {
+  std::string role;
+  int index = 0;
+  bool operator<(const TaskKey& o) const {
+    return role != o.role ? role < o.role : index < o.index;
+  }
+  bool operator==(const TaskKey& o) const {
+    return role == o.role && index == o.index;
+  }
+};
+
+struct MemberRecord {
+  std::string address;
+  std::string incarnation;
+  v1::Member::State state = v1::Member::ALIVE;
+  absl::Time last_heartbeat;
+};
+
+// An in-flight item: TRAIN of a step or EVALUATE of an epoch.
+struct ItemKey {
+  v1::WorkItem::Kind kind;
+  int64_t number;
+  bool operator<(const ItemKey& o) const {
+    return kind != o.kind ? kind < o.kind : number < o.number;
+  }
+};
+
+struct Holder {
+  TaskKey task;
+  std::string incarnation;
+};
+
+struct EpochStats {
+  int64_t steps = 0;  // completed
+  double loss_sum = 0;
+  double accuracy_sum = 0;
+  int64_t examples = 0;
+  bool evaluated = false;
+  double test_loss = 0;
+  double test_accuracy = 0;
+  absl::Time start = absl::InfinitePast();  // first step handed out
+  absl::Time end = absl::InfinitePast();    // last step completed
+};
+
+struct GroupArrival {
+  std::string incarnation;
+  int64_t next_step = -1;
+  std::string address;
+};
+
+struct Group {
+  int64_t id = 0;                // 0: none formed
+  std::vector<TaskKey> members;  // by rank
+  std::vector<std::string> incarnations;
+  std::vector<std::string> addresses;
+  int64_t start_step = 0;
+  int source_rank = -1;
+  bool forming = false;
+  int64_t pending_id = 0;
+  std::map<TaskKey, GroupArrival> arrivals;
+};
+
+struct Job {
+  std::string id;
+  std::string json;
+  int64_t train_examples = 0;
+  CoordinatorJobSpec spec;
+  int64_t steps_per_epoch = 0;
+  int64_t total_steps = 0;
+  v1::JobStatus::State state = v1::JobStatus::RUNNING;
+  std::string error;
+  absl::Time submitted;
+  absl::Time started = absl::InfinitePast();  // topology satisfied
+  absl::Time finished = absl::InfinitePast();
+  StepSet completed;
+  // Pending = steps >= cursor not completed or in flight, plus requeued
+  // (all below cursor, neither completed nor in flight).
+  int64_t cursor = 0;
+  std::set<int64_t> requeued;
+  std::map<ItemKey, Holder> inflight;
+  std::vector<EpochStats> epochs;
+  int64_t lost_steps = 0;
+  // Checkpoints.
+  std::string last_checkpoint;
+  int64_t last_checkpoint_step = 0;
+  StepSet checkpoint_completed;
+  std::vector<EpochStats> checkpoint_epochs;
+  int64_t checkpoint_attempted = 0;  // completed count at the last try
+  absl::Time checkpoint_attempt_time;
+  bool checkpoint_pending = false;
+  // PS restore.
+  bool restore_pending = false;
+  int64_t restore_seq = 0;  // bumped by each ps restart
+  int64_t restore_floor_generation = 0;
+  absl::Time next_restore_attempt = absl::InfinitePast();
+  // The outstanding PsAction, and what a save covers.
+  bool action_in_progress = false;
+  // Synchronous strategies.
+  Group group;
+  StepSet save_completed;
+  std::vector<EpochStats> save_epochs;
+};
+
+struct BarrierWaiter {
+  int64_t ticket;
+  CoordinatorState::BarrierDone done;
+};
+
+struct Barrier {
+  int count = 0;
+  std::map<TaskKey, BarrierWaiter> waiters;
+};
+
+// Barrier callbacks to run once the lock is released.
+using Callbacks =
+    std::vector<std::pair<CoordinatorState::BarrierDone, absl::Status>>;
+
+// Everything CoordinatorState knows. Owned by the facade; the options and
+// the logger are immutable, the rest is guarded by `mu`.
+struct CoordinatorCore {
+  CoordinatorCore(CoordinatorOptions options, Logger* logger)
+      : options(std::move(options)), logger(logger) {}
+
+  absl::Time Now() const { return options.clock(); }
+  // Every change to what state.json holds calls this.
+  void MarkDirty() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { ++change_seq; }
+
+  const CoordinatorOptions options;
+  Logger* const logger;
+
+  mutable absl::Mutex mu;
+  int64_t generation ABSL_GUARDED_BY(mu) = 0;
+  int64_t change_seq ABSL_GUARDED_BY(mu) = 0;
+  int64_t job_seq ABSL_GUARDED_BY(mu) = 0;
+  // Group ids grow across jobs and coordinator restarts (persisted).
+  int64_t group_seq ABSL_GUARDED_BY(mu) = 0;
+  std::map<TaskKey, MemberRecord> members ABSL_GUARDED_BY(mu);
+  std::optional<Job> job ABSL_GUARDED_BY(mu);
+  std::map<std::string, Barrier> barriers ABSL_GUARDED_BY(mu);
+};
+
+// ---- Membership (coordinator_membership.cc) -------------------------------
+
+// "role:index".
+std::string Name(const TaskKey& task);
+// INVALID_ARGUMENT for an unknown role or a negative index.
+absl::StatusOr<TaskKey> ValidateTask(const v1::TaskId& task);
+// ValidateTask, plus INVALID_ARGUMENT for an empty incarnation or a task
+// outside the static cluster.
+absl::StatusOr<TaskKey> ValidateRegistration(const CoordinatorCore& core,
+                                             const v1::TaskId& task,
+                                             const std::string& incarnation);
+// NOT_FOUND ("re-register") unless `task` is ALIVE with `incarnation`.
+absl::StatusOr<MemberRecord*> LiveMember(CoordinatorCore& core,
+                                         const TaskKey& task,
+                                         const std::string& incarnation)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+void BumpGeneration(CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// The locked part of CoordinatorState::Register; returns the generation.
+int64_t RegisterMember(CoordinatorCore& core, const TaskKey& task,
+                       const std::string& address,
+                       const std::string& incarnation, Callbacks* callbacks)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// The locked part of Deregister; false when the member had already left.
+absl::StatusOr<bool> DeregisterMember(CoordinatorCore& core,
+                                      const TaskKey& task,
+                                      const std::string& incarnation,
+                                      Callbacks* callbacks)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// Declares the members whose lease expired FAILED, then advances the job.
+void ExpireLeases(CoordinatorCore& core, Callbacks* callbacks)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+v1::ClusterState ClusterStateOf(const CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// The ALIVE members with an address, by role, in index order.
+ClusterSpec AliveCluster(const CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// Index -> address of the ALIVE ps members with an address.
+std::map<int, std::string> AlivePsAddresses(const CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// What the job's strategy still lacks ("ps" or "worker"), or "".
+std::string MissingRole(const CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// The ALIVE members' names, or "none".
+std::string AliveList(const CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// Names of registered ps tasks not ALIVE (the job pauses for them).
+std::vector<std::string> PsDown(const CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+
+// ---- Step queue (coordinator_step_queue.cc) -------------------------------
+
+// A job file accepted by SubmitJob, before it is started.
+struct JobPlan {
+  CoordinatorJobSpec spec;
+  int64_t steps_per_epoch = 0;
+};
+// Errors: INVALID_ARGUMENT as CoordinatorState::SubmitJob.
+absl::StatusOr<JobPlan> PlanJob(const std::string& job_json,
+                                int64_t train_examples);
+// Replaces a finished job with a new RUNNING one; returns its id. Sets
+// *static_error (and fails the job) when the static cluster cannot run it.
+// Errors: FAILED_PRECONDITION while a job is RUNNING (nothing changed).
+absl::StatusOr<std::string> StartJob(CoordinatorCore& core,
+                                     const std::string& job_json,
+                                     int64_t train_examples,
+                                     const JobPlan& plan,
+                                     std::string* static_error)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// Advances the job: topology check and timeout, groups, checkpoint
+// triggers, restore without a checkpoint, completion.
+void UpdateJob(CoordinatorCore& core) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+void FailJob(CoordinatorCore& core, const std::string& error)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+bool UsesPs(const CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// The locked part of GetWork (`task` is not a ps task).
+absl::StatusOr<v1::WorkItem> NextWorkItem(CoordinatorCore& core,
+                                          const TaskKey& task,
+                                          const std::string& incarnation)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// The checks of ApplyReport that need no state.
+absl::Status ValidateReport(const v1::ReportWorkRequest& report);
+// The locked part of ApplyReport.
+absl::Status ApplyValidReport(CoordinatorCore& core, const TaskKey& task,
+                              const v1::ReportWorkRequest& report)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// Puts an in-flight item (already removed from inflight) back in the queue.
+void Requeue(CoordinatorCore& core, const ItemKey& item)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// Re-queues the items held by `task` (any incarnation when `incarnation`
+// is null), logging `reason`.
+void RequeueItemsOf(CoordinatorCore& core, const TaskKey& task,
+                    const std::string* incarnation, const char* reason)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// Re-queues the items task+incarnation holds outside `held` (TRAIN steps)
+// and `held_evaluations` (EVALUATE epochs); returns how many.
+int ReleaseUnheldItems(CoordinatorCore& core, const TaskKey& task,
+                       const std::string& incarnation,
+                       const std::set<int64_t>& held,
+                       const std::set<int64_t>& held_evaluations)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+v1::JobStatus JobStatusOf(const CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+
+// ---- Checkpoint planner (coordinator_checkpoint_planner.cc) ---------------
+
+// A ps task restarted: a running, started job must restore the PS tasks.
+void NotePsRestart(CoordinatorCore& core, const TaskKey& task)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// Restores without a checkpoint when one is due and none exists (the
+// workers re-create the variables). True while a restore is pending or a
+// PsAction runs: the job neither triggers checkpoints nor completes.
+bool AdvanceRestore(CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// Marks a checkpoint due (every N steps / seconds, or `all_done`).
+void MarkCheckpointDue(CoordinatorCore& core, bool all_done)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// As CoordinatorState::RequestCheckpoint.
+int64_t RequestCheckpoint(CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// The PsAction due now, if any (the job is already updated).
+std::optional<PsAction> TakePsAction(CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// The locked part of FinishPsAction; false when the action's job ended or
+// was replaced (nothing changed).
+bool ApplyPsActionResult(CoordinatorCore& core, const PsAction& action,
+                         const absl::Status& status)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+
+// ---- Groups (coordinator_groups.cc) ---------------------------------------
+
+// The job trains in groups (TrainingLoop::kSyncGroup).
+bool SyncGroupJob(const CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// Starts forming a group when the live trainers differ from the formed
+// group; completes the forming group when every candidate has joined.
+void UpdateGroup(CoordinatorCore& core) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// The locked part of JoinGroup (`task` is a chief or worker). Sets
+// *changed when state.json should be written.
+absl::StatusOr<v1::GroupAssignment> JoinGroupLocked(
+    CoordinatorCore& core, const TaskKey& task,
+    const v1::JoinGroupRequest& request, bool* changed)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// As CoordinatorState::NewestGroup.
+int64_t NewestGroupLocked(CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+
+// ---- Barriers (coordinator_barriers.cc) -----------------------------------
+
+// INVALID_ARGUMENT for an empty name or a count < 1.
+absl::Status ValidateBarrier(const std::string& name, int count);
+// The locked part of ArriveAtBarrier.
+absl::Status Arrive(CoordinatorCore& core, const std::string& name,
+                    const TaskKey& task, int count, int64_t ticket,
+                    CoordinatorState::BarrierDone done, Callbacks* callbacks)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+bool CancelWait(CoordinatorCore& core, int64_t ticket)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// Ends every wait with `status`.
+void CancelAll(CoordinatorCore& core, const absl::Status& status,
+               Callbacks* callbacks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// Aborts the barriers `task` waits in (it `reason`, e.g. "left").
+void AbortBarriersOf(CoordinatorCore& core, const TaskKey& task,
+                     const char* reason, Callbacks* callbacks)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+
+// ---- State codec (coordinator_state_codec.cc) -----------------------------
+
+// state.json: membership, the job and its checkpoint bookkeeping.
+std::string SerializeState(const CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// Loads what SerializeState wrote into a fresh core: members get a full
+// lease, a job waiting for its topology a fresh timeout. Errors:
+// INVALID_ARGUMENT saying what is wrong.
+absl::Status LoadState(CoordinatorCore& core, const std::string& text)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+
+}  // namespace coordinator_internal
+}  // namespace strata
+
+#endif  // STRATA_COORDINATOR_COORDINATOR_INTERNAL_H_

@@ -1,0 +1,472 @@
+#include "job/job.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "job/job_internal.h"
+
+namespace strata {
+namespace {
+
+using nlohmann::json;
+using job_internal::FootprintError;
+using job_internal::FormatBytes;
+using job_internal::Join;
+using job_internal::Object;
+using job_internal::ValidLayerName;
+using job_internal::ParseModel;
+using job_internal::PathError;
+using job_internal::Quote;
+using job_internal::Show;
+using job_internal::Shorten;
+
+absl::Status ParseOptimizer(const json& value, OptimizerConfig* config) {
+  const std::initializer_list<const char*> kTypes = {"sgd", "adam",
+                                                         "adagrad", "rmsprop"};
+  const std::string path = "job.optimizer";
+  json object = value;
+  if (value.is_string()) object = json{{"type", value}};
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(object, path));
+  std::string type;
+  STRATA_RETURN_IF_ERROR(o.Enum("type", true, kTypes, &type));
+  STRATA_ASSIGN_OR_RETURN(config->type, ParseOptimizerType(type));
+  // The fields each optimizer uses; any other is an error.
+  switch (config->type) {
+    case OptimizerType::kSgd:
+      STRATA_RETURN_IF_ERROR(o.CheckKeys(
+          {"type", "learning_rate", "momentum", "nesterov"}, " for sgd"));
+      break;
+    case OptimizerType::kAdam:
+      STRATA_RETURN_IF_ERROR(
+          o.CheckKeys({"type", "learning_rate", "beta_1", "beta_2", "epsilon",
+                       "amsgrad"},
+                      " for adam"));
+      break;
+    case OptimizerType::kAdagrad:
+      STRATA_RETURN_IF_ERROR(
+          o.CheckKeys({"type", "learning_rate", "initial_accumulator_value",
+                       "epsilon"},
+                      " for adagrad"));
+      break;
+    case OptimizerType::kRmsprop:
+      STRATA_RETURN_IF_ERROR(
+          o.CheckKeys({"type", "learning_rate", "rho", "momentum", "epsilon",
+                       "centered"},
+                      " for rmsprop"));
+      break;
+    case OptimizerType::kAssignAdd:
+    case OptimizerType::kAssign:
+      return PathError(o.Path("type"),
+                       absl::StrCat(Quote(type), " is not one of ",
+                                    Join(kTypes)));
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  STRATA_RETURN_IF_ERROR(o.Number("learning_rate", false, 0, inf, false,
+                                  &config->learning_rate));
+  STRATA_RETURN_IF_ERROR(
+      o.Number("momentum", false, 0, 1, false, &config->momentum));
+  STRATA_RETURN_IF_ERROR(o.Bool("nesterov", &config->nesterov));
+  STRATA_RETURN_IF_ERROR(o.Number("beta_1", false, 0, 1, true,
+                                  &config->beta_1));
+  STRATA_RETURN_IF_ERROR(o.Number("beta_2", false, 0, 1, true,
+                                  &config->beta_2));
+  STRATA_RETURN_IF_ERROR(
+      o.Number("epsilon", false, 0, inf, false, &config->epsilon));
+  STRATA_RETURN_IF_ERROR(o.Bool("amsgrad", &config->amsgrad));
+  STRATA_RETURN_IF_ERROR(o.Number("initial_accumulator_value", false, 0, inf,
+                                  false, &config->initial_accumulator_value));
+  STRATA_RETURN_IF_ERROR(o.Number("rho", false, 0, 1, true, &config->rho));
+  STRATA_RETURN_IF_ERROR(o.Bool("centered", &config->centered));
+  // Belt and braces: the optimizer's own validation.
+  absl::StatusOr<std::unique_ptr<Optimizer>> created =
+      Optimizer::Create(*config);
+  if (!created.ok()) return PathError(path, created.status().message());
+  return absl::OkStatus();
+}
+
+absl::Status ParseSplit(const json& value, const std::string& path,
+                        const std::string& format, DataSplitSpec* split) {
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, path));
+  if (format == "idx") {
+    STRATA_RETURN_IF_ERROR(
+        o.CheckKeys({"images", "labels"}, " for format idx"));
+    STRATA_RETURN_IF_ERROR(o.String("images", true, &split->images));
+    STRATA_RETURN_IF_ERROR(o.String("labels", true, &split->labels));
+  } else {
+    STRATA_RETURN_IF_ERROR(
+        o.CheckKeys({"path", "label_column", "header"}, " for format csv"));
+    STRATA_RETURN_IF_ERROR(o.String("path", true, &split->path));
+    STRATA_RETURN_IF_ERROR(o.Int("label_column", false, 0, int64_t{1} << 31,
+                                 &split->label_column));
+    STRATA_RETURN_IF_ERROR(o.Bool("header", &split->header));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseData(const json& value, DataSpec* data) {
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, "job.data"));
+  STRATA_RETURN_IF_ERROR(o.CheckKeys(
+      {"format", "train", "test", "scale", "limit_train", "limit_test"}));
+  STRATA_RETURN_IF_ERROR(o.Enum("format", true, {"idx", "csv"}, &data->format));
+  STRATA_RETURN_IF_ERROR(o.Required("train"));
+  STRATA_RETURN_IF_ERROR(
+      ParseSplit(o.At("train"), o.Path("train"), data->format, &data->train));
+  data->has_test = o.Has("test");
+  if (data->has_test) {
+    STRATA_RETURN_IF_ERROR(
+        ParseSplit(o.At("test"), o.Path("test"), data->format, &data->test));
+  }
+  STRATA_RETURN_IF_ERROR(o.Number("scale", false, 0, 1e300, false,
+                                  &data->scale));
+  if (!(data->scale > 0)) {
+    return PathError(o.Path("scale"), "must be > 0");
+  }
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  STRATA_RETURN_IF_ERROR(
+      o.Int("limit_train", false, 0, kMax, &data->limit_train));
+  STRATA_RETURN_IF_ERROR(o.Int("limit_test", false, 0, kMax, &data->limit_test));
+  return absl::OkStatus();
+}
+
+absl::Status ParsePartitioner(const json& value, const std::string& path,
+                              PartitionerSpec* p) {
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, path));
+  STRATA_RETURN_IF_ERROR(o.CheckKeys({"type", "num_shards", "min_shard_bytes",
+                                      "max_shard_bytes", "max_shards"}));
+  STRATA_RETURN_IF_ERROR(
+      o.Enum("type", true, {"fixed", "min_size", "max_size"}, &p->type));
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (p->type == "fixed") {
+    STRATA_RETURN_IF_ERROR(o.CheckKeys({"type", "num_shards"},
+                                       " for a fixed partitioner"));
+    STRATA_RETURN_IF_ERROR(o.Int32("num_shards", false, 1, &p->num_shards));
+  } else if (p->type == "min_size") {
+    STRATA_RETURN_IF_ERROR(o.CheckKeys(
+        {"type", "min_shard_bytes", "max_shards"}, " for a min_size "
+                                                   "partitioner"));
+    p->max_shards = 1;
+    STRATA_RETURN_IF_ERROR(
+        o.Int("min_shard_bytes", false, 1, kMax, &p->min_shard_bytes));
+    STRATA_RETURN_IF_ERROR(o.Int32("max_shards", false, 1, &p->max_shards));
+  } else {
+    STRATA_RETURN_IF_ERROR(o.CheckKeys(
+        {"type", "max_shard_bytes", "max_shards"}, " for a max_size "
+                                                   "partitioner"));
+    p->max_shards = 0;
+    STRATA_RETURN_IF_ERROR(
+        o.Int("max_shard_bytes", true, 1, kMax, &p->max_shard_bytes));
+    STRATA_RETURN_IF_ERROR(o.Int32("max_shards", false, 0, &p->max_shards));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseStrategy(const json& value, StrategySpec* s) {
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, "job.strategy"));
+  STRATA_RETURN_IF_ERROR(
+      o.CheckKeys({"type", "update", "partitioner", "sync_replicas",
+                   "collective", "replicas", "pack_bytes", "timeout_seconds"}));
+  // The names are the policy registry's (strategies/placement_policy.h).
+  STRATA_RETURN_IF_ERROR(o.String("type", true, &s->type, /*allow_empty=*/true));
+  if (!IsPlacementPolicyName(s->type)) {
+    return PathError(o.Path("type"), absl::StrCat(Quote(s->type),
+                                                  " is not one of ",
+                                                  PlacementPolicyNames()));
+  }
+  s->update = s->type == "parameter_server" ? "async" : "sync";
+  STRATA_RETURN_IF_ERROR(o.Enum("update", false, {"async", "sync"},
+                                &s->update));
+  if (s->update == "async" && s->type != "parameter_server" &&
+      s->type != "one_device") {
+    return PathError(o.Path("update"),
+                     absl::StrCat("'async' is not supported by ", s->type,
+                                  " (it is synchronous); use 'sync'"));
+  }
+  STRATA_RETURN_IF_ERROR(
+      o.Int32("sync_replicas", false, 1, &s->sync_replicas));
+  STRATA_RETURN_IF_ERROR(
+      o.Enum("collective", false, {"ring", "ps"}, &s->collective));
+  STRATA_RETURN_IF_ERROR(o.Int32("replicas", false, 1, &s->replicas));
+  STRATA_RETURN_IF_ERROR(
+      o.Int("pack_bytes", false, 1, int64_t{1} << 40, &s->pack_bytes));
+  STRATA_RETURN_IF_ERROR(
+      o.Number("timeout_seconds", false, 1e-3, 86400, false,
+               &s->timeout_seconds));
+  if (o.Has("partitioner")) {
+    STRATA_RETURN_IF_ERROR(ParsePartitioner(
+        o.At("partitioner"), o.Path("partitioner"), &s->partitioner));
+  }
+  s->options = value;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<int> ParseDeviceName(absl::string_view name,
+                                    absl::string_view path) {
+  if (name == "cpu") return -1;
+  if (name == "cuda") return 0;
+  if (absl::StartsWith(name, "cuda:")) {
+    const absl::string_view index = name.substr(5);
+    int n = 0;
+    const bool digits =
+        !index.empty() && index.size() <= 4 &&
+        std::all_of(index.begin(), index.end(),
+                    [](char c) { return c >= '0' && c <= '9'; });
+    if (digits && absl::SimpleAtoi(index, &n)) return n;
+  }
+  return PathError(path,
+                   absl::StrCat(Quote(name),
+                                " is not one of cpu, cuda, cuda:N (N a GPU "
+                                "index, 0 to 9999)"));
+}
+
+namespace {
+
+// ParseJob and ParseJobControl: every field present is parsed and
+// validated; `full` requires the fields a worker needs to train.
+absl::StatusOr<JobSpec> ParseJobFields(const json& job, bool full) {
+  STRATA_RETURN_IF_ERROR(CheckJobValueLimits(job));
+  JobSpec spec;
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(job, "job"));
+  STRATA_RETURN_IF_ERROR(o.CheckKeys(
+      {"name", "model", "loss", "metrics", "optimizer", "data", "strategy",
+       "epochs", "batch_size", "shuffle_seed", "seed", "checkpoint",
+       "evaluation", "device"}));
+  STRATA_RETURN_IF_ERROR(o.String("name", false, &spec.name));
+  if (!ValidLayerName(spec.name)) {
+    return PathError(o.Path("name"),
+                     absl::StrCat(Quote(spec.name),
+                                  " may only hold letters, digits, '_', '-' "
+                                  "and '.'"));
+  }
+
+  if (full) STRATA_RETURN_IF_ERROR(o.Required("model"));
+  if (o.Has("model")) {
+    STRATA_RETURN_IF_ERROR(ParseModel(o.At("model"), &spec.model));
+  }
+
+  STRATA_RETURN_IF_ERROR(o.Enum(
+      "loss", full,
+      {"sparse_categorical_crossentropy", "categorical_crossentropy",
+       "binary_crossentropy", "mse", "mean_squared_error"},
+      &spec.loss));
+  if (spec.loss == "mean_squared_error") spec.loss = "mse";
+
+  if (o.Has("metrics")) {
+    const json& metrics = o.At("metrics");
+    if (!metrics.is_array()) {
+      return PathError(o.Path("metrics"),
+                       absl::StrCat("expected an array, got ", Show(metrics)));
+    }
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      const json& m = metrics[i];
+      if (!m.is_string() || m.get<std::string>() != "accuracy") {
+        return PathError(absl::StrCat(o.Path("metrics"), "[", i, "]"),
+                         absl::StrCat(Show(m), " is not one of accuracy"));
+      }
+      if (spec.metrics.empty()) spec.metrics.push_back("accuracy");
+    }
+  }
+
+  if (full) STRATA_RETURN_IF_ERROR(o.Required("optimizer"));
+  if (o.Has("optimizer")) {
+    STRATA_RETURN_IF_ERROR(
+        ParseOptimizer(o.At("optimizer"), &spec.optimizer));
+  }
+
+  if (full) STRATA_RETURN_IF_ERROR(o.Required("data"));
+  if (o.Has("data")) {
+    STRATA_RETURN_IF_ERROR(ParseData(o.At("data"), &spec.data));
+  }
+
+  if (o.Has("strategy")) {
+    STRATA_RETURN_IF_ERROR(ParseStrategy(o.At("strategy"), &spec.strategy));
+  }
+
+  STRATA_RETURN_IF_ERROR(o.Int32("epochs", false, 1, &spec.epochs));
+  STRATA_RETURN_IF_ERROR(o.Int("batch_size", false, 1, int64_t{1} << 31,
+                               &spec.batch_size));
+  STRATA_RETURN_IF_ERROR(o.Uint64("shuffle_seed", &spec.shuffle_seed));
+  STRATA_RETURN_IF_ERROR(o.Uint64("seed", &spec.seed));
+
+  if (o.Has("checkpoint")) {
+    STRATA_ASSIGN_OR_RETURN(
+        Object c, Object::Make(o.At("checkpoint"), o.Path("checkpoint")));
+    STRATA_RETURN_IF_ERROR(c.CheckKeys({"every_steps", "every_seconds"}));
+    STRATA_RETURN_IF_ERROR(c.Int("every_steps", false, 0,
+                                 std::numeric_limits<int64_t>::max(),
+                                 &spec.checkpoint.every_steps));
+    STRATA_RETURN_IF_ERROR(
+        c.Number("every_seconds", false, 0,
+                 std::numeric_limits<double>::infinity(), false,
+                 &spec.checkpoint.every_seconds));
+  }
+  if (o.Has("evaluation")) {
+    STRATA_ASSIGN_OR_RETURN(
+        Object e, Object::Make(o.At("evaluation"), o.Path("evaluation")));
+    STRATA_RETURN_IF_ERROR(e.CheckKeys({"every_epochs"}));
+    STRATA_RETURN_IF_ERROR(
+        e.Int32("every_epochs", false, 0, &spec.evaluation.every_epochs));
+  }
+
+  if (o.Has("device")) {
+    std::string device;
+    STRATA_RETURN_IF_ERROR(o.String("device", true, &device));
+    STRATA_ASSIGN_OR_RETURN(spec.cuda_device,
+                            ParseDeviceName(device, o.Path("device")));
+    spec.device = spec.cuda_device < 0
+                      ? "cpu"
+                      : absl::StrCat("cuda:", spec.cuda_device);
+  }
+
+  // The strategy as a whole, as the policy registry sees it.
+  STRATA_RETURN_IF_ERROR(PolicyFor(spec).status());
+
+  if (o.Has("model") && o.Has("loss")) {
+    STRATA_RETURN_IF_ERROR(ValidateModelAndLoss(spec.model, spec.loss));
+    STRATA_ASSIGN_OR_RETURN(
+        ModelFootprint footprint,
+        ComputeModelFootprint(spec.model, spec.optimizer, spec.batch_size));
+    if (footprint.saturated || footprint.bytes > kMaxJobModelBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          FootprintError(spec, footprint), "; a job may need at most ",
+          FormatBytes(kMaxJobModelBytes), " per worker"));
+    }
+  }
+  spec.json = job.dump();
+  return spec;
+}
+
+// Text to JSON after CheckJobTextLimits; malformed JSON is
+// INVALID_ARGUMENT with the parser's position (its message shortened).
+absl::StatusOr<json> ParseJobText(absl::string_view text) {
+  STRATA_RETURN_IF_ERROR(CheckJobTextLimits(text));
+  json parsed = json::parse(text.begin(), text.end(), nullptr,
+                            /*allow_exceptions=*/false,
+                            /*ignore_comments=*/false);
+  if (parsed.is_discarded()) {
+    // Re-parse with exceptions to get the position of the error.
+    std::string detail = "malformed JSON";
+    try {
+      json reparsed = json::parse(text.begin(), text.end());
+      (void)reparsed;
+    } catch (const json::exception& e) {
+      // parse_error, or out_of_range for a number that overflows. The
+      // message quotes the token last read, which may be long.
+      detail = Shorten(e.what(), 256);
+    }
+    return absl::InvalidArgumentError(absl::StrCat("job: ", detail));
+  }
+  return parsed;
+}
+
+}  // namespace
+
+absl::StatusOr<JobSpec> ParseJob(const json& job) {
+  return ParseJobFields(job, /*full=*/true);
+}
+
+absl::StatusOr<JobSpec> ParseJobControl(absl::string_view text) {
+  STRATA_ASSIGN_OR_RETURN(json parsed, ParseJobText(text));
+  STRATA_ASSIGN_OR_RETURN(JobSpec spec, ParseJobFields(parsed, /*full=*/false));
+  spec.json = std::string(text);
+  return spec;
+}
+
+absl::StatusOr<JobSpec> ParseJobString(absl::string_view text) {
+  STRATA_ASSIGN_OR_RETURN(json parsed, ParseJobText(text));
+  STRATA_ASSIGN_OR_RETURN(JobSpec spec, ParseJob(parsed));
+  spec.json = std::string(text);
+  return spec;
+}
+
+absl::StatusOr<JobSpec> LoadJobFile(const std::string& path) {
+  const std::string limit =
+      absl::StrCat("at most ", kMaxJobBytes, " (", FormatBytes(kMaxJobBytes),
+                   ")");
+  // Refuse a large file by its size, before opening it.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job file ", path, ": is a directory"));
+    }
+    if (S_ISREG(st.st_mode) &&
+        static_cast<uint64_t>(st.st_size) > kMaxJobBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job file ", path, ": ", st.st_size, " bytes, ", limit));
+    }
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    const std::string what =
+        absl::StrCat("job file ", path, ": ", std::strerror(err));
+    if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(what);
+    if (err == EACCES) return absl::PermissionDeniedError(what);
+    return absl::InternalError(what);
+  }
+  // A file without a size (a pipe, a device) or one that grew: read one
+  // byte past the limit, no more.
+  std::string text(kMaxJobBytes + 1, '\0');
+  in.read(&text[0], static_cast<std::streamsize>(text.size()));
+  if (in.bad()) {
+    return absl::InternalError(
+        absl::StrCat("job file ", path, ": read failed"));
+  }
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxJobBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job file ", path, ": more than ", kMaxJobBytes, " bytes, ", limit));
+  }
+  absl::StatusOr<JobSpec> spec = ParseJobString(text);
+  if (!spec.ok()) {
+    return absl::Status(spec.status().code(),
+                        absl::StrCat(path, ": ", spec.status().message()));
+  }
+  return spec;
+}
+
+PolicyConfig PolicyConfigFor(const JobSpec& job) {
+  PolicyConfig c;
+  const StrategySpec& s = job.strategy;
+  c.type = s.type;
+  c.update = s.update;
+  c.sync_replicas = s.sync_replicas;
+  c.partitioner = s.partitioner.type;
+  c.num_shards = s.partitioner.num_shards;
+  c.min_shard_bytes = s.partitioner.min_shard_bytes;
+  c.max_shard_bytes = s.partitioner.max_shard_bytes;
+  c.max_shards = s.partitioner.max_shards;
+  c.collective = s.collective;
+  c.replicas = s.replicas;
+  c.pack_bytes = s.pack_bytes;
+  c.collective_timeout = absl::Seconds(s.timeout_seconds);
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<PlacementPolicy>> PolicyFor(const JobSpec& job) {
+  return MakePlacementPolicy(PolicyConfigFor(job));
+}
+
+}  // namespace strata

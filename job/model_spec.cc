@@ -1,0 +1,340 @@
+// The model part of a job: layers, activations, initializers, and the
+// model's validation against its loss.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "job/job.h"
+#include "job/job_internal.h"
+
+namespace strata {
+namespace {
+
+constexpr const char* kActivationNames = "relu, sigmoid, tanh, softmax, linear";
+
+}  // namespace
+
+namespace job_internal {
+
+bool ValidLayerName(absl::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+                    c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// An initializer: a name, or {"type", "seed", "value", "minval", "maxval",
+// "mean", "stddev"}.
+absl::Status ParseInitializer(const json& value, const std::string& path,
+                              InitializerSpec* spec, bool* seed_set) {
+  const std::initializer_list<const char*> kNames = {
+      "zeros",           "ones",           "constant",
+      "random_uniform",  "random_normal",  "truncated_normal",
+      "glorot_uniform",  "glorot_normal",  "he_normal",
+      "he_uniform"};
+  std::string type_name;
+  if (value.is_string()) {
+    type_name = value.get<std::string>();
+  } else if (value.is_object()) {
+    Object o(value, path);
+    STRATA_RETURN_IF_ERROR(o.CheckKeys({"type", "seed", "value", "minval",
+                                        "maxval", "mean", "stddev"}));
+    STRATA_RETURN_IF_ERROR(o.Enum("type", true, kNames, &type_name));
+    if (o.Has("seed")) {
+      STRATA_RETURN_IF_ERROR(o.Uint64("seed", &spec->seed));
+      *seed_set = true;
+    }
+    const double inf = std::numeric_limits<double>::infinity();
+    STRATA_RETURN_IF_ERROR(
+        o.Number("value", false, -inf, inf, false, &spec->value));
+    STRATA_RETURN_IF_ERROR(
+        o.Number("minval", false, -inf, inf, false, &spec->minval));
+    STRATA_RETURN_IF_ERROR(
+        o.Number("maxval", false, -inf, inf, false, &spec->maxval));
+    STRATA_RETURN_IF_ERROR(
+        o.Number("mean", false, -inf, inf, false, &spec->mean));
+    STRATA_RETURN_IF_ERROR(
+        o.Number("stddev", false, 0, inf, false, &spec->stddev));
+    if (!(spec->minval < spec->maxval)) {
+      return PathError(path, absl::StrCat("minval (", spec->minval,
+                                          ") must be < maxval (", spec->maxval,
+                                          ")"));
+    }
+  } else {
+    return PathError(path, absl::StrCat("expected an initializer name or "
+                                        "object, got ",
+                                        Show(value)));
+  }
+  absl::StatusOr<InitializerType> type = ParseInitializerType(type_name);
+  if (!type.ok()) {
+    return PathError(path, absl::StrCat(Quote(type_name), " is not one of ",
+                                        Join(kNames)));
+  }
+  spec->type = *type;
+  return absl::OkStatus();
+}
+
+absl::Status ParseLayer(const json& value, const std::string& path,
+                        LayerSpec* layer) {
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, path));
+  std::string type;
+  STRATA_RETURN_IF_ERROR(
+      o.Enum("type", true, {"dense", "dropout", "flatten"}, &type));
+  if (type == "dense") {
+    layer->type = LayerType::kDense;
+    STRATA_RETURN_IF_ERROR(o.CheckKeys(
+        {"type", "name", "units", "activation", "use_bias",
+         "kernel_initializer", "bias_initializer"},
+        " for a dense layer"));
+    // Any size here: ParseJob refuses a model that does not fit with the
+    // bytes it would need (ComputeModelFootprint).
+    STRATA_RETURN_IF_ERROR(o.Int("units", true, 1,
+                                 std::numeric_limits<int64_t>::max(),
+                                 &layer->units));
+    std::string activation = "linear";
+    STRATA_RETURN_IF_ERROR(o.Enum(
+        "activation", false, {"relu", "sigmoid", "tanh", "softmax", "linear"},
+        &activation));
+    STRATA_ASSIGN_OR_RETURN(layer->activation, ParseActivation(activation));
+    STRATA_RETURN_IF_ERROR(o.Bool("use_bias", &layer->use_bias));
+    if (o.Has("kernel_initializer")) {
+      STRATA_RETURN_IF_ERROR(ParseInitializer(
+          o.At("kernel_initializer"), o.Path("kernel_initializer"),
+          &layer->kernel_initializer, &layer->kernel_seed_set));
+    }
+    if (o.Has("bias_initializer")) {
+      STRATA_RETURN_IF_ERROR(ParseInitializer(
+          o.At("bias_initializer"), o.Path("bias_initializer"),
+          &layer->bias_initializer, &layer->bias_seed_set));
+    }
+  } else if (type == "dropout") {
+    layer->type = LayerType::kDropout;
+    STRATA_RETURN_IF_ERROR(
+        o.CheckKeys({"type", "name", "rate"}, " for a dropout layer"));
+    STRATA_RETURN_IF_ERROR(o.Number("rate", true, 0, 1, true, &layer->rate));
+  } else {
+    layer->type = LayerType::kFlatten;
+    STRATA_RETURN_IF_ERROR(
+        o.CheckKeys({"type", "name"}, " for a flatten layer"));
+  }
+  STRATA_RETURN_IF_ERROR(o.String("name", false, &layer->name));
+  if (o.Has("name") && !ValidLayerName(layer->name)) {
+    return PathError(o.Path("name"),
+                     absl::StrCat(Quote(layer->name),
+                                  " may only hold letters, digits, '_', '-' "
+                                  "and '.'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseModel(const json& value, ModelSpec* model) {
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, "job.model"));
+  STRATA_RETURN_IF_ERROR(o.CheckKeys({"input_shape", "layers"}));
+  STRATA_RETURN_IF_ERROR(o.Required("input_shape"));
+  const json& shape = o.At("input_shape");
+  if (!shape.is_array() || shape.empty()) {
+    return PathError(o.Path("input_shape"),
+                     absl::StrCat("expected a non-empty array of positive "
+                                  "integers, got ",
+                                  Show(shape)));
+  }
+  model->input_shape.clear();
+  int64_t features = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const json& d = shape[i];
+    const std::string path = absl::StrCat(o.Path("input_shape"), "[", i, "]");
+    if (!d.is_number_integer() || d.get<int64_t>() < 1 ||
+        d.get<int64_t>() > (int64_t{1} << 31)) {
+      return PathError(path, absl::StrCat("expected a positive integer, got ",
+                                          Show(d)));
+    }
+    features *= d.get<int64_t>();
+    if (features > (int64_t{1} << 31)) {
+      return PathError(o.Path("input_shape"),
+                       absl::StrCat("more than 2^31 features per example"));
+    }
+    model->input_shape.push_back(d.get<int64_t>());
+  }
+  STRATA_RETURN_IF_ERROR(o.Required("layers"));
+  const json& layers = o.At("layers");
+  if (!layers.is_array() || layers.empty()) {
+    return PathError(o.Path("layers"),
+                     absl::StrCat("expected a non-empty array of layers, got ",
+                                  Show(layers)));
+  }
+  model->layers.clear();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    LayerSpec layer;
+    STRATA_RETURN_IF_ERROR(
+        ParseLayer(layers[i], absl::StrCat(o.Path("layers"), "[", i, "]"),
+                   &layer));
+    model->layers.push_back(std::move(layer));
+  }
+  return absl::OkStatus();
+}
+
+
+}  // namespace job_internal
+
+using job_internal::Object;
+using job_internal::PathError;
+using job_internal::Quote;
+using job_internal::Show;
+using job_internal::ValidLayerName;
+
+absl::StatusOr<Activation> ParseActivation(absl::string_view name) {
+  for (Activation a : {Activation::kLinear, Activation::kRelu,
+                       Activation::kSigmoid, Activation::kTanh,
+                       Activation::kSoftmax}) {
+    if (name == ActivationName(a)) return a;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      Quote(name), " is not one of ", kActivationNames));
+}
+
+std::string ActivationName(Activation activation) {
+  switch (activation) {
+    case Activation::kLinear:
+      return "linear";
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kSigmoid:
+      return "sigmoid";
+    case Activation::kTanh:
+      return "tanh";
+    case Activation::kSoftmax:
+      return "softmax";
+  }
+  return absl::StrCat("unknown(", static_cast<int>(activation), ")");
+}
+
+std::string LayerTypeName(LayerType type) {
+  switch (type) {
+    case LayerType::kDense:
+      return "dense";
+    case LayerType::kDropout:
+      return "dropout";
+    case LayerType::kFlatten:
+      return "flatten";
+  }
+  return absl::StrCat("unknown(", static_cast<int>(type), ")");
+}
+
+absl::Status ValidateModelAndLoss(const ModelSpec& model,
+                                  absl::string_view loss) {
+  if (model.input_shape.empty()) {
+    return PathError("job.model.input_shape", "must not be empty");
+  }
+  for (size_t i = 0; i < model.input_shape.size(); ++i) {
+    if (model.input_shape[i] < 1) {
+      return PathError(absl::StrCat("job.model.input_shape[", i, "]"),
+                       absl::StrCat("must be >= 1, got ",
+                                    model.input_shape[i]));
+    }
+  }
+  if (model.layers.empty()) {
+    return PathError("job.model.layers", "must hold at least one layer");
+  }
+  // Layer names: explicit ones kept, the others Keras's automatic names.
+  std::vector<std::string> names = ResolveLayerNames(model);
+  std::set<std::string> seen;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string path = absl::StrCat("job.model.layers[", i, "]");
+    const LayerSpec& layer = model.layers[i];
+    if (!seen.insert(names[i]).second) {
+      return PathError(path,
+                       absl::StrCat("duplicate layer name ", Quote(names[i])));
+    }
+    if (!ValidLayerName(names[i])) {
+      return PathError(path + ".name",
+                       absl::StrCat(Quote(names[i]),
+                                    " may only hold letters, digits, '_', "
+                                    "'-' and '.'"));
+    }
+    if (layer.type == LayerType::kDense && layer.units < 1) {
+      return PathError(path + ".units",
+                       absl::StrCat("must be >= 1, got ", layer.units));
+    }
+    if (layer.type == LayerType::kDropout &&
+        !(layer.rate >= 0 && layer.rate < 1)) {
+      return PathError(path + ".rate",
+                       absl::StrCat("must be in [0, 1), got ", layer.rate));
+    }
+  }
+  // The output layer: the last layer other than flatten must be dense.
+  int last = static_cast<int>(model.layers.size()) - 1;
+  while (last >= 0 && model.layers[last].type == LayerType::kFlatten) --last;
+  if (last < 0 || model.layers[last].type != LayerType::kDense) {
+    const int at = last < 0 ? 0 : last;
+    return PathError(
+        absl::StrCat("job.model.layers[", at, "]"),
+        absl::StrCat("the output layer must be dense, got ",
+                     LayerTypeName(model.layers[at].type)));
+  }
+  const LayerSpec& out = model.layers[last];
+  const std::string out_path = absl::StrCat("job.model.layers[", last, "]");
+  if (loss == "sparse_categorical_crossentropy" ||
+      loss == "categorical_crossentropy") {
+    if (out.activation != Activation::kSoftmax) {
+      return PathError(out_path + ".activation",
+                       absl::StrCat("job.loss ", loss,
+                                    " needs a softmax output layer, got ",
+                                    ActivationName(out.activation)));
+    }
+    if (out.units < 2) {
+      return PathError(out_path + ".units",
+                       absl::StrCat("job.loss ", loss,
+                                    " needs an output layer of >= 2 units "
+                                    "(one per class), got ",
+                                    out.units));
+    }
+  } else if (loss == "binary_crossentropy") {
+    if (out.activation != Activation::kSigmoid) {
+      return PathError(out_path + ".activation",
+                       absl::StrCat("job.loss ", loss,
+                                    " needs a sigmoid output layer, got ",
+                                    ActivationName(out.activation)));
+    }
+    if (out.units != 1) {
+      return PathError(out_path + ".units",
+                       absl::StrCat("job.loss ", loss,
+                                    " needs an output layer of 1 unit "
+                                    "(labels 0/1), got ",
+                                    out.units));
+    }
+  } else if (loss != "mse" && loss != "mean_squared_error") {
+    return PathError("job.loss",
+                     absl::StrCat(Quote(loss), " is not one of "
+                                  "sparse_categorical_crossentropy, "
+                                  "categorical_crossentropy, "
+                                  "binary_crossentropy, mse"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> ResolveLayerNames(const ModelSpec& model) {
+  std::vector<std::string> names;
+  int counts[3] = {0, 0, 0};
+  for (const LayerSpec& layer : model.layers) {
+    if (!layer.name.empty()) {
+      names.push_back(layer.name);
+      continue;
+    }
+    int& n = counts[static_cast<int>(layer.type)];
+    const std::string base = LayerTypeName(layer.type);
+    names.push_back(n == 0 ? base : absl::StrCat(base, "_", n));
+    ++n;
+  }
+  return names;
+}
+
+}  // namespace strata

@@ -1,0 +1,112 @@
+// The parameter server's core as its gRPC adapter (ParameterServiceImpl)
+// sees it: named variables, the job owning each, checkpoints and
+// accounting. VariableStore (server/variable_store.h) keeps everything in
+// memory.
+//
+// Job ownership, for servers with credentials: a variable belongs to the
+// job whose caller created it. A job's coordinator may reach only its job's
+// variables, and may save or restore only while the server holds no other
+// job's variable; its restore makes every restored variable its job's. An
+// admin reaches every job; its restore keeps the owners known before and
+// gives the other variables to the admin's job. A null caller
+// (std::nullopt) is a server without credentials: everything is allowed and
+// nothing gains an owner.
+//
+// Implementations are thread-safe and hold no lock across checkpoint I/O:
+// pushes and pulls run while a save or restore reads or writes files (a
+// restore swaps the variables in under a short lock at the end).
+#ifndef STRATA_SERVER_PARAMETER_STORE_H_
+#define STRATA_SERVER_PARAMETER_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/auth.h"
+#include "server/variable.h"
+#include "strata/v1/parameter_server.pb.h"
+
+namespace strata {
+
+struct StoreStats {
+  int64_t num_variables = 0;
+  int64_t variable_bytes = 0;
+  int64_t pushes_applied = 0;
+  int64_t pushes_duplicate = 0;
+  int64_t pulls = 0;
+  int64_t bytes_pushed = 0;
+  int64_t bytes_pulled = 0;
+  int64_t sync_steps_applied = 0;
+};
+
+struct SaveResult {
+  std::string path;
+  int64_t num_variables = 0;
+  int64_t bytes = 0;
+};
+
+class ParameterStore {
+ public:
+  virtual ~ParameterStore() = default;
+
+  // Creates a variable for `caller`, who owns it once it exists (an
+  // identical variable without an owner becomes the caller's job's too).
+  // Returns true when created, false when an identical variable already
+  // exists. Errors: PERMISSION_DENIED when the name belongs to another job
+  // (checked first); ALREADY_EXISTS for a different spec under the name;
+  // INVALID_ARGUMENT / RESOURCE_EXHAUSTED / FAILED_PRECONDITION from
+  // Variable::Create.
+  virtual absl::StatusOr<bool> Create(const v1::VariableSpec& spec,
+                                      const std::optional<Caller>& caller) = 0;
+
+  // Errors: NOT_FOUND naming the variable.
+  virtual absl::StatusOr<std::shared_ptr<Variable>> Get(
+      const std::string& name) const = 0;
+
+  virtual std::vector<std::shared_ptr<Variable>> List() const = 0;
+
+  // PERMISSION_DENIED when variable `name` belongs to another job than the
+  // caller's (and the caller is no admin); an unknown name passes.
+  virtual absl::Status CheckOwner(const std::optional<Caller>& caller,
+                                  const std::string& name) const = 0;
+
+  // Whether `caller` may save or restore this server's checkpoints (`what`:
+  // "save" or "restore", for the message). Errors: PERMISSION_DENIED for a
+  // job's coordinator while the server holds a variable not of its job.
+  virtual absl::Status CheckCheckpointAccess(
+      const std::optional<Caller>& caller, const char* what) const = 0;
+
+  // Writes every variable to `path` (resolved against the checkpoint
+  // directory). The access check and the choice of variables are one step.
+  // Errors: those of CheckCheckpointAccess, of resolving the path and of
+  // writing the checkpoint.
+  virtual absl::StatusOr<SaveResult> Save(
+      const std::string& path, const std::optional<Caller>& caller) = 0;
+
+  // Replaces every variable with the checkpoint's, owned as the rule above
+  // says; returns how many. Pulls waiting on the old variables get
+  // ABORTED. The access is checked before reading and again when the
+  // variables are swapped in. Errors: those of CheckCheckpointAccess,
+  // NOT_FOUND, DATA_LOSS, and the device's (nothing changes).
+  virtual absl::StatusOr<int64_t> Restore(
+      const std::string& path, const std::optional<Caller>& caller) = 0;
+
+  // Largest variable (and so largest push, pull or assign) in bytes.
+  virtual uint64_t max_variable_bytes() const = 0;
+
+  // Accounting, called by the service.
+  virtual void RecordPush(const PushOutcome& outcome, int64_t bytes) = 0;
+  virtual void RecordPull(int64_t bytes) = 0;
+  virtual StoreStats Stats() const = 0;
+
+  // Fails every waiting pull (shutdown).
+  virtual void CancelWaiters(const absl::Status& status) = 0;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_SERVER_PARAMETER_STORE_H_

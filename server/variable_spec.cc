@@ -1,0 +1,221 @@
+#include "server/variable_spec.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/variable_internal.h"
+
+namespace strata {
+namespace {
+
+using variable_internal::Quote;
+
+absl::Status ValidateSpecShape(const v1::VariableSpec& spec, DType dtype,
+                               uint64_t max_bytes, Shape* shape) {
+  const std::string var = absl::StrCat("variable ", Quote(spec.name()));
+  shape->assign(spec.shape().begin(), spec.shape().end());
+  absl::Status s = ValidateShape(*shape, DTypeSize(dtype), max_bytes);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(var, ": ", s.message()));
+  }
+  if (spec.full_shape_size() == 0) {
+    if (spec.row_offset() != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          var, ": row_offset ", spec.row_offset(),
+          " given without full_shape"));
+    }
+    return absl::OkStatus();
+  }
+  Shape full(spec.full_shape().begin(), spec.full_shape().end());
+  if (full.size() != shape->size() || full.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        var, ": full_shape ", ShapeString(full), " must have the rank of shape ",
+        ShapeString(*shape), " and rank >= 1"));
+  }
+  for (size_t i = 1; i < full.size(); ++i) {
+    if (full[i] != (*shape)[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          var, ": shard shape ", ShapeString(*shape),
+          " differs from full_shape ", ShapeString(full), " beyond axis 0"));
+    }
+  }
+  if (spec.row_offset() < 0 || spec.row_offset() + (*shape)[0] > full[0]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        var, ": rows [", spec.row_offset(), ", ",
+        spec.row_offset() + (*shape)[0], ") are outside full_shape ",
+        ShapeString(full)));
+  }
+  return absl::OkStatus();
+}
+
+// Every number of the initializer and optimizer specs must be finite, also
+// the ones their type does not use: a NaN would make the spec differ from
+// itself, so re-creating the same variable (CreateVariable is idempotent)
+// would get ALREADY_EXISTS. Errors: INVALID_ARGUMENT naming the field.
+absl::Status CheckSpecNumbersFinite(const v1::VariableSpec& spec,
+                                    const std::string& var) {
+  const v1::Initializer& i = spec.initializer();
+  const v1::OptimizerSpec& o = spec.optimizer();
+  const std::pair<const char*, double> fields[] = {
+      {"initializer.value", i.value()},
+      {"initializer.minval", i.minval()},
+      {"initializer.maxval", i.maxval()},
+      {"initializer.mean", i.mean()},
+      {"initializer.stddev", i.stddev()},
+      {"optimizer.learning_rate", o.learning_rate()},
+      {"optimizer.momentum", o.momentum()},
+      {"optimizer.beta_1", o.beta_1()},
+      {"optimizer.beta_2", o.beta_2()},
+      {"optimizer.epsilon", o.epsilon()},
+      {"optimizer.initial_accumulator_value", o.initial_accumulator_value()},
+      {"optimizer.rho", o.rho()}};
+  for (const auto& [field, value] : fields) {
+    if (!std::isfinite(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(var, ": ", field, " must be finite, got ", value));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The optimizer of `spec`, which must suit `dtype`.
+absl::StatusOr<std::unique_ptr<Optimizer>> ValidateOptimizer(
+    const v1::VariableSpec& spec, DType dtype, const std::string& var) {
+  auto config = OptimizerFromProto(spec.optimizer());
+  if (!config.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(var, ": optimizer: ", config.status().message()));
+  }
+  if (!IsFloating(dtype) && config->type != OptimizerType::kAssignAdd &&
+      config->type != OptimizerType::kAssign) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        var, ": optimizer ", OptimizerTypeName(config->type),
+        " needs float32 or float64; ", DTypeName(dtype),
+        " variables allow only assign_add"));
+  }
+  auto optimizer = Optimizer::Create(*config);
+  if (!optimizer.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(var, ": optimizer: ", optimizer.status().message()));
+  }
+  return optimizer;
+}
+
+absl::Status ValidateUpdateMode(const v1::UpdateMode& mode,
+                                const std::string& var) {
+  switch (mode.kind()) {
+    case v1::UpdateMode::ASYNC:
+      return absl::OkStatus();
+    case v1::UpdateMode::SYNC:
+    case v1::UpdateMode::STALENESS:
+      if (mode.num_replicas() < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            var, ": update_mode.num_replicas must be >= 1 for ",
+            v1::UpdateMode::Kind_Name(mode.kind()), ", got ",
+            mode.num_replicas()));
+      }
+      if (mode.staleness() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(var, ": update_mode.staleness must be >= 0, got ",
+                         mode.staleness()));
+      }
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          var, ": update_mode.kind ", static_cast<int>(mode.kind()),
+          " is not one of ASYNC, SYNC, STALENESS"));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<DType> DTypeFromProto(v1::DType dtype) {
+  switch (dtype) {
+    case v1::DT_FLOAT32:
+      return DType::kFloat32;
+    case v1::DT_FLOAT64:
+      return DType::kFloat64;
+    case v1::DT_INT32:
+      return DType::kInt32;
+    case v1::DT_INT64:
+      return DType::kInt64;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("dtype ", static_cast<int>(dtype),
+                       " is not one of float32, float64, int32, int64"));
+  }
+}
+
+v1::DType DTypeToProto(DType dtype) {
+  return static_cast<v1::DType>(static_cast<int>(dtype));
+}
+
+absl::StatusOr<InitializerSpec> InitializerFromProto(
+    const v1::Initializer& init) {
+  InitializerSpec spec;
+  if (!init.type().empty()) {
+    STRATA_ASSIGN_OR_RETURN(spec.type, ParseInitializerType(init.type()));
+  }
+  spec.seed = init.seed();
+  spec.value = init.value();
+  if (init.minval() != 0 || init.maxval() != 0) {
+    spec.minval = init.minval();
+    spec.maxval = init.maxval();
+  }
+  spec.mean = init.mean();
+  if (init.stddev() != 0) spec.stddev = init.stddev();
+  return spec;
+}
+
+absl::StatusOr<OptimizerConfig> OptimizerFromProto(const v1::OptimizerSpec& o) {
+  OptimizerConfig c;
+  if (!o.type().empty()) {
+    STRATA_ASSIGN_OR_RETURN(c.type, ParseOptimizerType(o.type()));
+  }
+  if (o.learning_rate() != 0) c.learning_rate = o.learning_rate();
+  c.momentum = o.momentum();
+  c.nesterov = o.nesterov();
+  if (o.beta_1() != 0) c.beta_1 = o.beta_1();
+  if (o.beta_2() != 0) c.beta_2 = o.beta_2();
+  if (o.epsilon() != 0) c.epsilon = o.epsilon();
+  c.amsgrad = o.amsgrad();
+  if (o.initial_accumulator_value() != 0) {
+    c.initial_accumulator_value = o.initial_accumulator_value();
+  }
+  if (o.rho() != 0) c.rho = o.rho();
+  c.centered = o.centered();
+  return c;
+}
+
+absl::StatusOr<ValidatedVariableSpec> ValidateVariableSpec(
+    const v1::VariableSpec& spec, uint64_t max_bytes) {
+  if (spec.name().empty()) {
+    return absl::InvalidArgumentError("variable spec: name is empty");
+  }
+  const std::string var = absl::StrCat("variable ", Quote(spec.name()));
+  STRATA_RETURN_IF_ERROR(CheckSpecNumbersFinite(spec, var));
+  ValidatedVariableSpec out;
+  auto dtype = DTypeFromProto(spec.dtype());
+  if (!dtype.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(var, ": ", dtype.status().message()));
+  }
+  out.dtype = *dtype;
+  STRATA_RETURN_IF_ERROR(
+      ValidateSpecShape(spec, out.dtype, max_bytes, &out.shape));
+  STRATA_ASSIGN_OR_RETURN(out.optimizer,
+                          ValidateOptimizer(spec, out.dtype, var));
+  STRATA_RETURN_IF_ERROR(ValidateUpdateMode(spec.update_mode(), var));
+  auto init = InitializerFromProto(spec.initializer());
+  if (!init.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(var, ": initializer: ", init.status().message()));
+  }
+  out.initializer = *init;
+  return out;
+}
+
+}  // namespace strata

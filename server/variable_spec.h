@@ -1,0 +1,47 @@
+// Validation of a v1::VariableSpec and the conversions between its wire
+// fields and the internal forms (DType, InitializerSpec, OptimizerConfig).
+// Pure functions, safe from any thread.
+#ifndef STRATA_SERVER_VARIABLE_SPEC_H_
+#define STRATA_SERVER_VARIABLE_SPEC_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/tensor.h"
+#include "kernels/initializers.h"
+#include "kernels/optimizers.h"
+#include "strata/v1/parameter_server.pb.h"
+
+namespace strata {
+
+// Converts between the wire and internal forms of specs. Errors
+// (the *FromProto functions): INVALID_ARGUMENT for an unknown dtype,
+// initializer or optimizer type.
+absl::StatusOr<DType> DTypeFromProto(v1::DType dtype);
+v1::DType DTypeToProto(DType dtype);
+absl::StatusOr<InitializerSpec> InitializerFromProto(
+    const v1::Initializer& init);
+absl::StatusOr<OptimizerConfig> OptimizerFromProto(const v1::OptimizerSpec& o);
+
+// What ValidateVariableSpec derives from a valid spec.
+struct ValidatedVariableSpec {
+  DType dtype = DType::kInvalid;
+  Shape shape;
+  std::unique_ptr<Optimizer> optimizer;
+  InitializerSpec initializer;
+};
+
+// Checks, in this order: the name is not empty; every initializer and
+// optimizer number is finite; the dtype; the shape (at most `max_bytes`)
+// with its full shape and row offset; the optimizer (only assign_add and
+// assign for integer dtypes); the update mode (num_replicas >= 1 and
+// staleness >= 0 for SYNC and STALENESS); the initializer. Errors:
+// INVALID_ARGUMENT naming the variable and the field; RESOURCE_EXHAUSTED
+// for a value over `max_bytes`.
+absl::StatusOr<ValidatedVariableSpec> ValidateVariableSpec(
+    const v1::VariableSpec& spec, uint64_t max_bytes);
+
+}  // namespace strata
+
+#endif  // STRATA_SERVER_VARIABLE_SPEC_H_

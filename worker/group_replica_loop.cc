@@ -1,0 +1,270 @@
+// GroupTrainer's training steps (worker/group_trainer_internal.h).
+#include "worker/group_trainer_internal.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
+
+namespace strata {
+namespace worker_internal {
+
+bool GroupTrainer::EvalDue(int epoch) const {
+  const int every = job_.evaluation.every_epochs;
+  return every > 0 && ((epoch + 1) % every == 0 || epoch + 1 == job_.epochs);
+}
+
+absl::Status GroupTrainer::EvaluateMissedEpochs(const v1::GroupAssignment& a) {
+  // Epochs whose steps all completed but whose evaluation was lost with a
+  // member: evaluated now, with the current model.
+  STRATA_ASSIGN_OR_RETURN(v1::JobStatus job, coordinator_->GetJob());
+  for (const v1::EpochResult& e : job.epochs()) {
+    if (e.steps() == steps_per_epoch_ && !e.evaluated() && EvalDue(e.epoch())) {
+      Replica& rep = replicas_[0];
+      if (policy_->variable_home() == VariableHome::kPsTasks) {
+        STRATA_RETURN_IF_ERROR(PullAtLeast(a, &rep, a.start_step()));
+      }
+      STRATA_RETURN_IF_ERROR(EvaluateAndReport(a, e.epoch(), &rep));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GroupTrainer::PullAtLeast(const v1::GroupAssignment& a,
+                                       Replica* rep, int64_t version) {
+  std::vector<void*> dsts;
+  for (auto& p : rep->params) dsts.push_back(p.data());
+  PullOptions pull;
+  pull.min_version = version;
+  const absl::Time until = absl::Now() + collective_options_.timeout;
+  while (true) {
+    absl::Status s = cluster_->PullMany(layout_.names, dsts, pull);
+    if (s.ok()) return s;
+    const bool waiting = s.code() == absl::StatusCode::kAborted ||
+                         s.code() == absl::StatusCode::kDeadlineExceeded;
+    if (!waiting || absl::Now() >= until) return s;
+    if (Stopping()) return absl::CancelledError("stopped");
+    if (NewerGroup(a.group())) {
+      return absl::AbortedError(absl::StrCat(
+          "group ", a.group(), " replaced while waiting for version ", version));
+    }
+  }
+}
+
+absl::Status GroupTrainer::ApplyLocal(Replica* rep, int64_t step) {
+  for (size_t i = 0; i < layout_.names.size(); ++i) {
+    std::vector<void*> slots;
+    for (auto& s : rep->slots[i]) slots.push_back(s.data());
+    STRATA_RETURN_IF_ERROR(optimizer_->ApplyDense(
+        DType::kFloat32, step, rep->params[i].data(), slots,
+        rep->flat.data() + offsets_[i], layout_.sizes[i]));
+  }
+  return absl::OkStatus();
+}
+
+void GroupTrainer::Report(const v1::GroupAssignment& a, int64_t step,
+                          double loss, double accuracy, int64_t examples) {
+  v1::ReportWorkRequest req;
+  *req.mutable_task() = agent_->task();
+  req.set_incarnation(agent_->incarnation());
+  v1::WorkItem* item = req.mutable_item();
+  item->set_kind(v1::WorkItem::TRAIN);
+  item->set_step(step);
+  item->set_epoch(static_cast<int>(step / steps_per_epoch_));
+  item->set_batch(step % steps_per_epoch_);
+  item->set_job_id(a.job_id());
+  item->set_generation(agent_->generation());
+  req.set_loss(loss);
+  req.set_accuracy(accuracy);
+  req.set_examples(examples);
+  absl::StatusOr<v1::ReportWorkResponse> resp = coordinator_->ReportWork(req);
+  if (resp.ok()) {
+    int64_t seen = newest_group_.load();
+    while (resp->group() > seen &&
+           !newest_group_.compare_exchange_weak(seen, resp->group())) {
+    }
+  } else if (resp.status().code() != absl::StatusCode::kNotFound) {
+    logger_->Log(LogLevel::kWarning, "report_failed",
+                 {{"step", step}, {"error", resp.status().ToString()}});
+  }
+}
+
+absl::Status GroupTrainer::EvaluateAndReport(const v1::GroupAssignment& a,
+                                             int epoch, Replica* rep) {
+  double loss = 0, accuracy = 0;
+  if (has_test_) {
+    STRATA_ASSIGN_OR_RETURN(
+        StepStats stats, ModelOf(*rep).Evaluate(Model::Views(rep->params),
+                                                test_, 1024, &rep->workspace));
+    loss = stats.loss;
+    accuracy = stats.accuracy;
+  }
+  v1::ReportWorkRequest req;
+  *req.mutable_task() = agent_->task();
+  req.set_incarnation(agent_->incarnation());
+  v1::WorkItem* item = req.mutable_item();
+  item->set_kind(v1::WorkItem::EVALUATE);
+  item->set_epoch(epoch);
+  item->set_job_id(a.job_id());
+  item->set_generation(agent_->generation());
+  req.set_test_loss(loss);
+  req.set_test_accuracy(accuracy);
+  absl::StatusOr<v1::ReportWorkResponse> resp = coordinator_->ReportWork(req);
+  if (!resp.ok()) return resp.status();
+  logger_->Log(LogLevel::kInfo, "evaluated",
+               {{"epoch", epoch}, {"test_loss", loss},
+                {"test_accuracy", accuracy}});
+  return absl::OkStatus();
+}
+
+absl::Status GroupTrainer::ReplicaLoop(const v1::GroupAssignment& a, int local,
+                                       GradientReducer* reducer) {
+  Replica& rep = replicas_[static_cast<size_t>(local)];
+  const int num_local = static_cast<int>(replicas_.size());
+  const int world = a.size() * num_local;
+  const int rank = a.rank() * num_local + local;
+  const bool reporter = local == 0;
+  const bool evaluator = rank == 0;
+  const bool ps_home = policy_->variable_home() == VariableHome::kPsTasks;
+  const std::string tag_job = absl::StrCat(a.job_id(), "/g", a.group());
+  StepStats last{};
+  int64_t last_examples = 0;
+  auto leave = [&](const char* why) {
+    if (reducer == nullptr) return;
+    reducer->Abort(absl::AbortedError(
+        absl::StrCat("rank ", rank, " left group ", a.group(), ": ", why)));
+  };
+  for (int64_t step = a.start_step(); step < total_steps_; ++step) {
+    if (Stopping()) {
+      leave("stopping");
+      return absl::CancelledError("stopped");
+    }
+    if (num_local == 1 && NewerGroup(a.group())) {
+      leave("a newer group was announced");
+      return absl::OkStatus();
+    }
+    const int epoch = static_cast<int>(step / steps_per_epoch_);
+    if (epoch != rep.cached_epoch) {
+      rep.permutation = EpochPermutation(train_.size, job_.shuffle_seed, epoch);
+      rep.cached_epoch = epoch;
+    }
+    GatherBatch(train_, rep.permutation, step % steps_per_epoch_,
+                job_.batch_size, &rep.x, &rep.y);
+    const int64_t batch = static_cast<int64_t>(rep.y.size());
+    const auto [begin, end] = ReplicaRows(batch, rank, world);
+    const int64_t n = end - begin;
+
+    if (ps_home) {
+      // Version `step` means every step before it was applied by the store.
+      absl::Status pulled = PullAtLeast(a, &rep, step);
+      if (!pulled.ok()) {
+        if (NewerGroup(a.group())) return absl::OkStatus();
+        return pulled;
+      }
+      if (step > a.start_step() && reporter) {
+        Report(a, step - 1, last.loss, last.accuracy, last_examples);
+        if (evaluator && step % steps_per_epoch_ == 0 &&
+            EvalDue(static_cast<int>((step - 1) / steps_per_epoch_))) {
+          STRATA_RETURN_IF_ERROR(EvaluateAndReport(
+              a, static_cast<int>((step - 1) / steps_per_epoch_), &rep));
+        }
+      }
+    }
+
+    StepStats stats{};
+    if (n > 0) {
+      STRATA_ASSIGN_OR_RETURN(
+          stats,
+          ModelOf(rep).TrainStep(Model::Views(rep.params),
+                            rep.x.data() + begin * model_->num_features(),
+                            rep.y.data() + begin, n,
+                            job_.seed * 1000003 +
+                                static_cast<uint64_t>(step) * 4096 +
+                                static_cast<uint64_t>(rank),
+                            &rep.grads, &rep.workspace));
+    } else {
+      for (auto& g : rep.grads) std::fill(g.begin(), g.end(), 0.0f);
+    }
+    // Each replica's mean gradient weighted by its share of the batch: the
+    // sum over replicas is the global batch's mean gradient.
+    const float share = static_cast<float>(n) / static_cast<float>(batch);
+
+    if (ps_home) {
+      // The store averages group_size pushes: scale so that the average is
+      // the share-weighted sum.
+      const float scale = share * static_cast<float>(world);
+      std::vector<const void*> grads;
+      for (auto& g : rep.grads) {
+        for (float& v : g) v *= scale;
+        grads.push_back(g.data());
+      }
+      absl::StatusOr<int64_t> pushed = cluster_->PushMany(
+          layout_.names, grads, PushTag{tag_job, rank, step, a.group(), world});
+      // ABORTED: the store already applied this step (a re-run after a
+      // regroup) or a newer group owns it; the next pull tells.
+      if (!pushed.ok() && pushed.status().code() != absl::StatusCode::kAborted) {
+        return pushed.status();
+      }
+      last = stats;
+      last_examples = batch;
+      continue;
+    }
+
+    // Sum over the group, then every replica applies the same update.
+    float* flat = rep.flat.data();
+    for (size_t i = 0; i < layout_.names.size(); ++i) {
+      const float* g = rep.grads[i].data();
+      float* dst = flat + offsets_[i];
+      for (int64_t k = 0; k < layout_.sizes[i]; ++k) dst[k] = g[k] * share;
+    }
+    flat[num_params_] = static_cast<float>(stats.loss) * share;
+    flat[num_params_ + 1] = static_cast<float>(stats.accuracy) * share;
+    STRATA_ASSIGN_OR_RETURN(
+        const GradientReducer::Outcome outcome,
+        reducer->Reduce(local, step, absl::MakeSpan(rep.flat)));
+    if (outcome == GradientReducer::Outcome::kGroupReplaced) {
+      return absl::OkStatus();
+    }
+    if (local == 0) {
+      // Replica 0's state is what others copy: update it under the lock.
+      absl::MutexLock lock(&state_mu_);
+      STRATA_RETURN_IF_ERROR(ApplyLocal(&rep, step));
+      next_step_ = step + 1;
+    } else {
+      STRATA_RETURN_IF_ERROR(ApplyLocal(&rep, step));
+    }
+    if (reporter) {
+      Report(a, step, flat[num_params_], flat[num_params_ + 1], batch);
+      if (evaluator && (step + 1) % steps_per_epoch_ == 0 &&
+          EvalDue(static_cast<int>(step / steps_per_epoch_))) {
+        STRATA_RETURN_IF_ERROR(EvaluateAndReport(
+            a, static_cast<int>(step / steps_per_epoch_), &rep));
+      }
+    }
+  }
+  if (ps_home && total_steps_ > a.start_step()) {
+    // The last step is done once the store applied it.
+    absl::Status pulled = PullAtLeast(a, &rep, total_steps_);
+    if (!pulled.ok()) {
+      if (NewerGroup(a.group())) return absl::OkStatus();
+      return pulled;
+    }
+    if (reporter) {
+      Report(a, total_steps_ - 1, last.loss, last.accuracy, last_examples);
+      if (evaluator && EvalDue(job_.epochs - 1)) {
+        STRATA_RETURN_IF_ERROR(EvaluateAndReport(a, job_.epochs - 1, &rep));
+      }
+    }
+  }
+  if (local == 0) finished_ = true;
+  if (local == 0 && rank == 0 && !ps_home && !options_.export_dir.empty()) {
+    STRATA_RETURN_IF_ERROR(ExportState());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace worker_internal
+}  // namespace strata
