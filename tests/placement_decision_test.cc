@@ -108,9 +108,9 @@ class PlacementDecisionTest : public ::testing::Test {
 
 TEST_F(PlacementDecisionTest, SizeBalancedDecisionsTakeEffectOnThePsTasks) {
   SizeBalancedPolicy policy(2);
-  // "big" (2 shards of 50 rows) fills tasks 0 and 1; "small" (2 shards of
-  // 4 and 3 rows) then goes to the emptiest, task 2, and task 1 (ties go to
-  // the lower index): round-robin would put small/part_0 on task 0.
+  // "big" (2 shards of 50 rows) fills tasks 0 and 1; both shards of "small"
+  // (4 and 3 rows) then go to the emptiest, task 2, where round-robin would
+  // put them on tasks 0 and 1.
   for (const auto& [name, rows] :
        std::vector<std::pair<std::string, int64_t>>{{"big", 100},
                                                     {"small", 7}}) {
@@ -125,8 +125,9 @@ TEST_F(PlacementDecisionTest, SizeBalancedDecisionsTakeEffectOnThePsTasks) {
   }
   std::vector<std::vector<std::string>> held = Holdings();
   EXPECT_EQ(held[0], std::vector<std::string>({"big/part_0"}));
-  EXPECT_EQ(held[1], std::vector<std::string>({"big/part_1", "small/part_1"}));
-  EXPECT_EQ(held[2], std::vector<std::string>({"small/part_0"}));
+  EXPECT_EQ(held[1], std::vector<std::string>({"big/part_1"}));
+  EXPECT_EQ(held[2],
+            std::vector<std::string>({"small/part_0", "small/part_1"}));
 
   // Pulls and pushes follow the placement: the whole variable comes back.
   std::vector<float> got(7 * 8);
