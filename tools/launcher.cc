@@ -495,14 +495,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   stop_all();
   WriteClusterFile(cluster_file, all());
   if (!result.ok()) return result;
-  if (!options.summary_path.empty()) {
-    std::ofstream f(options.summary_path);
-    f << summary.dump(2) << "\n";
-    if (!f) {
-      return absl::InternalError(
-          absl::StrCat("cannot write the summary to ", options.summary_path));
-    }
-  }
+  STRATA_RETURN_IF_ERROR(WriteSummary(options.summary_path, summary));
   return summary;
 }
 

@@ -99,6 +99,18 @@ int64_t PsAppliedSteps(const nlohmann::json& cluster,
 
 }  // namespace
 
+absl::Status WriteSummary(const std::string& path,
+                          const nlohmann::json& summary) {
+  if (path.empty()) return absl::OkStatus();
+  std::ofstream f(path);
+  f << summary.dump(2) << "\n";
+  if (!f) {
+    return absl::InternalError(
+        absl::StrCat("cannot write the summary to ", path));
+  }
+  return absl::OkStatus();
+}
+
 void PrintCompletedEpochs(const v1::JobStatus& status, int epochs,
                           size_t* printed, std::ostream& out) {
   const int64_t spe = epochs > 0 ? status.steps_scheduled() / epochs : 0;
@@ -275,14 +287,7 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
   out << absl::StrFormat("Test accuracy: %.4f (test loss %.4f)", test_accuracy,
                          test_loss)
       << std::endl;
-  if (!options.summary_path.empty()) {
-    std::ofstream f(options.summary_path);
-    f << result.dump(2) << "\n";
-    if (!f) {
-      return absl::InternalError(
-          absl::StrCat("cannot write the summary to ", options.summary_path));
-    }
-  }
+  STRATA_RETURN_IF_ERROR(WriteSummary(options.summary_path, result));
   return result;
 }
 

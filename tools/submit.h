@@ -41,6 +41,11 @@ struct SubmitOptions {
   ClientSecurity security;
 };
 
+// Writes `summary` (indented JSON) to `path`; nothing when `path` is empty.
+// Errors: INTERNAL naming the path.
+absl::Status WriteSummary(const std::string& path,
+                          const nlohmann::json& summary);
+
 // Writes to `out` the progress line of each epoch of `status` (a job of
 // `epochs` epochs) completed since epoch *printed, and advances *printed.
 // An epoch is complete when all its steps and its evaluation are done (or
