@@ -21,7 +21,7 @@
 // runtime's strata::Model, strata::Dataset and strata::Optimizer).
 //
 // A model is validated by turning it into a job (the JSON schema of
-// worker/job.h, as examples/fashion_mnist/job.json) and parsing that job, so
+// job/job.h, as examples/fashion_mnist/job.json) and parsing that job, so
 // errors name the job path of the offending value
 // ("job.model.layers[1].activation: 'relux' is not one of ...").
 //

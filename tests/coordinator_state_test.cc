@@ -318,7 +318,7 @@ TEST_F(CoordinatorStateTest, WatchersSeeGenerationChanges) {
 // ---------------------------------------------------------------------------
 // Jobs and the step queue.
 
-// SubmitJob from any client applies the job file's limits (worker/job.h):
+// SubmitJob from any client applies the job file's limits (job/job_limits.h):
 // refused at once naming the field and the limit, the message short.
 TEST_F(CoordinatorStateTest, JobsBeyondTheJobFileLimitsAreRefused) {
   Reg("ps", 0);

@@ -23,7 +23,7 @@
 
 namespace strata {
 
-// As worker/job.h's Activation (the kernels do not depend on the worker).
+// As job/job.h's Activation (the kernels do not depend on the job library).
 enum class GpuActivation { kLinear, kRelu, kSigmoid, kTanh, kSoftmax };
 
 // The model's loss families: the (sparse) categorical cross-entropy over a

@@ -420,7 +420,7 @@ def job_json():
     seeds["malformed"] = b'{"name": "x", "model": {"layers": [}'
     seeds["wrong-type"] = b'{"name": 7, "epochs": "ten"}'
 
-    # Limits of the job file (worker/job.h): at and just past each bound.
+    # Limits of the job file (job/job_limits.h): at and just past each bound.
     with open(os.path.join(REPO, "tests/data/small_job.json")) as f:
         small = json.load(f)
 
