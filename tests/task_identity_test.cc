@@ -73,13 +73,13 @@ TEST(TaskIdentityTest, PsTakesItsTaskFromTfConfig) {
 
 TEST(TaskIdentityTest, FlagsOverrideTfConfig) {
   TaskIdentityFlags flags;
-  flags.host = "10.0.0.1";
+  flags.host = "127.0.0.1";
   flags.port = 7000;
   flags.coordinator = "elsewhere:1";
   flags.task_index_from_name = "strata-ps-5";
   auto ps = ResolveTaskIdentity(DaemonKind::kPs, flags, TfConfigFor("ps", 1));
   ASSERT_TRUE(ps.ok()) << ps.status();
-  EXPECT_EQ(ps->host, "10.0.0.1");
+  EXPECT_EQ(ps->host, "127.0.0.1");
   EXPECT_EQ(ps->port, 7000);
   EXPECT_EQ(ps->task_index, 5);
   EXPECT_EQ(ps->coordinator, "elsewhere:1");
