@@ -1,9 +1,11 @@
 #include "bench/baselines.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -21,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "bench/echo.grpc.pb.h"
 #include "bench/echo.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -37,20 +40,43 @@ constexpr int kPingPongWarmupRounds = 10;
 constexpr int kEchoWarmupCalls = 3;
 constexpr auto kConnectTimeout = std::chrono::seconds(10);
 constexpr auto kCallTimeout = std::chrono::seconds(60);
+constexpr auto kStreamTimeoutPerRound = std::chrono::milliseconds(10);
+
+// Exit codes of the socket baselines' child before its body runs.
+constexpr int kChildConnectFailed = 2;
+constexpr int kChildSetnsFailed = 3;
 
 double MicrosSince(Clock::time_point start) {
   return std::chrono::duration<double, std::micro>(Clock::now() - start)
       .count();
 }
 
-absl::Status SocketError(const char* what) {
-  const int error = errno;
+absl::Status ErrnoError(int error, absl::string_view what) {
   if (error == EAGAIN || error == EWOULDBLOCK) {
     return absl::DeadlineExceededError(absl::StrCat(
         what, ": no progress within ", kSocketTimeoutSeconds, " s"));
   }
   return absl::ErrnoToStatus(error, what);
 }
+
+absl::Status SocketError(absl::string_view what) {
+  return ErrnoError(errno, what);
+}
+
+// Owns a file descriptor; closes it on destruction.
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd = -1) : fd_(fd) {}
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  ~ScopedFd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
 
 // ---------------------------------------------------------------------------
 // Blocking socket helpers. They only make system calls, so the forked child
@@ -101,16 +127,36 @@ bool RecvAll(int fd, char* buf, size_t len) {
   return true;
 }
 
-// A child process connected to this one over TCP on 127.0.0.1. The
+// The error for a baseline child that exited (wait `status`) before it
+// connected.
+absl::Status EarlyChildExit(int status, const SocketLink& link,
+                            const std::string& listen_address) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kChildSetnsFailed) {
+    return absl::InternalError(absl::StrCat(
+        "baseline child cannot join network namespace ", link.child_netns));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kChildConnectFailed) {
+    return absl::InternalError(absl::StrCat(
+        "baseline child cannot connect to ", listen_address,
+        link.child_netns.empty() ? ""
+                                 : absl::StrCat(" from ", link.child_netns)));
+  }
+  return absl::InternalError(absl::StrCat(
+      "baseline child exited before connecting (wait status ", status, ")"));
+}
+
+// A child process connected to this one over TCP (on a SocketLink). The
 // destructor closes the socket and reaps the child (killing it first unless
 // Finish() already reaped it).
 class Peer {
  public:
-  // Forks a child that connects back and runs `child_body(fd)`, exiting with
+  // Forks a child that joins link.child_netns (if set), connects to the
+  // parent on link.listen_address and runs `child_body(fd)`, exiting with
   // its return value. `child_body` must only make system calls (no malloc,
   // no locks): the parent may be multi-threaded.
   template <typename ChildBody>
-  static absl::StatusOr<std::unique_ptr<Peer>> Start(ChildBody child_body);
+  static absl::StatusOr<std::unique_ptr<Peer>> Start(const SocketLink& link,
+                                                     ChildBody child_body);
 
   Peer(const Peer&) = delete;
   Peer& operator=(const Peer&) = delete;
@@ -153,62 +199,85 @@ class Peer {
 };
 
 template <typename ChildBody>
-absl::StatusOr<std::unique_ptr<Peer>> Peer::Start(ChildBody child_body) {
-  const int listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd < 0) return SocketError("socket");
+absl::StatusOr<std::unique_ptr<Peer>> Peer::Start(const SocketLink& link,
+                                                  ChildBody child_body) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = 0;
-  socklen_t addr_len = sizeof(addr);
-  if (bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      listen(listen_fd, 1) != 0 ||
-      getsockname(listen_fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) !=
-          0) {
-    absl::Status status = SocketError("bind/listen on 127.0.0.1:0");
-    close(listen_fd);
-    return status;
+  const std::string listen_address =
+      link.listen_address.empty() ? "127.0.0.1" : link.listen_address;
+  if (inet_pton(AF_INET, listen_address.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "baseline listen address is not IPv4: ", listen_address));
   }
+  // Opened before the fork: the child then only needs setns().
+  const ScopedFd netns(link.child_netns.empty()
+                           ? -1
+                           : open(link.child_netns.c_str(),
+                                  O_RDONLY | O_CLOEXEC));
+  if (!link.child_netns.empty() && netns.get() < 0) {
+    const int error = errno;
+    return ErrnoError(error, absl::StrCat("open ", link.child_netns));
+  }
+  ScopedFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (listener.get() < 0) return SocketError("socket");
+  socklen_t addr_len = sizeof(addr);
+  if (bind(listener.get(), reinterpret_cast<sockaddr*>(&addr),
+           sizeof(addr)) != 0 ||
+      listen(listener.get(), 1) != 0 ||
+      getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr),
+                  &addr_len) != 0) {
+    const int error = errno;
+    return ErrnoError(error,
+                      absl::StrCat("bind/listen on ", listen_address, ":0"));
+  }
+  const std::string where =
+      absl::StrCat(listen_address, ":", ntohs(addr.sin_port));
+  const int listen_fd = listener.get();
+  const int netns_fd = netns.get();
 
   const pid_t pid = fork();
-  if (pid < 0) {
-    absl::Status status = SocketError("fork");
-    close(listen_fd);
-    return status;
-  }
+  if (pid < 0) return SocketError("fork");
   if (pid == 0) {
-    // Child: system calls only, then _exit.
+    // Child: system calls only, then _exit. The socket is created after
+    // setns() so that it belongs to the child's namespace.
     close(listen_fd);
+    if (netns_fd >= 0) {
+      if (setns(netns_fd, CLONE_NEWNET) != 0) _exit(kChildSetnsFailed);
+      close(netns_fd);
+    }
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0 || !ConfigureSocket(fd) ||
         connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      _exit(2);
+      _exit(kChildConnectFailed);
     }
     const int code = child_body(fd);
     close(fd);
     _exit(code);
   }
 
-  // Parent: accept the child's connection, bounded in time.
+  // Parent: accept the child's connection, bounded in time; a child that
+  // exits first (cannot join the namespace or connect) fails fast.
   auto peer = std::unique_ptr<Peer>(new Peer(pid, -1));
-  pollfd pfd{listen_fd, POLLIN, 0};
-  int ready;
-  while ((ready = poll(&pfd, 1, kSocketTimeoutSeconds * 1000)) < 0 &&
-         errno == EINTR) {
-  }
-  if (ready <= 0) {
-    if (ready == 0) errno = EAGAIN;
-    absl::Status status = SocketError("accept from baseline child");
-    close(listen_fd);
-    return status;
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::seconds(kSocketTimeoutSeconds);
+  while (true) {
+    pollfd pfd{listen_fd, POLLIN, 0};
+    const int ready = poll(&pfd, 1, 100);
+    if (ready > 0) break;
+    if (ready < 0 && errno != EINTR) return SocketError("poll");
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      peer->pid_ = -1;
+      return EarlyChildExit(status, link, where);
+    }
+    if (Clock::now() >= deadline) {
+      return ErrnoError(EAGAIN,
+                        absl::StrCat("accept from baseline child on ", where));
+    }
   }
   const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) {
-    absl::Status status = SocketError("accept");
-    close(listen_fd);
-    return status;
-  }
-  close(listen_fd);
+  if (fd < 0) return SocketError("accept");
   peer->fd_ = fd;
   if (!ConfigureSocket(fd)) return SocketError("setsockopt");
   return peer;
@@ -225,10 +294,11 @@ absl::Status ValidateSizes(size_t bytes, int iterations) {
 // ---------------------------------------------------------------------------
 // gRPC echo.
 
-absl::Status FromGrpc(const grpc::Status& status) {
+absl::Status FromGrpc(const grpc::Status& status,
+                      absl::string_view method = "Echo") {
   if (status.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat("Echo RPC: ", status.error_message()));
+                      absl::StrCat(method, " RPC: ", status.error_message()));
 }
 
 // Opens a channel of its own (not shared with other channels to the same
@@ -245,6 +315,7 @@ absl::StatusOr<std::unique_ptr<Echo::Stub>> ConnectEcho(
   args.SetMaxReceiveMessageSize(limit);
   args.SetMaxSendMessageSize(limit);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);  // always the direct path
   std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
       target, grpc::InsecureChannelCredentials(), args);
   if (!channel->WaitForConnected(std::chrono::system_clock::now() +
@@ -273,7 +344,8 @@ EchoMessage MakePayload(size_t bytes) {
 // ---------------------------------------------------------------------------
 
 absl::StatusOr<TransferResult> RawSocketTransfer(size_t message_bytes,
-                                                 int iterations) {
+                                                 int iterations,
+                                                 const SocketLink& link) {
   if (absl::Status s = ValidateSizes(message_bytes, iterations); !s.ok()) {
     return s;
   }
@@ -284,7 +356,7 @@ absl::StatusOr<TransferResult> RawSocketTransfer(size_t message_bytes,
   const int rounds = kRawWarmupRounds + iterations;
 
   absl::StatusOr<std::unique_ptr<Peer>> peer =
-      Peer::Start([data, message_bytes, rounds](int fd) {
+      Peer::Start(link, [data, message_bytes, rounds](int fd) {
         const char ack = 1;
         for (int i = 0; i < rounds; ++i) {
           if (!RecvAll(fd, data, message_bytes) || !SendAll(fd, &ack, 1)) {
@@ -315,8 +387,8 @@ absl::StatusOr<TransferResult> RawSocketTransfer(size_t message_bytes,
   return result;
 }
 
-absl::StatusOr<std::vector<double>> RawSocketPingPongMicros(size_t bytes,
-                                                            int iterations) {
+absl::StatusOr<std::vector<double>> RawSocketPingPongMicros(
+    size_t bytes, int iterations, const SocketLink& link) {
   if (absl::Status s = ValidateSizes(bytes, iterations); !s.ok()) return s;
   std::vector<char> out(bytes, '\x5a');
   std::vector<char> in(bytes, 0);
@@ -324,7 +396,7 @@ absl::StatusOr<std::vector<double>> RawSocketPingPongMicros(size_t bytes,
   const int rounds = kPingPongWarmupRounds + iterations;
 
   absl::StatusOr<std::unique_ptr<Peer>> peer =
-      Peer::Start([in_data, bytes, rounds](int fd) {
+      Peer::Start(link, [in_data, bytes, rounds](int fd) {
         for (int i = 0; i < rounds; ++i) {
           if (!RecvAll(fd, in_data, bytes) || !SendAll(fd, in_data, bytes)) {
             return 1;
@@ -351,6 +423,39 @@ absl::StatusOr<std::vector<double>> RawSocketPingPongMicros(size_t bytes,
 
 class EchoServer::ServiceImpl final : public Echo::CallbackService {
  public:
+  // Echoes each message of one EchoStream: read, write it back, read the
+  // next; finishes OK when the client is done writing. Deletes itself.
+  class StreamReactor final
+      : public grpc::ServerBidiReactor<EchoMessage, EchoMessage> {
+   public:
+    StreamReactor() { StartRead(&message_); }
+
+    void OnReadDone(bool ok) override {
+      if (!ok) {
+        Finish(grpc::Status::OK);
+        return;
+      }
+      StartWrite(&message_);
+    }
+    void OnWriteDone(bool ok) override {
+      if (!ok) {
+        Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "echo stream write failed"));
+        return;
+      }
+      StartRead(&message_);
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    EchoMessage message_;  // one read or one write in flight at a time
+  };
+
+  grpc::ServerBidiReactor<EchoMessage, EchoMessage>* EchoStream(
+      grpc::CallbackServerContext* /*context*/) override {
+    return new StreamReactor();
+  }
+
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
                                  const EchoMessage* request,
                                  EchoMessage* reply) override {
@@ -362,8 +467,12 @@ class EchoServer::ServiceImpl final : public Echo::CallbackService {
 };
 
 EchoServer::EchoServer(std::unique_ptr<ServiceImpl> service,
-                       std::unique_ptr<grpc::Server> server, int port)
-    : service_(std::move(service)), server_(std::move(server)), port_(port) {}
+                       std::unique_ptr<grpc::Server> server, std::string host,
+                       int port)
+    : service_(std::move(service)),
+      server_(std::move(server)),
+      host_(std::move(host)),
+      port_(port) {}
 
 EchoServer::~EchoServer() {
   server_->Shutdown(std::chrono::system_clock::now() +
@@ -372,26 +481,31 @@ EchoServer::~EchoServer() {
 }
 
 absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
-    int max_message_bytes) {
+    int max_message_bytes, const std::string& host) {
+  const std::string bracketed =
+      !host.empty() && host.find(':') != std::string::npos &&
+              host.front() != '['
+          ? absl::StrCat("[", host, "]")
+          : host;
   auto service = std::make_unique<ServiceImpl>();
   int port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
+  builder.AddListeningPort(absl::StrCat(bracketed, ":0"),
+                           grpc::InsecureServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(max_message_bytes);
   builder.SetMaxSendMessageSize(max_message_bytes);
   builder.RegisterService(service.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return absl::UnavailableError(
-        "cannot start the echo server on 127.0.0.1:0");
+        absl::StrCat("cannot start the echo server on ", bracketed, ":0"));
   }
   return std::unique_ptr<EchoServer>(
-      new EchoServer(std::move(service), std::move(server), port));
+      new EchoServer(std::move(service), std::move(server), bracketed, port));
 }
 
 std::string EchoServer::target() const {
-  return absl::StrCat("127.0.0.1:", port_);
+  return absl::StrCat(host_, ":", port_);
 }
 
 absl::StatusOr<std::vector<double>> EchoLatencyMicros(const std::string& target,
@@ -416,6 +530,52 @@ absl::StatusOr<std::vector<double>> EchoLatencyMicros(const std::string& target,
                                               reply.data().size(),
                                               " bytes, sent ", bytes));
     }
+  }
+  return micros;
+}
+
+absl::StatusOr<std::vector<double>> EchoStreamPingPongMicros(
+    const std::string& target, size_t bytes, int iterations) {
+  if (iterations <= 0) {
+    return absl::InvalidArgumentError("iterations must be > 0");
+  }
+  absl::StatusOr<std::unique_ptr<Echo::Stub>> stub = ConnectEcho(target, bytes);
+  if (!stub.ok()) return stub.status();
+  const EchoMessage request = MakePayload(bytes);
+  EchoMessage reply;
+  const int rounds = kPingPongWarmupRounds + iterations;
+
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kCallTimeout +
+                       kStreamTimeoutPerRound * rounds);
+  std::unique_ptr<grpc::ClientReaderWriter<EchoMessage, EchoMessage>> stream =
+      (*stub)->EchoStream(&context);
+
+  std::vector<double> micros;
+  micros.reserve(iterations);
+  absl::Status mismatch;
+  int completed = 0;
+  for (; completed < rounds; ++completed) {
+    const Clock::time_point start = Clock::now();
+    if (!stream->Write(request) || !stream->Read(&reply)) break;
+    if (reply.data().size() != bytes) {
+      mismatch = absl::InternalError(absl::StrCat(
+          "echo stream returned ", reply.data().size(), " bytes, sent ",
+          bytes));
+      context.TryCancel();
+      break;
+    }
+    if (completed >= kPingPongWarmupRounds) {
+      micros.push_back(MicrosSince(start));
+    }
+  }
+  if (completed == rounds) stream->WritesDone();
+  const grpc::Status status = stream->Finish();
+  if (!mismatch.ok()) return mismatch;
+  if (!status.ok()) return FromGrpc(status, "EchoStream");
+  if (completed < rounds) {
+    return absl::InternalError(absl::StrCat(
+        "echo stream ended after ", completed, " of ", rounds, " rounds"));
   }
   return micros;
 }

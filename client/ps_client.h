@@ -4,12 +4,15 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "client/push_tag.h"
@@ -39,6 +42,9 @@ struct PsClientOptions {
   // PsCluster::PushPullMany passes bytes through shared memory to a server
   // on this host (a loopback target) that accepts it.
   bool shared_memory = true;
+  // Exchange uses a Lane stream per lane (else, and against a server
+  // without lanes, PushVariables then PullVariables).
+  bool lanes = true;
   // How a retry waits for its backoff (null: real time); tests inject one.
   SleepFunction sleep;
 };
@@ -60,6 +66,13 @@ struct PushResult {
   bool duplicate = false;
   bool applied = false;
   int attempts = 1;
+};
+
+// What PsClient::Exchange did: a result per pushed variable and the
+// version read of each pulled one, in the order asked.
+struct ExchangeResult {
+  std::vector<PushResult> pushed;
+  std::vector<int64_t> pulled;
 };
 
 // Thread-safe; calls may run concurrently from many threads.
@@ -112,6 +125,25 @@ class PsClient {
       const std::vector<std::string>& names, DType dtype,
       const std::vector<Shape>& shapes, const std::vector<const void*>& data,
       const PushTag& tag);
+
+  // One step's traffic with this task on `lane` (>= 0; one caller thread
+  // per lane at a time, others wait): pushes the dense gradients `grads`
+  // (none: no push; shapes[i] is variable i's) with `tag`, then pulls
+  // `pull_names` into `dsts` (sizes[i] bytes each; none: no pull). Sent as
+  // one frame on the lane's persistent stream, opened on first use;
+  // retried on UNAVAILABLE (a new stream, the push's attempt number
+  // raised: it is applied once). Against a server without lanes, the same
+  // through PushVariables then PullVariables.
+  // Errors: those of PushVariables and PullVariables.
+  absl::StatusOr<ExchangeResult> Exchange(
+      int lane, const std::vector<std::string>& names,
+      const std::vector<Shape>& shapes, const std::vector<const void*>& grads,
+      const PushTag& tag, const std::vector<std::string>& pull_names,
+      const std::vector<void*>& dsts, const std::vector<size_t>& sizes,
+      const PullOptions& options = {});
+  // Whether Exchange uses lanes with this server (until one answered that
+  // it has none).
+  bool UsesLanes() const;
 
   // Same-host shared memory (AttachSharedRegion in parameter_server.proto).
   // Attach returns the region's id on the server.
@@ -176,11 +208,24 @@ class PsClient {
       const std::string& name, v1::PushHeader header,
       std::vector<absl::string_view> payload);
 
+  struct LaneSlot;
+  // The slot of `lane`, created on first use.
+  std::shared_ptr<LaneSlot> LaneFor(int lane);
+  absl::StatusOr<ExchangeResult> ExchangeUnary(
+      const std::vector<std::string>& names, const std::vector<Shape>& shapes,
+      const std::vector<const void*>& grads, const PushTag& tag,
+      const std::vector<std::string>& pull_names,
+      const std::vector<void*>& dsts, const std::vector<size_t>& sizes,
+      const PullOptions& options);
+
   const PsClientOptions options_;
   const std::string target_;
   const Retrier retrier_;
   std::vector<Conn> conns_;
   std::atomic<uint64_t> next_{0};
+  std::atomic<bool> lanes_refused_{false};
+  absl::Mutex lanes_mu_;
+  std::map<int, std::shared_ptr<LaneSlot>> lanes_ ABSL_GUARDED_BY(lanes_mu_);
 };
 
 }  // namespace strata

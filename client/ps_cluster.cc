@@ -182,41 +182,63 @@ absl::StatusOr<std::vector<PsCluster::PerPs>> PsCluster::SplitPerPs(
 absl::Status PsCluster::PullMany(const std::vector<std::string>& names,
                                  const std::vector<void*>& dsts,
                                  const PullOptions& options) {
-  // One PullVariables call per PS task, all tasks in parallel.
+  // One pull frame per PS task (a lane of the pool), all tasks in
+  // parallel.
   STRATA_ASSIGN_OR_RETURN(std::vector<PerPs> per_ps,
                           SplitPerPs(names, {}, dsts));
   std::vector<absl::Status> status(clients_.size());
+  const int lane = TakePoolLane();
   RunPerPs([&](int i) {
     if (per_ps[i].names.empty()) return;
     status[i] = clients_[i]
-                    ->PullVariables(per_ps[i].names, per_ps[i].dsts,
-                                    per_ps[i].sizes, options)
+                    ->Exchange(lane, {}, {}, {}, {}, per_ps[i].names,
+                               per_ps[i].dsts, per_ps[i].sizes, options)
                     .status();
   });
+  ReturnPoolLane(lane);
   for (const auto& s : status) STRATA_RETURN_IF_ERROR(s);
   return absl::OkStatus();
+}
+
+int PsCluster::TakePoolLane() {
+  // Far above the lanes callers name (step threads count from 0).
+  constexpr int kFirstPoolLane = 1 << 20;
+  absl::MutexLock lock(&mu_);
+  if (!free_pool_lanes_.empty()) {
+    const int lane = free_pool_lanes_.back();
+    free_pool_lanes_.pop_back();
+    return lane;
+  }
+  return kFirstPoolLane + pool_lanes_++;
+}
+
+void PsCluster::ReturnPoolLane(int lane) {
+  absl::MutexLock lock(&mu_);
+  free_pool_lanes_.push_back(lane);
 }
 
 absl::StatusOr<int64_t> PsCluster::PushMany(
     const std::vector<std::string>& names,
     const std::vector<const void*>& grads, const PushTag& tag) {
-  // One PushVariables call per PS task, all tasks in parallel.
+  // One push frame per PS task (a lane of the pool), all tasks in
+  // parallel.
   STRATA_ASSIGN_OR_RETURN(std::vector<PerPs> per_ps,
                           SplitPerPs(names, grads, {}));
-  std::vector<absl::StatusOr<std::vector<PushResult>>> results(clients_.size());
+  std::vector<absl::StatusOr<ExchangeResult>> results(clients_.size());
+  const int lane = TakePoolLane();
   RunPerPs([&](int i) {
     if (per_ps[i].names.empty()) {
-      results[i] = std::vector<PushResult>();
+      results[i] = ExchangeResult();
       return;
     }
-    results[i] = clients_[i]->PushVariables(per_ps[i].names, DType::kFloat32,
-                                            per_ps[i].shapes, per_ps[i].grads,
-                                            tag);
+    results[i] = clients_[i]->Exchange(lane, per_ps[i].names, per_ps[i].shapes,
+                                       per_ps[i].grads, tag, {}, {}, {});
   });
+  ReturnPoolLane(lane);
   int64_t version = std::numeric_limits<int64_t>::max();
   for (const auto& r : results) {
     if (!r.ok()) return r.status();
-    for (const PushResult& p : *r) version = std::min(version, p.version);
+    for (const PushResult& p : r->pushed) version = std::min(version, p.version);
   }
   return version;
 }
@@ -493,17 +515,17 @@ absl::Status PsCluster::PushPullOne(int lane, int ps, const PerPs& part,
   absl::Status status =
       ExchangeWith(ps, Lane(lane, ps), part, tag, options, &shared);
   if (status.ok() && !shared) {
-    if (!part.grads.empty()) {
-      status = clients_[ps]
-                   ->PushVariables(part.names, DType::kFloat32, part.shapes,
-                                   part.grads, tag)
-                   .status();
-    }
-    if (status.ok() && !part.dsts.empty()) {
-      status = clients_[ps]
-                   ->PullVariables(part.names, part.dsts, part.sizes, options)
-                   .status();
-    }
+    // One frame on the lane's stream: the push, then the pull.
+    static const std::vector<std::string> kNone;
+    static const std::vector<Shape> kNoShapes;
+    const bool push = !part.grads.empty();
+    const bool pull = !part.dsts.empty();
+    status = clients_[ps]
+                 ->Exchange(lane, push ? part.names : kNone,
+                            push ? part.shapes : kNoShapes, part.grads, tag,
+                            pull ? part.names : kNone, part.dsts,
+                            pull ? part.sizes : std::vector<size_t>(), options)
+                 .status();
   }
   if (!status.ok()) NoteFailure(ps);
   return status;

@@ -186,6 +186,13 @@ class PsCluster {
   std::vector<bool> mirror_refused_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> read_mirror_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> failures_ ABSL_GUARDED_BY(mu_);
+  // Lanes of the callers that name none (PushMany, PullMany), so that
+  // each concurrent caller has streams of its own: taken from the pool and
+  // given back after the call.
+  int TakePoolLane();
+  void ReturnPoolLane(int lane);
+  std::vector<int> free_pool_lanes_ ABSL_GUARDED_BY(mu_);
+  int pool_lanes_ ABSL_GUARDED_BY(mu_) = 0;
   // Serialize the setting up of each task's mirrors (not their reading).
   std::vector<std::unique_ptr<absl::Mutex>> mirror_setup_mu_;
 };

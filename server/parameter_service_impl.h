@@ -4,7 +4,9 @@
 // variable's snapshot without a copy. The methods are defined by concern:
 // parameter_service_impl.cc (lifecycle and unary calls),
 // parameter_service_streams.cc (Push, Assign, Pull and their batched
-// forms), parameter_service_shared.cc (same-host shared memory).
+// forms), parameter_service_lane.cc (Lane: push and pull frames on one
+// persistent stream), parameter_service_shared.cc (same-host shared
+// memory).
 #ifndef STRATA_SERVER_PARAMETER_SERVICE_IMPL_H_
 #define STRATA_SERVER_PARAMETER_SERVICE_IMPL_H_
 
@@ -32,6 +34,7 @@
 namespace strata {
 
 using ParameterServiceBase =
+    v1::ParameterService::WithRawCallbackMethod_Lane<
     v1::ParameterService::WithCallbackMethod_AttachSharedRegion<
     v1::ParameterService::WithCallbackMethod_DetachSharedRegion<
     v1::ParameterService::WithCallbackMethod_ExchangeShared<
@@ -50,7 +53,7 @@ using ParameterServiceBase =
                                             v1::ParameterService::
                                                 WithRawCallbackMethod_PushVariables<
                                                     v1::ParameterService::
-                                                        Service>>>>>>>>>>>>>>>;
+                                                        Service>>>>>>>>>>>>>>>>;
 
 struct ParameterServiceOptions {
   // Payload bytes per streamed chunk.
@@ -72,6 +75,10 @@ struct ParameterServiceOptions {
   std::shared_ptr<const CredentialStore> credentials;
   // Same-host shared-memory regions (AttachSharedRegion).
   SharedRegionOptions shared_regions;
+  // Serve Lane streams; false answers them UNIMPLEMENTED, as a server
+  // without the method does (clients fall back to PushVariables and
+  // PullVariables).
+  bool serve_lanes = true;
 };
 
 class ServiceCall;
@@ -132,6 +139,8 @@ class ParameterServiceImpl final : public ParameterServiceBase {
       grpc::CallbackServerContext* ctx,
       const v1::ServeSharedRegionRequest* req,
       v1::ServeSharedRegionResponse* resp) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Lane(
+      grpc::CallbackServerContext* ctx) override;
 
   ParameterStore* store() { return store_; }
   Logger* logger() { return logger_; }

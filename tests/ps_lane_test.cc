@@ -1,0 +1,476 @@
+// Lanes (PsClient::Exchange over the Lane stream): a step's push and pull
+// in one frame; exactly-once when the connection drops mid-frame (a TCP
+// proxy that cuts it), reconnection, the fallback to PushVariables and
+// PullVariables against a server without lanes, and bad frames answered
+// with the unary calls' statuses.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "client/ps_client.h"
+#include "client/ps_cluster.h"
+#include "common/grpc_status.h"
+#include "grpcpp/completion_queue.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "gtest/gtest.h"
+#include "proto/chunk_codec.h"
+#include "server/ps_server.h"
+#include "tests/test_util.h"
+
+namespace strata {
+namespace {
+
+// A TCP proxy on 127.0.0.1 in front of `upstream_port`. Armed with a byte
+// count, it resets every connection once that many bytes went through in
+// the chosen direction (once; later connections pass untouched).
+class FaultProxy {
+ public:
+  explicit FaultProxy(int upstream_port) : upstream_port_(upstream_port) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    const int one = 1;
+    setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) ==
+            0 &&
+        listen(listen_fd_, 16) == 0 &&
+        getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) ==
+            0) {
+      port_ = ntohs(addr.sin_port);
+    }
+    accept_thread_ = std::thread([this] { AcceptLoop(); });
+  }
+
+  ~FaultProxy() {
+    stop_.store(true);
+    accept_thread_.join();
+    std::vector<std::thread> pumps;
+    {
+      absl::MutexLock lock(&mu_);
+      pumps.swap(pumps_);
+    }
+    for (auto& t : pumps) t.join();
+    close(listen_fd_);
+  }
+
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+  // Resets the connections after `bytes` more client-to-server bytes
+  // (upstream) or server-to-client bytes (downstream).
+  void CutAfter(bool upstream, int64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    cut_upstream_ = upstream;
+    cut_at_ = (upstream ? up_ : down_) + bytes;
+    armed_ = true;
+  }
+  int cuts() const { return cuts_.load(); }
+  int connections() const { return connections_.load(); }
+
+ private:
+  void AcceptLoop() {
+    while (!stop_.load()) {
+      pollfd p{listen_fd_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      const int client = accept(listen_fd_, nullptr, nullptr);
+      if (client < 0) continue;
+      const int server = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      addr.sin_port = htons(static_cast<uint16_t>(upstream_port_));
+      if (connect(server, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) !=
+          0) {
+        close(client);
+        close(server);
+        continue;
+      }
+      const int one = 1;
+      setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      connections_.fetch_add(1);
+      absl::MutexLock lock(&mu_);
+      pumps_.emplace_back([this, client, server] { Pump(client, server); });
+    }
+  }
+
+  // Both directions of one connection, until either side closes, the cut,
+  // or the proxy stops.
+  void Pump(int client, int server) {
+    std::vector<char> buf(64 << 10);
+    bool cut = false;
+    while (!stop_.load() && !cut) {
+      pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      if (poll(p, 2, 50) <= 0) continue;
+      bool closed = false;
+      for (int side = 0; side < 2 && !closed && !cut; ++side) {
+        if ((p[side].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+        const bool upstream = side == 0;
+        const int from = upstream ? client : server;
+        const int to = upstream ? server : client;
+        size_t want = buf.size();
+        {
+          absl::MutexLock lock(&mu_);
+          if (armed_ && cut_upstream_ == upstream) {
+            const int64_t done = upstream ? up_ : down_;
+            want = static_cast<size_t>(
+                std::max<int64_t>(0, std::min<int64_t>(want, cut_at_ - done)));
+            if (want == 0) {
+              armed_ = false;
+              cut = true;
+              break;
+            }
+          }
+        }
+        const ssize_t n = read(from, buf.data(), want);
+        if (n <= 0) {
+          closed = true;
+          break;
+        }
+        for (ssize_t off = 0; off < n;) {
+          const ssize_t w = write(to, buf.data() + off, n - off);
+          if (w <= 0) {
+            closed = true;
+            break;
+          }
+          off += w;
+        }
+        absl::MutexLock lock(&mu_);
+        (upstream ? up_ : down_) += n;
+      }
+      if (closed) break;
+    }
+    if (cut) {
+      // A reset, as a dropped connection looks.
+      linger hard{1, 0};
+      setsockopt(client, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
+      setsockopt(server, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
+      cuts_.fetch_add(1);
+    }
+    close(client);
+    close(server);
+  }
+
+  const int upstream_port_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> cuts_{0};
+  std::atomic<int> connections_{0};
+  std::thread accept_thread_;
+  absl::Mutex mu_;
+  std::vector<std::thread> pumps_ ABSL_GUARDED_BY(mu_);
+  bool armed_ ABSL_GUARDED_BY(mu_) = false;
+  bool cut_upstream_ ABSL_GUARDED_BY(mu_) = true;
+  int64_t cut_at_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t up_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t down_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+v1::VariableSpec SgdSpec(const std::string& name, int64_t n) {
+  v1::VariableSpec spec;
+  spec.set_name(name);
+  spec.set_dtype(v1::DT_FLOAT32);
+  spec.add_shape(n);
+  spec.mutable_initializer()->set_type("ones");
+  spec.mutable_optimizer()->set_type("sgd");
+  spec.mutable_optimizer()->set_learning_rate(1.0);
+  return spec;
+}
+
+PsClientOptions FastRetries(bool lanes) {
+  PsClientOptions options;
+  options.lanes = lanes;
+  options.shared_memory = false;
+  options.initial_backoff = absl::Milliseconds(1);
+  options.max_backoff = absl::Milliseconds(5);
+  options.deadline = absl::Seconds(20);
+  return options;
+}
+
+double Frames(PsServer* server, const std::string& method,
+              const std::string& code) {
+  return server->metrics()
+      ->GetCounter("strata_ps_rpcs_total", "RPCs handled",
+                   {{"method", method}, {"code", code}})
+      ->value();
+}
+
+class LaneTest : public ::testing::Test {
+ protected:
+  void Start(bool serve_lanes = true) {
+    PsServerOptions options;
+    options.service.serve_lanes = serve_lanes;
+    auto s = PsServer::Start(options, &logger_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+  }
+
+  std::ostringstream log_;
+  Logger logger_{"ps:test", &log_};
+  std::unique_ptr<PsServer> server_;
+};
+
+TEST_F(LaneTest, PushAndPullInOneFrameOnOneStream) {
+  Start();
+  auto client = PsClient::Connect(server_->address(), FastRetries(true));
+  STRATA_ASSERT_OK(client->CreateVariable(SgdSpec("a", 3)));
+  STRATA_ASSERT_OK(client->CreateVariable(SgdSpec("b", 2)));
+  std::vector<float> ga = {0.5f, 1.0f, 1.5f}, gb = {2.0f, -1.0f};
+  std::vector<float> a(3), b(2);
+  for (int step = 0; step < 3; ++step) {
+    auto versions = client->Exchange(
+        0, {"a", "b"}, {{3}, {2}}, {ga.data(), gb.data()},
+        PushTag{"job", 0, step}, {"a", "b"}, {a.data(), b.data()},
+        {sizeof(float) * 3, sizeof(float) * 2});
+    ASSERT_TRUE(versions.ok()) << versions.status();
+    EXPECT_EQ(versions->pulled, (std::vector<int64_t>{step + 1, step + 1}));
+    ASSERT_EQ(versions->pushed.size(), 2u);
+    EXPECT_TRUE(versions->pushed[1].applied);
+    EXPECT_EQ(versions->pushed[1].version, step + 1);
+  }
+  EXPECT_EQ(a, (std::vector<float>{-0.5f, -2.0f, -3.5f}));
+  EXPECT_EQ(b, (std::vector<float>{-5.0f, 4.0f}));
+  // A pull alone, and a push alone.
+  auto pulled = client->Exchange(0, {}, {}, {}, {}, {"b"}, {b.data()},
+                                 {sizeof(float) * 2});
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(pulled->pulled, (std::vector<int64_t>{3}));
+  EXPECT_TRUE(pulled->pushed.empty());
+  STRATA_ASSERT_OK(client->Exchange(0, {"b"}, {{2}}, {gb.data()},
+                                    PushTag{"job", 0, 9}, {}, {}, {}));
+  EXPECT_TRUE(client->UsesLanes());
+  EXPECT_EQ(Frames(server_.get(), "Lane", "OK"), 5);
+  EXPECT_EQ(Frames(server_.get(), "PushVariables", "OK"), 0);
+  EXPECT_EQ(Frames(server_.get(), "PullVariables", "OK"), 0);
+  // Two lanes are two streams, used at once from two threads.
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> results(2);
+  for (int lane = 0; lane < 2; ++lane) {
+    threads.emplace_back([&, lane] {
+      std::vector<float> g = {0.0f, 0.0f}, v(2);
+      for (int i = 0; i < 20 && results[lane].ok(); ++i) {
+        results[lane] = client
+                            ->Exchange(lane, {"b"}, {{2}}, {g.data()},
+                                       PushTag{"job", lane + 1, i}, {"b"},
+                                       {v.data()}, {sizeof(float) * 2})
+                            .status();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) STRATA_ASSERT_OK(r);
+  EXPECT_EQ(Frames(server_.get(), "LaneStream", "OK"), 0);  // still open
+}
+
+// The connection drops while the push's chunks are on their way: nothing
+// was applied, the retry on a new stream applies it once.
+TEST_F(LaneTest, DropMidPushReconnectsAndAppliesOnce) {
+  Start();
+  FaultProxy proxy(server_->port());
+  PsClientOptions options = FastRetries(true);
+  options.chunk_bytes = 256 << 10;
+  auto client = PsClient::Connect(proxy.address(), options);
+  const int64_t n = 1 << 20;  // 4 MB
+  STRATA_ASSERT_OK(client->CreateVariable(SgdSpec("big", n)));
+  std::vector<float> grad(n, 0.25f), value(n);
+  // A first frame opens the stream; then cut 1 MB into the next push.
+  STRATA_ASSERT_OK(client->Exchange(0, {}, {}, {}, {}, {"big"}, {value.data()},
+                                    {n * sizeof(float)}));
+  proxy.CutAfter(/*upstream=*/true, 1 << 20);
+  auto versions = client->Exchange(0, {"big"}, {{n}}, {grad.data()},
+                                   PushTag{"job", 0, 1}, {"big"},
+                                   {value.data()}, {n * sizeof(float)});
+  ASSERT_TRUE(versions.ok()) << versions.status();
+  EXPECT_EQ(proxy.cuts(), 1);
+  EXPECT_GE(proxy.connections(), 2);
+  EXPECT_EQ(versions->pulled, (std::vector<int64_t>{1}));
+  ASSERT_EQ(versions->pushed.size(), 1u);
+  EXPECT_TRUE(versions->pushed[0].applied);
+  EXPECT_GE(versions->pushed[0].attempts, 2);
+  for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(value[i], 0.75f) << i;
+  EXPECT_EQ(Frames(server_.get(), "Lane", "OK"), 2);
+}
+
+// The connection drops after the server applied the push, while its reply
+// (the pulled values) is on its way back: the retry is a duplicate and
+// changes nothing.
+TEST_F(LaneTest, DropMidReplyRetriesAsADuplicate) {
+  Start();
+  FaultProxy proxy(server_->port());
+  PsClientOptions options = FastRetries(true);
+  auto client = PsClient::Connect(proxy.address(), options);
+  const int64_t n = 1 << 20;
+  STRATA_ASSERT_OK(client->CreateVariable(SgdSpec("big", n)));
+  std::vector<float> grad(n, 0.25f), value(n);
+  STRATA_ASSERT_OK(client->Exchange(0, {}, {}, {}, {}, {"big"}, {value.data()},
+                                    {n * sizeof(float)}));
+  proxy.CutAfter(/*upstream=*/false, 2 << 20);
+  auto versions = client->Exchange(0, {"big"}, {{n}}, {grad.data()},
+                                   PushTag{"job", 0, 1}, {"big"},
+                                   {value.data()}, {n * sizeof(float)});
+  ASSERT_TRUE(versions.ok()) << versions.status();
+  EXPECT_EQ(proxy.cuts(), 1);
+  EXPECT_EQ(versions->pulled, (std::vector<int64_t>{1}));
+  ASSERT_EQ(versions->pushed.size(), 1u);
+  EXPECT_TRUE(versions->pushed[0].duplicate);
+  for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(value[i], 0.75f) << i;
+  auto stats = client->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->pushes_duplicate(), 1);
+}
+
+TEST_F(LaneTest, FallsBackToUnaryCallsAgainstAServerWithoutLanes) {
+  Start(/*serve_lanes=*/false);
+  auto client = PsClient::Connect(server_->address(), FastRetries(true));
+  STRATA_ASSERT_OK(client->CreateVariable(SgdSpec("a", 2)));
+  std::vector<float> g = {1.0f, 2.0f}, v(2);
+  for (int step = 0; step < 2; ++step) {
+    auto versions =
+        client->Exchange(0, {"a"}, {{2}}, {g.data()}, PushTag{"job", 0, step},
+                         {"a"}, {v.data()}, {sizeof(float) * 2});
+    ASSERT_TRUE(versions.ok()) << versions.status();
+    EXPECT_EQ(versions->pulled, (std::vector<int64_t>{step + 1}));
+  }
+  EXPECT_EQ(v, (std::vector<float>{-1.0f, -3.0f}));
+  EXPECT_FALSE(client->UsesLanes());
+  EXPECT_EQ(Frames(server_.get(), "LaneStream", "UNIMPLEMENTED"), 1);
+  EXPECT_EQ(Frames(server_.get(), "PushVariables", "OK"), 2);
+  EXPECT_EQ(Frames(server_.get(), "PullVariables", "OK"), 2);
+
+  // PsCluster over such a server (no shared memory) trains the same way.
+  PsClientOptions cluster_options = FastRetries(true);
+  auto cluster = PsCluster::Connect({server_->address()}, cluster_options);
+  STRATA_ASSERT_OK(cluster->CreateVariable(SgdSpec("c", 2), {ShardSlice{0, 2}}));
+  std::vector<float> got(2);
+  STRATA_ASSERT_OK(cluster->PushPullMany(0, {"c"}, {g.data()},
+                                         PushTag{"job", 0, 5}, {got.data()}));
+  EXPECT_EQ(got, (std::vector<float>{0.0f, -1.0f}));
+  STRATA_ASSERT_OK(cluster->PushMany({"c"}, {g.data()}, PushTag{"job", 0, 6}));
+  STRATA_ASSERT_OK(cluster->PullMany({"c"}, {got.data()}));
+  EXPECT_EQ(got, (std::vector<float>{-1.0f, -3.0f}));
+}
+
+// Each bad frame gets the status the unary calls give, changes nothing,
+// and the lane goes on.
+TEST_F(LaneTest, BadFramesGetTheStatusesOfTheUnaryCalls) {
+  Start();
+  auto lanes = PsClient::Connect(server_->address(), FastRetries(true));
+  auto unary = PsClient::Connect(server_->address(), FastRetries(false));
+  STRATA_ASSERT_OK(lanes->CreateVariable(SgdSpec("a", 2)));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> good = {1.0f, 1.0f}, bad = {nan, 1.0f}, v(2), v3(3);
+  struct Case {
+    const char* what;
+    std::vector<std::string> push;
+    std::vector<Shape> shapes;
+    std::vector<const void*> grads;
+    std::vector<std::string> pull;
+    std::vector<void*> dsts;
+    std::vector<size_t> sizes;
+  };
+  const std::vector<Case> cases = {
+      {"unknown pushed variable", {"nope"}, {{2}}, {good.data()}, {}, {}, {}},
+      {"wrong shape", {"a"}, {{3}}, {v3.data()}, {}, {}, {}},
+      {"NaN gradient", {"a"}, {{2}}, {bad.data()}, {}, {}, {}},
+      {"unknown pulled variable", {}, {}, {}, {"nope"}, {v.data()}, {8}},
+      {"pull into the wrong size", {}, {}, {}, {"a"}, {v3.data()}, {12}},
+  };
+  int step = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    absl::Status via_lane =
+        lanes
+            ->Exchange(0, c.push, c.shapes, c.grads, PushTag{"job", 0, step++},
+                       c.pull, c.dsts, c.sizes)
+            .status();
+    absl::Status via_unary =
+        unary
+            ->Exchange(0, c.push, c.shapes, c.grads, PushTag{"job", 0, step++},
+                       c.pull, c.dsts, c.sizes)
+            .status();
+    EXPECT_FALSE(via_lane.ok());
+    EXPECT_EQ(via_lane.code(), via_unary.code()) << via_lane << " / "
+                                                 << via_unary;
+    EXPECT_EQ(via_lane.message(), via_unary.message());
+  }
+  // Nothing was applied; the lane still serves.
+  auto versions =
+      lanes->Exchange(0, {"a"}, {{2}}, {good.data()}, PushTag{"job", 0, 99},
+                      {"a"}, {v.data()}, {8});
+  ASSERT_TRUE(versions.ok()) << versions.status();
+  EXPECT_EQ(versions->pulled, (std::vector<int64_t>{1}));
+  EXPECT_EQ(v, (std::vector<float>{0.0f, 0.0f}));
+}
+
+// A malformed stream (not a frame) ends the call with INVALID_ARGUMENT
+// naming the problem; the server goes on serving.
+TEST_F(LaneTest, MalformedStreamEndsWithInvalidArgument) {
+  Start();
+  auto channel = grpc::CreateChannel(server_->address(),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  auto send = [&](std::vector<grpc::ByteBuffer> messages) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    grpc::CompletionQueue cq;
+    auto rw = stub.PrepareCall(&ctx, "/strata.v1.ParameterService/Lane", &cq);
+    void* tag = nullptr;
+    bool ok = false;
+    rw->StartCall(reinterpret_cast<void*>(1));
+    cq.Next(&tag, &ok);
+    for (auto& m : messages) {
+      rw->Write(m, reinterpret_cast<void*>(1));
+      cq.Next(&tag, &ok);
+      if (!ok) break;
+    }
+    grpc::Status status;
+    rw->Finish(&status, reinterpret_cast<void*>(2));
+    while (cq.Next(&tag, &ok) && tag != reinterpret_cast<void*>(2)) {
+    }
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+    return FromGrpcStatus(status);
+  };
+  const char data[8] = {};
+  std::vector<grpc::ByteBuffer> no_header;
+  no_header.push_back(EncodeChunk("", 0, data, 8, nullptr));
+  EXPECT_THAT(send(std::move(no_header)),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "first chunk carries no header"));
+  v1::LaneRequest request;
+  request.mutable_push()->set_payload_bytes(8);
+  std::vector<grpc::ByteBuffer> bad_offset;
+  bad_offset.push_back(
+      EncodeChunk(request.SerializeAsString(), 4, data, 4, nullptr));
+  EXPECT_THAT(send(std::move(bad_offset)),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "chunk at offset 4, expected 0"));
+  std::vector<grpc::ByteBuffer> garbage;
+  garbage.push_back(EncodeChunk("\xff\xff\xff", 0, nullptr, 0, nullptr));
+  EXPECT_THAT(send(std::move(garbage)),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "not a LaneRequest"));
+  auto client = PsClient::Connect(server_->address(), FastRetries(true));
+  STRATA_ASSERT_OK(client->CreateVariable(SgdSpec("a", 2)));
+}
+
+}  // namespace
+}  // namespace strata
