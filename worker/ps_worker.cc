@@ -207,6 +207,8 @@ absl::Status PsWorker::WorkLoop(StepContext* ctx) {
     *report.mutable_task() = task_;
     report.set_incarnation(agent_->incarnation());
     *report.mutable_item() = *item;
+    // Values prefetched with a push serve only the step right after it.
+    if (item->kind() != v1::WorkItem::TRAIN) ctx->prefetched = false;
     switch (item->kind()) {
       case v1::WorkItem::WAIT:
         // The feed already waited (WorkFeedOptions::max_wait).
@@ -335,8 +337,12 @@ absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
   std::vector<void*> dsts;
   for (auto& p : ctx->params) dsts.push_back(p.data());
   // The newest values: from the PS tasks' mirrors in shared memory where
-  // they are on this host, else pulled.
-  STRATA_RETURN_IF_ERROR(cluster_->PullLatest(ctx->lane, names_, dsts, pull));
+  // they are on this host, else pulled (or, async, came back with this
+  // context's previous push).
+  if (!ctx->prefetched) {
+    STRATA_RETURN_IF_ERROR(cluster_->PullLatest(ctx->lane, names_, dsts, pull));
+  }
+  ctx->prefetched = false;
   STRATA_ASSIGN_OR_RETURN(
       ctx->stats,
       model_->TrainStep(Model::Views(ctx->params), ctx->batch_x.data(),
@@ -347,8 +353,17 @@ absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
   for (auto& g : ctx->grads) grads.push_back(g.data());
   // Tagged by step, not by worker: whoever runs a step, it is applied once.
   if (!sync) {
-    return cluster_->PushPullMany(ctx->lane, names_, grads,
-                                  PushTag{item.job_id(), 0, item.step()}, {});
+    // Where no task is read through mirrors, the push brings the values
+    // back in the same frame (one round trip per step, not two).
+    bool mirrors = false;
+    for (int ps = 0; ps < cluster_->num_ps(); ++ps) {
+      mirrors = mirrors || cluster_->ReadsMirror(ps);
+    }
+    STRATA_RETURN_IF_ERROR(cluster_->PushPullMany(
+        ctx->lane, names_, grads, PushTag{item.job_id(), 0, item.step()},
+        mirrors ? std::vector<void*>() : dsts));
+    ctx->prefetched = !mirrors;
+    return absl::OkStatus();
   }
   const int64_t replica = item.step() % replicas;
   STRATA_RETURN_IF_ERROR(

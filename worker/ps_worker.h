@@ -83,6 +83,10 @@ class PsWorker {
     // This context's lane in PsCluster::PushPullMany and PullLatest.
     int lane = 0;
     std::vector<std::vector<float>> params;
+    // `params` came back with this context's last push (async, no task
+    // read through shared-memory mirrors): its next step, when it follows
+    // at once, uses them instead of pulling.
+    bool prefetched = false;
     std::vector<std::vector<float>> grads;
     ModelWorkspace workspace;
     int cached_epoch = -1;
