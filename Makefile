@@ -26,7 +26,7 @@ DEB_PACKAGES := \
   libcpp-httplib-dev libgoogle-perftools-dev dataset-fashion-mnist \
   iproute2 procps openssl
 
-.PHONY: all deps build build-tsa test bench run ps-smoke train-compare strategies clean
+.PHONY: all deps build build-tsa test bench bench-netns run ps-smoke train-compare strategies clean
 
 all: build
 
@@ -80,6 +80,14 @@ test: deps deploy-deps build build-tsa fuzz-build
 bench: build
 	$(BUILD_DIR)/bin/ps_bench --markdown bench/RESULTS.latest.md
 	@echo "bench: results written to bench/RESULTS.latest.md"
+
+# The data-plane benchmark across two network namespaces joined by a veth
+# pair (a real TCP stack, no shared memory), beside the loopback run, then
+# training with the workers and the PS tasks on either side of it; as root
+# (each says so and skips otherwise). QUICK=1 for a short data-plane run.
+bench-netns: build
+	bench/netns_bench.sh
+	bench/train_netns.sh
 
 # Trains the reference job (examples/fashion_mnist/job.json) on a local
 # cluster: a coordinator, 2 PS tasks and 2 workers as processes.

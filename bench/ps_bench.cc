@@ -71,6 +71,10 @@ ABSL_FLAG(std::string, peer_addr, "", "With --peer-netns: the IPv4 address "
 ABSL_FLAG(std::string, self_addr, "", "With --peer-netns: the IPv4 address "
           "of this namespace's end of the link; the raw-socket baselines "
           "listen on it");
+ABSL_FLAG(std::string, latency_only, "", "unary or lane: only time that "
+          "many 4 KB push round trips (--latency_iters) against --target and "
+          "print p50/p99 (for perf stat)");
+ABSL_FLAG(int, latency_iters, 10000, "With --latency-only: round trips");
 ABSL_FLAG(bool, serve_echo, false, "Only serve the gRPC echo baseline on "
           "--host, port 0: prints \"listening on HOST:PORT\" and serves "
           "until stdin closes or SIGTERM/SIGINT");
@@ -483,8 +487,34 @@ std::string Ratio(double p50, const std::optional<double>& base) {
   return absl::StrFormat("%.2f", p50 / *base);
 }
 
+// --latency-only: 4 KB push round trips on one path, nothing else, so that
+// a profiler attached to the run sees only them.
+int LatencyOnly(const std::string& path) {
+  const std::string target = absl::GetFlag(FLAGS_target);
+  const int iters = absl::GetFlag(FLAGS_latency_iters);
+  if ((path != "unary" && path != "lane") || target.empty() || iters < 1) {
+    std::cerr << "ps_bench: --latency-only is unary or lane, with --target "
+                 "and --latency-iters >= 1\n";
+    return 2;
+  }
+  absl::StatusOr<std::vector<double>> micros =
+      PushLatency(target, path == "lane", kLatencyBytes, iters);
+  if (!micros.ok()) {
+    std::cerr << "ps_bench: " << micros.status() << "\n";
+    return 1;
+  }
+  std::cout << absl::StrFormat("4 KB push (%s): %d round trips, p50 %.0f us, "
+                               "p99 %.0f us\n",
+                               path, iters, bench::Percentile(*micros, 50),
+                               bench::Percentile(*micros, 99));
+  return 0;
+}
+
 int Run(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_serve_echo)) return ServeEcho();
+  if (!absl::GetFlag(FLAGS_latency_only).empty()) {
+    return LatencyOnly(absl::GetFlag(FLAGS_latency_only));
+  }
   const bool quick = absl::GetFlag(FLAGS_quick);
   absl::StatusOr<std::vector<size_t>> sizes =
       ParseSizes(absl::GetFlag(FLAGS_sizes));
@@ -701,7 +731,8 @@ strata::CliSpec Cli() {
   cli.groups = {
       {"Benchmark", {"target", "ps_binary", "quick", "sizes", "markdown"}},
       {"Across network namespaces", {"peer_netns", "peer_addr", "self_addr"}},
-      {"Echo server mode", {"serve_echo", "host"}}};
+      {"Echo server mode", {"serve_echo", "host"}},
+      {"Profiling", {"latency_only", "latency_iters"}}};
   return cli;
 }
 

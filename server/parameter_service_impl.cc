@@ -74,6 +74,12 @@ void ParameterServiceImpl::PrepareShutdown() {
     doorbells.swap(doorbells_);
   }
   doorbells.clear();  // stops and joins their threads
+  {
+    // Lanes waiting for their next frame would hold the drain to its end.
+    absl::MutexLock lock(&lanes_mu_);
+    lanes_closed_ = true;
+    for (OpenLane* lane : open_lanes_) lane->EndIfIdle();
+  }
   store_->CancelWaiters(
       absl::UnavailableError("parameter server is shutting down"));
   timer_.Stop();
@@ -201,6 +207,23 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::Stats(
                  resp->set_sync_steps_applied(s.sync_steps_applied);
                  return absl::OkStatus();
                });
+}
+
+bool ParameterServiceImpl::AddLane(OpenLane* lane) {
+  absl::MutexLock lock(&lanes_mu_);
+  if (lanes_closed_) return false;
+  open_lanes_.insert(lane);
+  return true;
+}
+
+bool ParameterServiceImpl::LanesClosed() {
+  absl::MutexLock lock(&lanes_mu_);
+  return lanes_closed_;
+}
+
+void ParameterServiceImpl::RemoveLane(OpenLane* lane) {
+  absl::MutexLock lock(&lanes_mu_);
+  open_lanes_.erase(lane);
 }
 
 }  // namespace strata

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,20 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Lane(
       grpc::CallbackServerContext* ctx) override;
 
+  // An open Lane stream, registered while open so that PrepareShutdown can
+  // end the ones waiting for a frame (they would hold the drain).
+  class OpenLane {
+   public:
+    virtual ~OpenLane() = default;
+    // Ends the stream if it waits for its next frame (thread-safe).
+    virtual void EndIfIdle() = 0;
+  };
+  // False after PrepareShutdown (the lane is refused).
+  bool AddLane(OpenLane* lane);
+  void RemoveLane(OpenLane* lane);
+  // Whether PrepareShutdown began.
+  bool LanesClosed();
+
   ParameterStore* store() { return store_; }
   Logger* logger() { return logger_; }
   MetricsRegistry* metrics() { return metrics_; }
@@ -178,6 +193,9 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   // for the caller to destroy outside the lock.
   std::vector<std::unique_ptr<DoorbellServer>> TakeFinishedDoorbellsLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(doorbells_mu_);
+  absl::Mutex lanes_mu_;
+  std::set<OpenLane*> open_lanes_ ABSL_GUARDED_BY(lanes_mu_);
+  bool lanes_closed_ ABSL_GUARDED_BY(lanes_mu_) = false;
   // Doorbells of served regions, by region id.
   absl::Mutex doorbells_mu_;
   std::map<uint64_t, std::unique_ptr<DoorbellServer>> doorbells_

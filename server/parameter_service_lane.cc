@@ -5,6 +5,7 @@
 // written before the next frame is read: one operation is outstanding at a
 // time, so the reactor's state needs no lock.
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,7 +25,8 @@ namespace strata {
 namespace {
 
 class LaneReactor final
-    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+      public ParameterServiceImpl::OpenLane {
  public:
   LaneReactor(ParameterServiceImpl* service, grpc::CallbackServerContext* ctx)
       : service_(service), ctx_(ctx), stream_call_(service, "LaneStream") {}
@@ -37,14 +39,30 @@ class LaneReactor final
       End(absl::UnimplementedError("Lane: this server does not serve lanes"));
       return;
     }
-    StartRead(&message_);
+    if (!service_->AddLane(this)) {
+      End(absl::UnavailableError("parameter server is shutting down"));
+      return;
+    }
+    registered_ = true;
+    ReadFrame();
+  }
+
+  void EndIfIdle() override {
+    // The pending read then completes as failed, on a callback thread.
+    if (idle_.load()) {
+      closing_.store(true);
+      ctx_->TryCancel();
+    }
   }
   void Reject(const absl::Status& status) { End(status); }
 
   void OnReadDone(bool ok) override {
+    idle_.store(false);
     if (!ok) {
       // The client closed its side (or the call was cancelled).
-      if (frame_.has_value()) {
+      if (closing_.load()) {
+        End(absl::UnavailableError("parameter server is shutting down"));
+      } else if (frame_.has_value()) {
         End(absl::InvalidArgumentError(absl::StrCat(
             "Lane: the stream ended inside frame ", frame_->request.id(),
             " after ", frame_->received, " of ", frame_->payload_bytes,
@@ -80,9 +98,21 @@ class LaneReactor final
     WriteNext();
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (registered_) service_->RemoveLane(this);
+    delete this;
+  }
 
  private:
+  // Reads the first chunk of the next frame.
+  void ReadFrame() {
+    message_.Clear();
+    idle_.store(true);
+    StartRead(&message_);
+    // A shutdown that began before idle_ was set did not see it.
+    if (service_->LanesClosed()) EndIfIdle();
+  }
+
   // One frame, from its header to its reply.
   struct Frame {
     explicit Frame(ParameterServiceImpl* service) : call(service, "Lane") {}
@@ -281,8 +311,7 @@ class LaneReactor final
     if (f.sent_header && f.index >= f.buffers.size()) {
       // The reply is out: read the next frame.
       frame_.reset();
-      message_.Clear();
-      StartRead(&message_);
+      ReadFrame();
       return;
     }
     if (f.index >= f.buffers.size()) {
@@ -319,6 +348,10 @@ class LaneReactor final
   grpc::ByteBuffer message_;
   grpc::ByteBuffer out_;
   std::optional<Frame> frame_;
+  bool registered_ = false;
+  // Waiting for a frame's first chunk (EndIfIdle may end the stream).
+  std::atomic<bool> idle_{false};
+  std::atomic<bool> closing_{false};
 };
 
 }  // namespace

@@ -418,6 +418,26 @@ TEST_F(LaneTest, BadFramesGetTheStatusesOfTheUnaryCalls) {
   EXPECT_EQ(v, (std::vector<float>{0.0f, 0.0f}));
 }
 
+// A lane waiting for its next frame does not hold the server's drain: the
+// shutdown ends it, and the client's next frame fails as UNAVAILABLE.
+TEST_F(LaneTest, ShutdownEndsIdleLanesWithoutWaitingForTheDrain) {
+  Start();
+  PsClientOptions options = FastRetries(true);
+  options.max_attempts = 1;
+  auto client = PsClient::Connect(server_->address(), options);
+  STRATA_ASSERT_OK(client->CreateVariable(SgdSpec("a", 2)));
+  std::vector<float> v(2);
+  STRATA_ASSERT_OK(
+      client->Exchange(0, {}, {}, {}, {}, {"a"}, {v.data()}, {8}));
+  const absl::Time start = absl::Now();
+  server_->Shutdown(absl::Seconds(60));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  EXPECT_EQ(Frames(server_.get(), "LaneStream", "UNAVAILABLE"), 1);
+  auto after = client->Exchange(0, {}, {}, {}, {}, {"a"}, {v.data()}, {8});
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable)
+      << after.status();
+}
+
 // A malformed stream (not a frame) ends the call with INVALID_ARGUMENT
 // naming the problem; the server goes on serving.
 TEST_F(LaneTest, MalformedStreamEndsWithInvalidArgument) {
