@@ -100,7 +100,8 @@ absl::StatusOr<ExchangeResult> PsClient::Exchange(
   absl::MutexLock lock(&slot->mu);
   bool refused = false;
   int attempts = 0;
-  absl::StatusOr<v1::LaneReply> reply = retrier_.Run([&](int attempt) {
+  absl::StatusOr<v1::LaneReply> reply;
+  for (int attempt = 1;; ++attempt) {
     attempts = attempt;
     // A retry carries a new attempt id and the same (job, worker, step):
     // the server applies the push at most once.
@@ -113,15 +114,16 @@ absl::StatusOr<ExchangeResult> PsClient::Exchange(
           std::make_unique<StreamLane>(conns_[i].channel, options_.chunk_bytes);
     }
     const bool was_open = slot->lane->open();
-    absl::StatusOr<v1::LaneReply> r = slot->lane->Exchange(
-        request, payload, dsts, sizes, options_.deadline);
+    reply = slot->lane->Exchange(request, payload, dsts, sizes,
+                                 options_.deadline);
     // UNIMPLEMENTED on a new stream: the server has no lanes.
-    if (!was_open && !slot->lane->open() && !r.ok() &&
-        r.status().code() == absl::StatusCode::kUnimplemented) {
+    if (!was_open && !slot->lane->open() && !reply.ok() &&
+        reply.status().code() == absl::StatusCode::kUnimplemented) {
       refused = true;
+      break;
     }
-    return r;
-  });
+    if (!retrier_.WaitToRetry(reply.status(), attempt)) break;
+  }
   if (refused) {
     lanes_refused_.store(true);
     return ExchangeUnary(names, shapes, grads, tag, pull_names, dsts, sizes,

@@ -39,6 +39,15 @@ class Retrier {
   // The wait after failed attempt `attempt` (1-based).
   absl::Duration Backoff(int attempt) const;
 
+  // For a loop of its own (where a lambda would hide the locks held): after
+  // attempt `attempt` ended with `status`, waits the backoff and returns
+  // true when another attempt is due (as Run decides).
+  bool WaitToRetry(const absl::Status& status, int attempt) const {
+    if (!ShouldRetry(status, attempt)) return false;
+    sleep_(Backoff(attempt));
+    return true;
+  }
+
   // Calls fn(attempt) for attempt = 1, 2, ... until it returns OK, fails
   // with a code other than UNAVAILABLE, or max_attempts is reached; returns
   // the last result. `fn` returns absl::Status or absl::StatusOr<T>.

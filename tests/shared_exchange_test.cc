@@ -725,7 +725,7 @@ TEST(PushPullManyTest, SharedMemoryGivesTheSameValuesAndVersionsAsStreaming) {
 
   const size_t kernel_n = 300 * 7;
   std::vector<float> initial(kernel_n);
-  // (Through the streaming cluster: the shared one must see no PullVariables.)
+  // (Through the streaming cluster: the shared one must see no pull call.)
   STRATA_ASSERT_OK(
       stream->cluster->PullMany({"dense/kernel"}, {initial.data()}));
   std::vector<float> last_kernel;
@@ -758,7 +758,9 @@ TEST(PushPullManyTest, SharedMemoryGivesTheSameValuesAndVersionsAsStreaming) {
     EXPECT_EQ(RpcCount(shm->servers[i].get(), "PullVariables"), 0);
     EXPECT_EQ(RpcCount(stream->servers[i].get(), "ExchangeShared"), 0);
     EXPECT_EQ(RpcCount(stream->servers[i].get(), "AttachSharedRegion"), 0);
-    EXPECT_EQ(RpcCount(stream->servers[i].get(), "PushVariables"), kSameSteps);
+    // The streaming side: one lane frame per step, and the first PullMany.
+    EXPECT_EQ(RpcCount(stream->servers[i].get(), "Lane"), kSameSteps + 1);
+    EXPECT_EQ(RpcCount(stream->servers[i].get(), "PushVariables"), 0);
 
     // Same variables at the same versions on both.
     auto a = shm->cluster->ps(i)->ListVariables();
@@ -898,7 +900,7 @@ TEST(PushPullManyTest, ServerThatRefusesRegionsGetsStreamingCalls) {
   // Refused once, then streaming without asking again.
   EXPECT_EQ(RpcCount(s, "AttachSharedRegion", "RESOURCE_EXHAUSTED"), 1);
   EXPECT_EQ(RpcCount(s, "ExchangeShared"), 0);
-  EXPECT_EQ(RpcCount(s, "PushVariables"), 2);
+  EXPECT_EQ(RpcCount(s, "Lane"), 2);
 }
 
 // --- Job isolation with credentials.
@@ -1529,7 +1531,7 @@ TEST(PullLatestTest, ReadsMirrorsAndFallsBackWhenARestoreReplacedThem) {
     // PullLatest made no call of its own beyond setting the mirrors up.
     EXPECT_EQ(RpcCount(s, "MirrorVariables"), 1);
     EXPECT_EQ(RpcCount(s, "ExchangeShared"), 4);
-    EXPECT_EQ(RpcCount(s, "PullVariables"), pull_many_calls);
+    EXPECT_EQ(RpcCount(s, "Lane"), pull_many_calls);
     STRATA_ASSERT_OK(cluster->ps(i)->Save("ps" + std::to_string(i)));
   }
 
@@ -1599,8 +1601,9 @@ TEST(PullLatestTest, WithoutSharedMemoryPullsOverTheStream) {
     EXPECT_EQ(RpcCount(s, "AttachSharedRegion"), 0);
     EXPECT_EQ(RpcCount(s, "MirrorVariables"), 0);
     EXPECT_EQ(RpcCount(s, "ExchangeShared"), 0);
-    // One PullVariables per PullLatest and per PullMany.
-    EXPECT_EQ(RpcCount(s, "PullVariables"), 6);
+    // A lane frame per push (3), per PullLatest and per PullMany (6).
+    EXPECT_EQ(RpcCount(s, "Lane"), 9);
+    EXPECT_EQ(RpcCount(s, "PullVariables"), 0);
   }
 }
 
