@@ -50,6 +50,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "bench/baselines.h"
+#include "common/gradient_encoding.h"
 #include "client/ps_client.h"
 #include "common/cli.h"
 #include "common/daemon.h"
@@ -75,6 +76,9 @@ ABSL_FLAG(std::string, latency_only, "", "unary or lane: only time that "
           "many 4 KB push round trips (--latency_iters) against --target and "
           "print p50/p99 (for perf stat)");
 ABSL_FLAG(int, latency_iters, 10000, "With --latency-only: round trips");
+ABSL_FLAG(std::string, gradient_compression, "none",
+          "bf16 or fp16: also time lane pushes with the gradients encoded "
+          "(rows 'push (lane, bf16)'; GB/s of float32 gradient moved)");
 ABSL_FLAG(bool, serve_echo, false, "Only serve the gRPC echo baseline on "
           "--host, port 0: prints \"listening on HOST:PORT\" and serves "
           "until stdin closes or SIGTERM/SIGINT");
@@ -309,13 +313,18 @@ absl::Status PushOrPull(PsClient& client, bool lane, bool push,
 
 absl::StatusOr<double> Throughput(const std::string& target, bool lane,
                                   bool push, size_t bytes, int clients,
-                                  int iters) {
+                                  int iters,
+                                  GradientEncoding encoding =
+                                      GradientEncoding::kNone) {
   const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
   std::vector<std::unique_ptr<PsClient>> pool;
+  PsClientOptions options;
+  options.gradient_encoding = encoding;
   for (int c = 0; c < clients; ++c) {
-    pool.push_back(PsClient::Connect(target));
+    pool.push_back(PsClient::Connect(target, options));
     v1::VariableSpec spec;
-    spec.set_name(absl::StrCat("bench/", bytes, "/", c));
+    spec.set_name(absl::StrCat("bench/", bytes, "/", c,
+                               GradientEncodingName(encoding)));
     spec.set_dtype(v1::DT_FLOAT32);
     spec.add_shape(n);
     spec.mutable_initializer()->set_type("zeros");
@@ -330,7 +339,8 @@ absl::StatusOr<double> Throughput(const std::string& target, bool lane,
   auto work = [&](int c, int count) {
     for (int i = 0; i < count; ++i) {
       absl::Status s;
-      const std::string name = absl::StrCat("bench/", bytes, "/", c);
+      const std::string name = absl::StrCat("bench/", bytes, "/", c,
+                                            GradientEncodingName(encoding));
       s = PushOrPull(*pool[c], lane, push, name, n, data[c].data(),
                      PushTag{"bench", c, step.fetch_add(1)});
       if (!s.ok()) {
@@ -569,6 +579,13 @@ int Run(int argc, char** argv) {
     std::cout << "ps_bench: link " << where.Describe() << std::endl;
   }
 
+  absl::StatusOr<GradientEncoding> encoding =
+      ParseGradientEncoding(absl::GetFlag(FLAGS_gradient_compression));
+  if (!encoding.ok()) {
+    std::cerr << "ps_bench: --gradient_compression: " << encoding.status()
+              << "\n";
+    return 2;
+  }
   std::vector<Row> rows;
   int rc = 0;
   for (size_t bytes : *sizes) {
@@ -599,6 +616,24 @@ int Run(int argc, char** argv) {
                            "%6.2f GB/s   ratio %.2f",
                            op, HumanSize(bytes), clients, *gbps,
                            sock->gbytes_per_sec, *gbps / sock->gbytes_per_sec)
+                    << std::endl;
+        }
+        if (lane && *encoding != GradientEncoding::kNone) {
+          // The same pushes with the gradients encoded: GB/s of the float32
+          // gradients delivered (the wire carries half of it).
+          const std::string op = absl::StrCat(
+              "push (lane, ", GradientEncodingName(*encoding), ")");
+          auto gbps = Throughput(target, true, true, bytes, clients,
+                                 std::max(4, iters / clients), *encoding);
+          if (!gbps.ok()) {
+            std::cerr << op << " " << HumanSize(bytes)
+                      << " failed: " << gbps.status() << "\n";
+            rc = 1;
+            continue;
+          }
+          rows.push_back(Row{op, bytes, clients, *gbps, sock->gbytes_per_sec});
+          std::cout << absl::StrFormat("%-12s %6s x%d clients: %6.2f GB/s",
+                                       op, HumanSize(bytes), clients, *gbps)
                     << std::endl;
         }
       }
@@ -729,7 +764,9 @@ strata::CliSpec Cli() {
       "a bare gRPC stream ping-pong in the same run: on loopback, or across "
       "a link to another network namespace.";
   cli.groups = {
-      {"Benchmark", {"target", "ps_binary", "quick", "sizes", "markdown"}},
+      {"Benchmark",
+       {"target", "ps_binary", "quick", "sizes", "markdown",
+        "gradient_compression"}},
       {"Across network namespaces", {"peer_netns", "peer_addr", "self_addr"}},
       {"Echo server mode", {"serve_echo", "host"}},
       {"Profiling", {"latency_only", "latency_iters"}}};

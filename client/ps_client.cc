@@ -56,7 +56,11 @@ PsClient::PsClient(std::vector<std::shared_ptr<grpc::Channel>> channels,
                    const PsClientOptions& options, std::string target)
     : options_(options),
       target_(std::move(target)),
-      retrier_(RetryPolicyOf(options), options.sleep) {
+      retrier_(RetryPolicyOf(options), options.sleep),
+      feedback_(options.gradient_encoding == GradientEncoding::kNone
+                    ? nullptr
+                    : std::make_unique<ErrorFeedback>(
+                          options.gradient_encoding)) {
   for (auto& ch : channels) {
     Conn c;
     c.channel = ch;

@@ -18,6 +18,7 @@
 #include "client/push_tag.h"
 #include "client/retry.h"
 #include "client/shared_region.h"
+#include "common/gradient_encoding.h"
 #include "common/tensor.h"
 #include "common/tls.h"
 #include "grpcpp/channel.h"
@@ -45,6 +46,10 @@ struct PsClientOptions {
   // Exchange uses a Lane stream per lane (else, and against a server
   // without lanes, PushVariables then PullVariables).
   bool lanes = true;
+  // Wire compression of the float32 gradients PushVariables and Exchange
+  // send (a job's strategy.gradient_compression), with error feedback per
+  // variable in this client. Push, PushRows and shared memory send float32.
+  GradientEncoding gradient_encoding = GradientEncoding::kNone;
   // How a retry waits for its backoff (null: real time); tests inject one.
   SleepFunction sleep;
 };
@@ -121,6 +126,8 @@ class PsClient {
       const std::vector<size_t>& sizes, const PullOptions& options = {});
   // Pushes dense gradients for several variables with one tag (each
   // variable applies it at most once). `shapes[i]` is variable i's shape.
+  // float32 gradients travel as options().gradient_encoding (encoded once:
+  // a retry resends the same bytes).
   absl::StatusOr<std::vector<PushResult>> PushVariables(
       const std::vector<std::string>& names, DType dtype,
       const std::vector<Shape>& shapes, const std::vector<const void*>& data,
@@ -211,16 +218,28 @@ class PsClient {
   struct LaneSlot;
   // The slot of `lane`, created on first use.
   std::shared_ptr<LaneSlot> LaneFor(int lane);
+  // A PushVariables header and its payload: the caller's gradients, or
+  // their encoding (in `owned`) when options().gradient_encoding is set.
+  struct PreparedPush {
+    v1::PushVariablesHeader header;
+    std::vector<absl::string_view> payload;
+    std::vector<std::unique_ptr<char[]>> owned;
+  };
+  PreparedPush PreparePush(const std::vector<std::string>& names, DType dtype,
+                           const std::vector<Shape>& shapes,
+                           const std::vector<const void*>& data,
+                           const PushTag& tag);
+  absl::StatusOr<std::vector<PushResult>> PushPrepared(PreparedPush* push);
   absl::StatusOr<ExchangeResult> ExchangeUnary(
-      const std::vector<std::string>& names, const std::vector<Shape>& shapes,
-      const std::vector<const void*>& grads, const PushTag& tag,
-      const std::vector<std::string>& pull_names,
+      PreparedPush* push, const std::vector<std::string>& pull_names,
       const std::vector<void*>& dsts, const std::vector<size_t>& sizes,
       const PullOptions& options);
 
   const PsClientOptions options_;
   const std::string target_;
   const Retrier retrier_;
+  // The residuals of encoded gradients (null without an encoding).
+  const std::unique_ptr<ErrorFeedback> feedback_;
   std::vector<Conn> conns_;
   std::atomic<uint64_t> next_{0};
   std::atomic<bool> lanes_refused_{false};

@@ -1,6 +1,7 @@
 // PsClient::Exchange: a step's push and pull with one task as one frame on
 // a persistent Lane stream per lane, or as PushVariables then PullVariables
 // against a server without lanes.
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -26,15 +27,12 @@ bool PsClient::UsesLanes() const {
 }
 
 absl::StatusOr<ExchangeResult> PsClient::ExchangeUnary(
-    const std::vector<std::string>& names, const std::vector<Shape>& shapes,
-    const std::vector<const void*>& grads, const PushTag& tag,
-    const std::vector<std::string>& pull_names,
+    PreparedPush* push, const std::vector<std::string>& pull_names,
     const std::vector<void*>& dsts, const std::vector<size_t>& sizes,
     const PullOptions& options) {
   ExchangeResult result;
-  if (!names.empty()) {
-    absl::StatusOr<std::vector<PushResult>> pushed =
-        PushVariables(names, DType::kFloat32, shapes, grads, tag);
+  if (push != nullptr) {
+    absl::StatusOr<std::vector<PushResult>> pushed = PushPrepared(push);
     if (!pushed.ok()) return pushed.status();
     result.pushed = *std::move(pushed);
   }
@@ -65,29 +63,22 @@ absl::StatusOr<ExchangeResult> PsClient::Exchange(
     return absl::InvalidArgumentError(
         absl::StrCat("Exchange: lane ", lane, " is negative"));
   }
+  // Encoded once, before any attempt: a retry (or the fallback to unary
+  // calls) resends the same bytes, and the residuals advance once.
+  std::optional<PreparedPush> push;
+  if (!names.empty()) {
+    push.emplace(PreparePush(names, DType::kFloat32, shapes, grads, tag));
+  }
+  PreparedPush* push_ptr = push.has_value() ? &*push : nullptr;
   if (!UsesLanes()) {
-    return ExchangeUnary(names, shapes, grads, tag, pull_names, dsts, sizes,
-                         options);
+    return ExchangeUnary(push_ptr, pull_names, dsts, sizes, options);
   }
 
   v1::LaneRequest request;
-  std::vector<absl::string_view> payload;
-  if (!names.empty()) {
-    v1::PushVariablesHeader* push = request.mutable_push();
-    int64_t total = 0;
-    for (size_t i = 0; i < names.size(); ++i) {
-      const size_t bytes = NumElements(shapes[i]) * DTypeSize(DType::kFloat32);
-      v1::VariableSlot* slot = push->add_variables();
-      slot->set_name(names[i]);
-      slot->set_dtype(v1::DT_FLOAT32);
-      for (int64_t d : shapes[i]) slot->add_shape(d);
-      slot->set_bytes(static_cast<int64_t>(bytes));
-      payload.emplace_back(static_cast<const char*>(grads[i]), bytes);
-      total += static_cast<int64_t>(bytes);
-    }
-    push->set_payload_bytes(total);
-    *push->mutable_tag() = ToProto(tag);
-  }
+  if (push.has_value()) *request.mutable_push() = push->header;
+  const std::vector<absl::string_view> no_payload;
+  const std::vector<absl::string_view>& payload =
+      push.has_value() ? push->payload : no_payload;
   if (!pull_names.empty()) {
     v1::PullVariablesRequest* pull = request.mutable_pull();
     for (const std::string& n : pull_names) pull->add_names(n);
@@ -126,8 +117,7 @@ absl::StatusOr<ExchangeResult> PsClient::Exchange(
   }
   if (refused) {
     lanes_refused_.store(true);
-    return ExchangeUnary(names, shapes, grads, tag, pull_names, dsts, sizes,
-                         options);
+    return ExchangeUnary(push_ptr, pull_names, dsts, sizes, options);
   }
   if (!reply.ok()) return reply.status();
   ExchangeResult result;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/ps_client.h"
 #include "client/ps_client_streams.h"
+#include "proto/gradient_encoding_proto.h"
 
 namespace strata {
 namespace {
@@ -188,6 +189,59 @@ absl::StatusOr<std::vector<int64_t>> PsClient::PullVariables(
   });
 }
 
+PsClient::PreparedPush PsClient::PreparePush(
+    const std::vector<std::string>& names, DType dtype,
+    const std::vector<Shape>& shapes, const std::vector<const void*>& data,
+    const PushTag& tag) {
+  PreparedPush push;
+  const bool encode = feedback_ != nullptr && dtype == DType::kFloat32;
+  const v1::GradientEncoding wire_encoding =
+      encode ? GradientEncodingToProto(feedback_->encoding())
+             : v1::GRADIENT_ENCODING_NONE;
+  int64_t total = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const size_t n = NumElements(shapes[i]);
+    const size_t bytes =
+        encode ? EncodedBytes(feedback_->encoding(), n) : n * DTypeSize(dtype);
+    v1::VariableSlot* slot = push.header.add_variables();
+    slot->set_name(names[i]);
+    slot->set_dtype(static_cast<v1::DType>(dtype));
+    for (int64_t d : shapes[i]) slot->add_shape(d);
+    slot->set_bytes(static_cast<int64_t>(bytes));
+    slot->set_encoding(wire_encoding);
+    if (encode) {
+      push.owned.emplace_back(new char[std::max<size_t>(bytes, 1)]);
+      feedback_->Encode(names[i], static_cast<const float*>(data[i]), n,
+                        push.owned.back().get());
+      push.payload.emplace_back(push.owned.back().get(), bytes);
+    } else {
+      push.payload.emplace_back(static_cast<const char*>(data[i]), bytes);
+    }
+    total += static_cast<int64_t>(bytes);
+  }
+  push.header.set_payload_bytes(total);
+  *push.header.mutable_tag() = ToProto(tag);
+  return push;
+}
+
+absl::StatusOr<std::vector<PushResult>> PsClient::PushPrepared(
+    PreparedPush* push) {
+  int attempts = 0;
+  absl::StatusOr<std::string> raw =
+      UploadTagged(kPushVariablesMethod, push->header,
+                   push->header.mutable_tag(), push->payload, &attempts);
+  if (!raw.ok()) return raw.status();
+  v1::PushVariablesResponse resp;
+  if (!resp.ParseFromString(*raw) ||
+      resp.results_size() != push->header.variables_size()) {
+    return absl::InternalError(
+        "PushVariables: the response is not a PushVariablesResponse");
+  }
+  std::vector<PushResult> out;
+  for (const auto& r : resp.results()) out.push_back(PushResultOf(r, attempts));
+  return out;
+}
+
 absl::StatusOr<std::vector<PushResult>> PsClient::PushVariables(
     const std::vector<std::string>& names, DType dtype,
     const std::vector<Shape>& shapes, const std::vector<const void*>& data,
@@ -196,34 +250,8 @@ absl::StatusOr<std::vector<PushResult>> PsClient::PushVariables(
     return absl::InvalidArgumentError(
         "PushVariables: names, shapes and data differ in count");
   }
-  v1::PushVariablesHeader header;
-  std::vector<absl::string_view> payload;
-  int64_t total = 0;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const size_t bytes = NumElements(shapes[i]) * DTypeSize(dtype);
-    v1::VariableSlot* slot = header.add_variables();
-    slot->set_name(names[i]);
-    slot->set_dtype(static_cast<v1::DType>(dtype));
-    for (int64_t d : shapes[i]) slot->add_shape(d);
-    slot->set_bytes(static_cast<int64_t>(bytes));
-    payload.emplace_back(static_cast<const char*>(data[i]), bytes);
-    total += static_cast<int64_t>(bytes);
-  }
-  header.set_payload_bytes(total);
-  *header.mutable_tag() = ToProto(tag);
-  int attempts = 0;
-  absl::StatusOr<std::string> raw = UploadTagged(
-      kPushVariablesMethod, header, header.mutable_tag(), payload, &attempts);
-  if (!raw.ok()) return raw.status();
-  v1::PushVariablesResponse resp;
-  if (!resp.ParseFromString(*raw) ||
-      resp.results_size() != static_cast<int>(names.size())) {
-    return absl::InternalError(
-        "PushVariables: the response is not a PushVariablesResponse");
-  }
-  std::vector<PushResult> out;
-  for (const auto& r : resp.results()) out.push_back(PushResultOf(r, attempts));
-  return out;
+  PreparedPush push = PreparePush(names, dtype, shapes, data, tag);
+  return PushPrepared(&push);
 }
 
 absl::StatusOr<int64_t> PsClient::Assign(const std::string& name, DType dtype,

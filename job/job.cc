@@ -184,7 +184,8 @@ absl::Status ParseStrategy(const json& value, StrategySpec* s) {
   STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, "job.strategy"));
   STRATA_RETURN_IF_ERROR(
       o.CheckKeys({"type", "update", "partitioner", "sync_replicas",
-                   "collective", "replicas", "pack_bytes", "timeout_seconds"}));
+                   "collective", "replicas", "pack_bytes", "timeout_seconds",
+                   "gradient_compression"}));
   // The names are the policy registry's (strategies/placement_policy.h).
   STRATA_RETURN_IF_ERROR(o.String("type", true, &s->type, /*allow_empty=*/true));
   if (!IsPlacementPolicyName(s->type)) {
@@ -211,6 +212,25 @@ absl::Status ParseStrategy(const json& value, StrategySpec* s) {
   STRATA_RETURN_IF_ERROR(
       o.Number("timeout_seconds", false, 1e-3, 86400, false,
                &s->timeout_seconds));
+  STRATA_RETURN_IF_ERROR(o.Enum("gradient_compression", false,
+                                {"none", "bf16", "fp16"},
+                                &s->gradient_compression));
+  const bool pushes_to_ps =
+      s->type == "parameter_server" || s->type == "central_storage" ||
+      (s->type == "multi_worker_mirrored" && s->collective == "ps");
+  if (s->gradient_compression != "none" && !pushes_to_ps) {
+    return PathError(
+        o.Path("gradient_compression"),
+        absl::StrCat(Quote(s->gradient_compression),
+                     " compresses the gradients pushed to PS tasks; ",
+                     s->type,
+                     s->type == "multi_worker_mirrored" ? " with collective '"
+                                                          : "",
+                     s->type == "multi_worker_mirrored" ? s->collective : "",
+                     s->type == "multi_worker_mirrored" ? "'" : "",
+                     " pushes none (use parameter_server, central_storage "
+                     "or multi_worker_mirrored with collective 'ps')"));
+  }
   if (o.Has("partitioner")) {
     STRATA_RETURN_IF_ERROR(ParsePartitioner(
         o.At("partitioner"), o.Path("partitioner"), &s->partitioner));

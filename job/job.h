@@ -109,7 +109,8 @@ struct PartitionerSpec {
 // strategy: {"type": "parameter_server" (default) | "central_storage" |
 // "multi_worker_mirrored" | "mirrored" | "one_device", "update": "async" |
 // "sync", "partitioner": {...}, "sync_replicas", "collective": "ring" |
-// "ps", "replicas", "pack_bytes", "timeout_seconds"}. `update` defaults to "async" for
+// "ps", "replicas", "pack_bytes", "timeout_seconds", "gradient_compression":
+// "none" | "bf16" | "fp16"}. `update` defaults to "async" for
 // parameter_server and "sync" for the others, which only support "sync"
 // (one_device accepts either: it has one replica). `options` is the strategy
 // object as written ({} when absent).
@@ -129,6 +130,12 @@ struct StrategySpec {
   // of one collective in seconds (> 0, default 30).
   int64_t pack_bytes = 1 << 20;
   double timeout_seconds = 30;
+  // How gradients pushed to PS tasks over gRPC travel: "none" (float32,
+  // the default), "bf16" or "fp16" (half the bytes, with error feedback;
+  // common/gradient_encoding.h). Only for the strategies that push
+  // gradients to PS tasks: parameter_server, central_storage and
+  // multi_worker_mirrored with collective "ps".
+  std::string gradient_compression = "none";
   nlohmann::json options = nlohmann::json::object();
 };
 

@@ -2,10 +2,13 @@
 
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/gradient_encoding.h"
+#include "proto/gradient_encoding_proto.h"
 #include "common/status_macros.h"
 
 namespace strata {
@@ -110,16 +113,36 @@ ValidatePushVariablesHeader(const v1::PushVariablesHeader& header,
     STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v, store.Get(slot.name()));
     auto dtype = DTypeFromProto(slot.dtype());
     Shape shape(slot.shape().begin(), slot.shape().end());
+    const absl::StatusOr<GradientEncoding> encoding =
+        GradientEncodingFromProto(slot.encoding());
+    if (!encoding.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient for variable '", slot.name(), "': ",
+                       encoding.status().message()));
+    }
+    if (*encoding != GradientEncoding::kNone &&
+        v->dtype() != DType::kFloat32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient for variable '", slot.name(), "' is encoded as ",
+          GradientEncodingName(*encoding), ", but the variable is ",
+          DTypeName(v->dtype()), " (only float32 gradients are encoded)"));
+    }
+    const uint64_t wire =
+        *encoding == GradientEncoding::kNone
+            ? v->byte_size()
+            : EncodedBytes(*encoding, NumElements(v->shape()));
     if (!dtype.ok() || *dtype != v->dtype() || shape != v->shape() ||
-        static_cast<uint64_t>(slot.bytes()) != v->byte_size()) {
+        static_cast<uint64_t>(slot.bytes()) != wire) {
       return absl::InvalidArgumentError(absl::StrCat(
           "variable '", slot.name(), "' is ", DTypeName(v->dtype()), " ",
-          ShapeString(v->shape()), " (", v->byte_size(),
-          " bytes), the gradient is ",
-          dtype.ok() ? DTypeName(*dtype) : "invalid", " ", ShapeString(shape),
-          " (", slot.bytes(), " bytes)"));
+          ShapeString(v->shape()), " (", wire, " bytes",
+          *encoding == GradientEncoding::kNone
+              ? ""
+              : absl::StrCat(" as ", GradientEncodingName(*encoding)),
+          "), the gradient is ", dtype.ok() ? DTypeName(*dtype) : "invalid",
+          " ", ShapeString(shape), " (", slot.bytes(), " bytes)"));
     }
-    total += v->byte_size();
+    total += wire;
     variables.push_back(std::move(v));
   }
   if (static_cast<uint64_t>(header.payload_bytes()) != total) {
@@ -135,29 +158,62 @@ absl::StatusOr<v1::PushVariablesResponse> ApplyPushVariables(
     const v1::PushVariablesHeader& header,
     const std::vector<std::shared_ptr<Variable>>& variables, const char* data,
     size_t size, ParameterStore* store) {
+  // Encoded gradients are decoded into float32 first (one buffer for all of
+  // them); the others are read where they arrived.
+  std::vector<const char*> grads(variables.size());
+  std::vector<size_t> wire(variables.size());
+  std::unique_ptr<float[]> decoded;
+  {
+    size_t decoded_elems = 0;
+    for (size_t i = 0; i < variables.size(); ++i) {
+      if (header.variables(i).encoding() != v1::GRADIENT_ENCODING_NONE) {
+        decoded_elems += NumElements(variables[i]->shape());
+      }
+    }
+    if (decoded_elems > 0) decoded.reset(new float[decoded_elems]);
+    size_t offset = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < variables.size(); ++i) {
+      const v1::VariableSlot& slot = header.variables(i);
+      wire[i] = static_cast<size_t>(slot.bytes());
+      if (offset + wire[i] > size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "PushVariables: payload of ", size, " bytes ends inside variable '",
+            slot.name(), "'"));
+      }
+      if (slot.encoding() == v1::GRADIENT_ENCODING_NONE) {
+        grads[i] = data + offset;
+      } else {
+        const size_t n = NumElements(variables[i]->shape());
+        DecodeToFloat32(*GradientEncodingFromProto(slot.encoding()),
+                        data + offset, n, decoded.get() + at);
+        grads[i] = reinterpret_cast<const char*>(decoded.get() + at);
+        at += n;
+      }
+      offset += wire[i];
+    }
+  }
   // Validate every gradient, and the tag against every variable's update
   // mode, before applying any.
   const PushMeta meta = PushMetaFromTag(header.has_tag(), header.tag());
-  size_t offset = 0;
-  for (const auto& v : variables) {
+  for (size_t i = 0; i < variables.size(); ++i) {
+    const auto& v = variables[i];
     STRATA_RETURN_IF_ERROR(v->CheckPushMeta(meta));
     STRATA_RETURN_IF_ERROR(CheckFinite(
-        v->dtype(), data + offset, NumElements(v->shape()),
+        v->dtype(), grads[i], NumElements(v->shape()),
         absl::StrCat("gradient for variable '", v->name(), "'")));
-    offset += v->byte_size();
   }
   v1::PushVariablesResponse resp;
-  offset = 0;
-  for (const auto& v : variables) {
+  for (size_t i = 0; i < variables.size(); ++i) {
+    const auto& v = variables[i];
     STRATA_ASSIGN_OR_RETURN(PushOutcome outcome,
-                            v->PushDense(meta, data + offset, v->byte_size(),
+                            v->PushDense(meta, grads[i], v->byte_size(),
                                          /*checked=*/true));
-    store->RecordPush(outcome, static_cast<int64_t>(v->byte_size()));
+    store->RecordPush(outcome, static_cast<int64_t>(wire[i]));
     v1::PushResponse* r = resp.add_results();
     r->set_version(outcome.version);
     r->set_duplicate(outcome.duplicate);
     r->set_applied(outcome.applied);
-    offset += v->byte_size();
   }
   return resp;
 }

@@ -39,18 +39,22 @@ absl::StatusOr<uint64_t> ValidateAssignHeader(const v1::AssignHeader& header,
                                               const Variable& variable);
 
 // Looks up every variable a PushVariables header names and checks dtype,
-// shape and bytes of each, and the total payload size. Returns the
-// variables in the header's order; sets `*payload_bytes`.
-// Errors: NOT_FOUND (a variable does not exist), INVALID_ARGUMENT.
+// shape, encoding and bytes of each (an encoded slot: a float32 variable,
+// 2 bytes per element), and the total payload size. Returns the variables
+// in the header's order; sets `*payload_bytes` (the bytes on the wire).
+// Errors: NOT_FOUND (a variable does not exist), INVALID_ARGUMENT (naming
+// the variable: a mismatch, an encoding of a non-float32 variable, an
+// encoding the enum does not define).
 absl::StatusOr<std::vector<std::shared_ptr<Variable>>>
 ValidatePushVariablesHeader(const v1::PushVariablesHeader& header,
                             const ParameterStore& store,
                             uint64_t* payload_bytes);
 
 // Applies the gradients of a validated PushVariables (`variables` as
-// returned by ValidatePushVariablesHeader): every gradient is checked for
-// NaN/Inf before any variable is updated; each outcome is recorded in
-// `store`. Errors: INVALID_ARGUMENT, and those of Variable::PushDense.
+// returned by ValidatePushVariablesHeader): encoded gradients are decoded
+// to float32, then every gradient is checked for NaN/Inf before any
+// variable is updated; each outcome is recorded in `store` with the bytes
+// the gradient took on the wire. Errors: INVALID_ARGUMENT, and those of Variable::PushDense.
 absl::StatusOr<v1::PushVariablesResponse> ApplyPushVariables(
     const v1::PushVariablesHeader& header,
     const std::vector<std::shared_ptr<Variable>>& variables, const char* data,

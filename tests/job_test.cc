@@ -295,6 +295,35 @@ void ExpectError(const json& j, const std::string& substr) {
       << j.dump();
 }
 
+TEST(JobTest, GradientCompressionIsForStrategiesThatPushToPsTasks) {
+  json j = MinimalJob();
+  STRATA_ASSERT_OK(ParseJob(j));
+  EXPECT_EQ(ParseJob(j)->strategy.gradient_compression, "none");
+  for (const char* strategy :
+       {R"({"type": "parameter_server", "gradient_compression": "bf16"})",
+        R"({"type": "central_storage", "gradient_compression": "fp16"})",
+        R"({"type": "multi_worker_mirrored", "collective": "ps",
+            "gradient_compression": "bf16"})"}) {
+    j["strategy"] = json::parse(strategy);
+    absl::StatusOr<JobSpec> job = ParseJob(j);
+    STRATA_ASSERT_OK(job);
+    EXPECT_NE(job->strategy.gradient_compression, "none") << strategy;
+  }
+  j["strategy"] = json::parse(
+      R"({"type": "parameter_server", "gradient_compression": "int8"})");
+  ExpectError(j,
+              "job.strategy.gradient_compression: 'int8' is not one of none, "
+              "bf16, fp16");
+  j["strategy"] = json::parse(
+      R"({"type": "mirrored", "gradient_compression": "bf16"})");
+  ExpectError(j,
+              "job.strategy.gradient_compression: 'bf16' compresses the "
+              "gradients pushed to PS tasks; mirrored pushes none");
+  j["strategy"] = json::parse(
+      R"({"type": "multi_worker_mirrored", "gradient_compression": "fp16"})");
+  ExpectError(j, "multi_worker_mirrored with collective 'ring' pushes none");
+}
+
 TEST(JobTest, UnknownLayerTypeNamesPath) {
   json j = ReferenceJob();
   j["model"]["layers"][1]["type"] = "conv2d";

@@ -21,7 +21,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "client/ps_client.h"
+#include "client/ps_client_streams.h"
 #include "client/ps_cluster.h"
+#include "common/gradient_encoding.h"
 #include "common/grpc_status.h"
 #include "grpcpp/completion_queue.h"
 #include "grpcpp/create_channel.h"
@@ -490,6 +492,157 @@ TEST_F(LaneTest, MalformedStreamEndsWithInvalidArgument) {
                                   "not a LaneRequest"));
   auto client = PsClient::Connect(server_->address(), FastRetries(true));
   STRATA_ASSERT_OK(client->CreateVariable(SgdSpec("a", 2)));
+}
+
+// Gradient compression (PsClientOptions::gradient_encoding): a bf16 push is
+// decoded on the server (values exactly representable land exactly), moves
+// half the bytes, and the rounding error goes into the next push.
+TEST_F(LaneTest, CompressedPushesMoveHalfTheBytesOnEveryPath) {
+  Start();
+  for (bool lanes : {true, false}) {
+    SCOPED_TRACE(lanes ? "lanes" : "unary calls");
+    PsClientOptions options = FastRetries(lanes);
+    options.gradient_encoding = GradientEncoding::kBfloat16;
+    auto client = PsClient::Connect(server_->address(), options);
+    const std::string name = lanes ? "c_lanes" : "c_unary";
+    const int64_t n = 1000;
+    STRATA_ASSERT_OK(client->CreateVariable(SgdSpec(name, n)));
+    const int64_t bytes_before = client->Stats()->bytes_pushed();
+    // 0.5 is exact in bfloat16; 2^-9 is below its resolution next to 1.
+    std::vector<float> grad(n, 0.5f), value(n);
+    grad[1] = 1.0f + std::ldexp(1.0f, -9);
+    auto versions = client->Exchange(0, {name}, {{n}}, {grad.data()},
+                                     PushTag{"job", 0, 0}, {name},
+                                     {value.data()}, {n * sizeof(float)});
+    ASSERT_TRUE(versions.ok()) << versions.status();
+    EXPECT_EQ(value[0], 0.5f);
+    EXPECT_EQ(value[1], 0.0f);  // 1 + 2^-9 went out as 1
+    EXPECT_EQ(client->Stats()->bytes_pushed() - bytes_before, n * 2);
+    // The second push of the same gradient carries the first one's 2^-9:
+    // 1 + 2^-8 is halfway and rounds to even (1); the residual is 2^-8.
+    // The third sends 1 + 2^-9 + 2^-8 -> 1 + 2^-7, leaving -2^-9 owed.
+    STRATA_ASSERT_OK(client->PushVariables({name}, DType::kFloat32, {{n}},
+                                           {grad.data()}, PushTag{"job", 0, 1}));
+    STRATA_ASSERT_OK(client->Exchange(0, {name}, {{n}}, {grad.data()},
+                                      PushTag{"job", 0, 2}, {name},
+                                      {value.data()}, {n * sizeof(float)}));
+    EXPECT_EQ(value[0], 1.0f - 3 * 0.5f);
+    EXPECT_EQ(value[1], 1.0f - 1.0f - 1.0f - (1.0f + std::ldexp(1.0f, -7)));
+    EXPECT_EQ(client->Stats()->bytes_pushed() - bytes_before, 3 * n * 2);
+  }
+  EXPECT_GE(Frames(server_.get(), "Lane", "OK"), 2);
+  EXPECT_GE(Frames(server_.get(), "PushVariables", "OK"), 3);
+}
+
+// A compressed push whose connection drops mid-frame is retried with the
+// same encoded bytes: applied once, and the residual advanced once.
+TEST_F(LaneTest, CompressedPushDroppedMidFrameIsAppliedOnce) {
+  Start();
+  FaultProxy proxy(server_->port());
+  PsClientOptions options = FastRetries(true);
+  options.chunk_bytes = 256 << 10;
+  options.gradient_encoding = GradientEncoding::kFloat16;
+  auto client = PsClient::Connect(proxy.address(), options);
+  const int64_t n = 1 << 20;  // 2 MB on the wire
+  STRATA_ASSERT_OK(client->CreateVariable(SgdSpec("big", n)));
+  std::vector<float> grad(n, 0.25f), value(n);
+  grad[7] = 0.1f;  // 0.0999755859375 in float16
+  STRATA_ASSERT_OK(client->Exchange(0, {}, {}, {}, {}, {"big"}, {value.data()},
+                                    {n * sizeof(float)}));
+  proxy.CutAfter(/*upstream=*/true, 1 << 20);
+  auto versions = client->Exchange(0, {"big"}, {{n}}, {grad.data()},
+                                   PushTag{"job", 0, 1}, {"big"},
+                                   {value.data()}, {n * sizeof(float)});
+  ASSERT_TRUE(versions.ok()) << versions.status();
+  EXPECT_EQ(proxy.cuts(), 1);
+  ASSERT_EQ(versions->pushed.size(), 1u);
+  EXPECT_TRUE(versions->pushed[0].applied);
+  EXPECT_GE(versions->pushed[0].attempts, 2);
+  EXPECT_EQ(value[0], 0.75f);
+  EXPECT_EQ(value[7], 1.0f - 0.0999755859375f);
+  for (int64_t i = 8; i < n; i += 4099) ASSERT_EQ(value[i], 0.75f) << i;
+}
+
+// Against a server without lanes the fallback sends the bytes encoded once.
+TEST_F(LaneTest, CompressedFallbackToUnaryCallsEncodesOnce) {
+  Start(/*serve_lanes=*/false);
+  PsClientOptions options = FastRetries(true);
+  options.gradient_encoding = GradientEncoding::kBfloat16;
+  auto client = PsClient::Connect(server_->address(), options);
+  STRATA_ASSERT_OK(client->CreateVariable(SgdSpec("a", 2)));
+  std::vector<float> g = {1.0f + std::ldexp(1.0f, -9), 2.0f}, v(2);
+  auto versions = client->Exchange(0, {"a"}, {{2}}, {g.data()},
+                                   PushTag{"job", 0, 0}, {"a"}, {v.data()},
+                                   {sizeof(float) * 2});
+  ASSERT_TRUE(versions.ok()) << versions.status();
+  EXPECT_FALSE(client->UsesLanes());
+  EXPECT_EQ(v, (std::vector<float>{0.0f, -1.0f}));
+  EXPECT_EQ(client->Stats()->bytes_pushed(), 4);
+  // Had the refused lane attempt advanced the residual too, this push
+  // would carry 2^-8 + 2^-9 (and round up to 1 + 2^-7).
+  STRATA_ASSERT_OK(client->Exchange(0, {"a"}, {{2}}, {g.data()},
+                                    PushTag{"job", 0, 1}, {"a"}, {v.data()},
+                                    {sizeof(float) * 2}));
+  EXPECT_EQ(v, (std::vector<float>{-1.0f, -3.0f}));
+}
+
+// Encoded gradients the server cannot take get INVALID_ARGUMENT naming
+// the problem; nothing changes.
+TEST_F(LaneTest, BadEncodedPushesAreRefusedAndChangeNothing) {
+  Start();
+  auto client = PsClient::Connect(server_->address(), FastRetries(true));
+  STRATA_ASSERT_OK(client->CreateVariable(SgdSpec("f", 4)));
+  v1::VariableSpec ints = SgdSpec("i", 4);
+  ints.set_dtype(v1::DT_INT32);
+  ints.mutable_initializer()->set_type("zeros");
+  ints.mutable_optimizer()->set_type("assign_add");
+  STRATA_ASSERT_OK(client->CreateVariable(ints));
+  auto channel = grpc::CreateChannel(server_->address(),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  auto push = [&](const std::string& name, v1::DType dtype,
+                  v1::GradientEncoding encoding, int64_t bytes,
+                  const std::string& payload) {
+    v1::PushVariablesHeader header;
+    v1::VariableSlot* slot = header.add_variables();
+    slot->set_name(name);
+    slot->set_dtype(dtype);
+    slot->add_shape(4);
+    slot->set_bytes(bytes);
+    slot->set_encoding(encoding);
+    header.set_payload_bytes(bytes);
+    const absl::string_view parts[] = {payload};
+    return UploadChunks(stub, "/strata.v1.ParameterService/PushVariables",
+                        absl::Seconds(10), header.SerializeAsString(), parts,
+                        1 << 20)
+        .status();
+  };
+  std::string half(8, '\0');
+  // Wrong size: 4 float32 elements are 8 bytes as bf16, not 16.
+  EXPECT_THAT(push("f", v1::DT_FLOAT32, v1::GRADIENT_ENCODING_BF16, 16,
+                   std::string(16, '\0')),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "(8 bytes as bf16)"));
+  EXPECT_THAT(push("i", v1::DT_INT32, v1::GRADIENT_ENCODING_FP16, 8, half),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "only float32 gradients are encoded"));
+  EXPECT_THAT(push("f", v1::DT_FLOAT32, static_cast<v1::GradientEncoding>(7),
+                   8, half),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "unknown gradient encoding 7"));
+  // A bf16 NaN (0x7FC0) in element 2.
+  std::string nan = half;
+  nan[4] = static_cast<char>(0xC0);
+  nan[5] = 0x7F;
+  EXPECT_THAT(push("f", v1::DT_FLOAT32, v1::GRADIENT_ENCODING_BF16, 8, nan),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "gradient for variable 'f'"));
+  std::vector<float> f(4);
+  auto pulled = client->Pull("f", f.data(), sizeof(float) * 4);
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(pulled->version, 0);
+  EXPECT_EQ(f, (std::vector<float>{1, 1, 1, 1}));
+  EXPECT_EQ(client->Stats()->pushes_applied(), 0);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "client/ps_cluster.h"
 #include "collective/nccl.h"
 #include "collective/worker_service.h"
+#include "common/gradient_encoding.h"
 #include "common/status_macros.h"
 #include "common/tf_config.h"
 #include "nlohmann/json.hpp"
@@ -136,6 +137,10 @@ absl::Status GroupTrainer::ConnectPs() {
   // PullAtLeast); a single call never waits longer than this.
   ps_options.deadline = absl::Seconds(2);
   ps_options.security = options_.ps_security;
+  // The job parser accepted the name (job.strategy.gradient_compression).
+  ps_options.gradient_encoding =
+      ParseGradientEncoding(job_.strategy.gradient_compression)
+          .value_or(GradientEncoding::kNone);
   cluster_ = PsCluster::Connect(ps, ps_options);
   if (policy_->variable_home() != VariableHome::kPsTasks) {
     return CreateReductionVariable(cluster_.get(), num_params_ + 2);

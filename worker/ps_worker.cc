@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/gradient_encoding.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "worker/group_worker.h"
@@ -282,6 +283,10 @@ absl::Status PsWorker::Setup(const v1::JobStatus& status) {
   PsClientOptions ps_options;
   ps_options.security = options_.ps_security;
   ps_options.shared_memory = options_.ps_shared_memory;
+  // The job parser accepted the name (job.strategy.gradient_compression).
+  ps_options.gradient_encoding =
+      ParseGradientEncoding(job_.strategy.gradient_compression)
+          .value_or(GradientEncoding::kNone);
   if (job_.strategy.update == "sync") {
     // A sync pull waits for earlier aggregated steps; if one of them is held
     // by a worker that died, give up soon and take other work, so that this
