@@ -42,31 +42,52 @@ absl::Status ValidateCommon(Transport* t, const std::string& op,
 
 // Adds `n` elements of `src` into `dst`, computing in U: integers as their
 // unsigned type, so that a sum wraps (defined behaviour) rather than
-// overflowing.
+// overflowing. Loads and stores go through memcpy, so neither side needs to
+// be aligned (a received slice starts anywhere), and blocks of kAddBlock
+// elements let the compiler use vector adds without a runtime alias check;
+// each element is still one addition, so sums stay bit-identical.
+constexpr int64_t kAddBlock = 16;
+
 template <typename U>
-void AddInto(char* dst, const char* src, int64_t n) {
-  U* d = reinterpret_cast<U*>(dst);
-  const U* s = reinterpret_cast<const U*>(src);
-  for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+void AddTyped(char* dst, const char* src, int64_t n) {
+  int64_t i = 0;
+  for (; i + kAddBlock <= n; i += kAddBlock) {
+    U d[kAddBlock];
+    U s[kAddBlock];
+    std::memcpy(d, dst + i * sizeof(U), sizeof(d));
+    std::memcpy(s, src + i * sizeof(U), sizeof(s));
+    for (int64_t j = 0; j < kAddBlock; ++j) d[j] += s[j];
+    std::memcpy(dst + i * sizeof(U), d, sizeof(d));
+  }
+  for (; i < n; ++i) {
+    U d;
+    U s;
+    std::memcpy(&d, dst + i * sizeof(U), sizeof(U));
+    std::memcpy(&s, src + i * sizeof(U), sizeof(U));
+    d += s;
+    std::memcpy(dst + i * sizeof(U), &d, sizeof(U));
+  }
 }
 
-void AddInto(DType dtype, char* dst, const char* src, int64_t n) {
-  switch (dtype) {
-    case DType::kFloat32:
-      AddInto<float>(dst, src, n);
-      break;
-    case DType::kFloat64:
-      AddInto<double>(dst, src, n);
-      break;
-    case DType::kInt32:
-      AddInto<uint32_t>(dst, src, n);
-      break;
-    case DType::kInt64:
-      AddInto<uint64_t>(dst, src, n);
-      break;
-    case DType::kInvalid:
-      break;
+// The default RecvReduce's receive buffer is kept per thread and reused up
+// to this size, so that a ring's packs do not allocate one each; larger
+// messages get a buffer of their own.
+constexpr size_t kMaxKeptScratch = 4 << 20;
+
+// A buffer of at least `bytes` for the calling thread: the kept one, or
+// `*owned` (allocated here) beyond kMaxKeptScratch.
+char* Scratch(size_t bytes, std::unique_ptr<char[]>* owned) {
+  if (bytes > kMaxKeptScratch) {
+    owned->reset(new char[bytes]);
+    return owned->get();
   }
+  thread_local std::unique_ptr<char[]> kept;
+  thread_local size_t kept_bytes = 0;
+  if (kept_bytes < bytes) {
+    kept.reset(new char[bytes]);
+    kept_bytes = bytes;
+  }
+  return kept.get();
 }
 
 template <typename T>
@@ -80,8 +101,10 @@ void DivideBy(void* data, int64_t count, int n) {
 // errors. Numbering the ring steps t = 0 .. 2(n-1)-1 (reduce-scatter, then
 // all-gather), rank r sends segment (r - t) mod n to its right neighbour and
 // receives segment (r - t - 1) mod n from its left at step t. A received pack
-// is reduced (or, in the all-gather, written in place) and forwarded at once
-// as the same pack of step t+1, so packs stream around the ring.
+// is added into `data` by the transport as it is taken (RecvReduce: no
+// scratch copy on the gRPC transport) or, in the all-gather, written in
+// place, and forwarded at once as the same pack of step t+1, so packs stream
+// around the ring.
 absl::Status RingAllReduce(Transport* t, DType dtype, char* data,
                            int64_t count, const std::string& op,
                            const CollectiveOptions& options,
@@ -116,31 +139,21 @@ absl::Status RingAllReduce(Transport* t, DType dtype, char* data,
     }
   }
 
-  // Segment 0 is the largest (sizes differ by at most one element).
-  const int64_t scratch_elems =
-      std::min(pack_elems, RingSegment(count, n, 0).count);
-  std::unique_ptr<char[]> scratch;
   for (int step = 0; step < steps; ++step) {
     const bool reduce = step < n - 1;
     const int seg_index = seg_of(step + 1);
     const Segment seg = RingSegment(count, n, seg_index);
     const int64_t packs = (seg.count + pack_elems - 1) / pack_elems;
-    if (reduce && packs > 0 && scratch == nullptr) {
-      scratch.reset(new char[scratch_elems * esize]);
-    }
     for (int64_t p = 0; p < packs; ++p) {
       const int64_t begin = seg.begin + p * pack_elems;
       const int64_t len = std::min(pack_elems, seg.begin + seg.count - begin);
-      char* dst = data + begin * esize;
-      const size_t bytes = static_cast<size_t>(len) * esize;
+      const absl::Span<char> dst(data + begin * esize,
+                                 static_cast<size_t>(len) * esize);
       if (reduce) {
-        STRATA_RETURN_IF_ERROR(t->Recv(
-            left, key(step, p), absl::Span<char>(scratch.get(), bytes),
-            deadline));
-        AddInto(dtype, dst, scratch.get(), len);
-      } else {
         STRATA_RETURN_IF_ERROR(
-            t->Recv(left, key(step, p), absl::Span<char>(dst, bytes), deadline));
+            t->RecvReduce(left, key(step, p), dtype, dst, deadline));
+      } else {
+        STRATA_RETURN_IF_ERROR(t->Recv(left, key(step, p), dst, deadline));
       }
       if (step + 1 < steps) {
         STRATA_RETURN_IF_ERROR(send_segment_pack(step + 1, p, seg));
@@ -186,6 +199,48 @@ absl::Status FailCollective(Transport* t, absl::Status error) {
 }
 
 }  // namespace
+
+void AddInto(DType dtype, char* inout, const char* src, int64_t count) {
+  if (count <= 0) return;
+  switch (dtype) {
+    case DType::kFloat32:
+      AddTyped<float>(inout, src, count);
+      break;
+    case DType::kFloat64:
+      AddTyped<double>(inout, src, count);
+      break;
+    case DType::kInt32:
+      AddTyped<uint32_t>(inout, src, count);
+      break;
+    case DType::kInt64:
+      AddTyped<uint64_t>(inout, src, count);
+      break;
+    case DType::kInvalid:
+      break;
+  }
+}
+
+absl::Status Transport::RecvReduce(int peer, const std::string& key,
+                                   DType dtype, absl::Span<char> inout,
+                                   absl::Time deadline) {
+  const size_t esize = DTypeSize(dtype);
+  if (esize == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "recv-reduce '", key, "': invalid dtype ", static_cast<int>(dtype)));
+  }
+  if (inout.size() % esize != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "recv-reduce '", key, "': ", inout.size(),
+        " bytes are not a whole number of ", DTypeName(dtype), " elements"));
+  }
+  std::unique_ptr<char[]> owned;
+  char* const scratch = Scratch(inout.size(), &owned);
+  STRATA_RETURN_IF_ERROR(
+      Recv(peer, key, absl::Span<char>(scratch, inout.size()), deadline));
+  AddInto(dtype, inout.data(), scratch,
+          static_cast<int64_t>(inout.size() / esize));
+  return absl::OkStatus();
+}
 
 Segment RingSegment(int64_t count, int size, int index) {
   Segment s;

@@ -64,6 +64,21 @@ class Transport {
   virtual absl::Status Recv(int peer, const std::string& key,
                             absl::Span<char> out, absl::Time deadline) = 0;
 
+  // Waits for message `key` from `peer`, as Recv, and adds it element-wise
+  // into `inout` (elements of `dtype`, inout[i] += message[i]; integer sums
+  // wrap around) instead of copying it: the reduction of AllReduceSum. This
+  // default receives into a scratch buffer and adds from it; a transport
+  // that holds received bytes itself (gRPC) adds straight from them, one
+  // pass over memory. Errors: INVALID_ARGUMENT for an invalid dtype or an
+  // inout.size() that is not a whole number of elements (before waiting;
+  // the message is left queued); otherwise as Recv: INVALID_ARGUMENT for a
+  // peer outside [0, size) or a message whose size differs from
+  // inout.size() (the message is consumed, `inout` is unchanged);
+  // DEADLINE_EXCEEDED; ABORTED.
+  virtual absl::Status RecvReduce(int peer, const std::string& key,
+                                  DType dtype, absl::Span<char> inout,
+                                  absl::Time deadline);
+
   // Waits until every queued Send was delivered (or failed); returns the
   // first failure, ABORTED when the group was aborted, DEADLINE_EXCEEDED
   // when sends are still in flight at `deadline`.
@@ -81,7 +96,8 @@ class Transport {
 // segments (sizes differ by at most one element; some are empty when count <
 // size), each segment travels in packs of options.pack_bytes, and a pack is
 // forwarded as soon as it has been reduced, so sends pipeline around the
-// ring. Every rank ends with bit-identical values (each element is summed in
+// ring; a received pack is added straight into `data`
+// (Transport::RecvReduce). Every rank ends with bit-identical values (each element is summed in
 // the same order on every rank). Integer sums wrap around on overflow.
 // `op` names the operation and must be unique per call within the group
 // (e.g. "step42/grads"). Size 1: validates and returns.
@@ -111,6 +127,12 @@ absl::Status AllReduceMean(Transport* t, DType dtype, void* data,
 absl::Status Broadcast(Transport* t, int root, void* data, size_t bytes,
                        const std::string& op,
                        const CollectiveOptions& options);
+
+// inout[i] += src[i] for `count` elements of `dtype` (integer sums wrap
+// around): AllReduceSum's reduction, for transports that override
+// Transport::RecvReduce. `src` need not be aligned; the ranges must not
+// overlap. Does nothing for an invalid dtype or count <= 0.
+void AddInto(DType dtype, char* inout, const char* src, int64_t count);
 
 // Bus bandwidth of a ring all-reduce over `size` ranks, from its algorithm
 // bandwidth (bytes per rank / time): algbw * 2(size-1)/size, the traffic each

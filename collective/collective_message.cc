@@ -1,7 +1,10 @@
 #include "collective/collective_message.h"
 
+#include <algorithm>
+#include <cstring>
 #include <utility>
 
+#include "collective/collective.h"
 #include "common/status_macros.h"
 #include "proto/slice_codec.h"
 
@@ -75,6 +78,37 @@ grpc::ByteBuffer EncodeMessage(int64_t group, int from_rank,
 }
 
 void DecodedMessage::CopyDataTo(char* dst) const { CopyViewsTo(data, dst); }
+
+void DecodedMessage::AddDataTo(DType dtype, char* inout) const {
+  const size_t esize = DTypeSize(dtype);
+  if (esize == 0) return;
+  // The bytes of an element split across pieces, gathered until it is whole.
+  char pending[sizeof(uint64_t)];
+  size_t have = 0;
+  char* out = inout;
+  for (absl::string_view piece : data) {
+    const char* p = piece.data();
+    size_t left = piece.size();
+    if (have > 0) {
+      const size_t take = std::min(esize - have, left);
+      std::memcpy(pending + have, p, take);
+      have += take;
+      p += take;
+      left -= take;
+      if (have < esize) continue;
+      AddInto(dtype, out, pending, 1);
+      out += esize;
+      have = 0;
+    }
+    const size_t whole = left / esize;
+    AddInto(dtype, out, p, static_cast<int64_t>(whole));
+    out += whole * esize;
+    p += whole * esize;
+    left -= whole * esize;
+    if (left > 0) std::memcpy(pending, p, left);
+    have = left;
+  }
+}
 
 absl::Status DecodeMessage(const grpc::ByteBuffer& buffer,
                            DecodedMessage* out) {

@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/tensor.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 
@@ -73,6 +74,13 @@ struct DecodedMessage {
 
   // Copies the payload pieces, in order, to `dst` (data_size bytes).
   void CopyDataTo(char* dst) const;
+
+  // Adds the payload, read as elements of `dtype`, into the data_size bytes
+  // at `inout` (collective::AddInto), straight from the received pieces: no
+  // intermediate copy. An element split across two pieces is put together
+  // first. The caller checked that data_size is a whole number of elements
+  // of a valid dtype; a trailing partial element would be ignored.
+  void AddDataTo(DType dtype, char* inout) const;
 };
 
 // Parses `buffer` into `*out` (a fresh DecodedMessage). Unknown fields are

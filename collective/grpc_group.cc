@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "collective/mailbox.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 #include "proto/chunk_codec.h"
 
 namespace strata {
@@ -105,21 +106,16 @@ absl::Status GrpcGroup::Send(int peer, const std::string& key,
   return status;
 }
 
-absl::Status GrpcGroup::Recv(int peer, const std::string& key,
-                             absl::Span<char> out, absl::Time deadline) {
-  if (peer < 0 || peer >= size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "recv '", key, "': peer ", peer, " outside [0, ", size(), ")"));
-  }
+absl::Status GrpcGroup::Take(int peer, const std::string& key, size_t bytes,
+                             absl::Time deadline, DecodedMessage* msg) {
   const std::pair<int, std::string> id(peer, key);
-  DecodedMessage msg;
   {
     absl::MutexLock lock(&mu_);
     for (;;) {
       if (aborted_) return Failure();
       auto it = arrived_.find(id);
       if (it != arrived_.end()) {
-        msg = std::move(it->second);
+        *msg = std::move(it->second);
         arrived_.erase(it);
         break;
       }
@@ -132,12 +128,48 @@ absl::Status GrpcGroup::Recv(int peer, const std::string& key,
       cv_.WaitWithDeadline(&mu_, deadline);
     }
   }
-  if (msg.data_size != out.size()) {
+  if (msg->data_size != bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "recv '", key, "' from rank ", peer, ": message has ", msg.data_size,
-        " bytes, the destination ", out.size()));
+        "recv '", key, "' from rank ", peer, ": message has ", msg->data_size,
+        " bytes, the destination ", bytes));
   }
+  return absl::OkStatus();
+}
+
+absl::Status GrpcGroup::Recv(int peer, const std::string& key,
+                             absl::Span<char> out, absl::Time deadline) {
+  if (peer < 0 || peer >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "recv '", key, "': peer ", peer, " outside [0, ", size(), ")"));
+  }
+  DecodedMessage msg;
+  STRATA_RETURN_IF_ERROR(Take(peer, key, out.size(), deadline, &msg));
   msg.CopyDataTo(out.data());
+  return absl::OkStatus();
+}
+
+absl::Status GrpcGroup::RecvReduce(int peer, const std::string& key,
+                                   DType dtype, absl::Span<char> inout,
+                                   absl::Time deadline) {
+  // The same checks, in the same order, as Transport::RecvReduce's default.
+  const size_t esize = DTypeSize(dtype);
+  if (esize == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "recv-reduce '", key, "': invalid dtype ", static_cast<int>(dtype)));
+  }
+  if (inout.size() % esize != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "recv-reduce '", key, "': ", inout.size(),
+        " bytes are not a whole number of ", DTypeName(dtype), " elements"));
+  }
+  if (peer < 0 || peer >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "recv '", key, "': peer ", peer, " outside [0, ", size(), ")"));
+  }
+  DecodedMessage msg;
+  STRATA_RETURN_IF_ERROR(Take(peer, key, inout.size(), deadline, &msg));
+  // The message's slices keep the received memory until `msg` goes.
+  msg.AddDataTo(dtype, inout.data());
   return absl::OkStatus();
 }
 

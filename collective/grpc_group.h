@@ -27,6 +27,7 @@
 #include "collective/collective_message.h"
 #include "collective/worker_service.h"
 #include "common/logging.h"
+#include "common/tensor.h"
 #include "common/tls.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/completion_queue.h"
@@ -75,11 +76,14 @@ class GrpcGroup : public std::enable_shared_from_this<GrpcGroup> {
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(peers_.size()); }
 
-  // Transport::Send, Recv and Flush of this rank.
+  // Transport::Send, Recv, RecvReduce and Flush of this rank. RecvReduce
+  // adds from the received slices straight into `inout`.
   absl::Status Send(int peer, const std::string& key,
                     absl::Span<const char> data);
   absl::Status Recv(int peer, const std::string& key, absl::Span<char> out,
                     absl::Time deadline);
+  absl::Status RecvReduce(int peer, const std::string& key, DType dtype,
+                          absl::Span<char> inout, absl::Time deadline);
   absl::Status Flush(absl::Time deadline);
 
   // Aborts the group with "aborted by rank `by_rank`: `reason`"; tells the
@@ -128,6 +132,13 @@ class GrpcGroup : public std::enable_shared_from_this<GrpcGroup> {
     if (!send_error_.ok()) return send_error_;
     return Aborted();
   }
+
+  // Waits for message `key` from `peer` until `deadline` and takes it out
+  // of the arrivals, checking that it has `bytes` bytes (a message of
+  // another size is consumed all the same). Errors: as Transport::Recv.
+  absl::Status Take(int peer, const std::string& key, size_t bytes,
+                    absl::Time deadline, DecodedMessage* msg)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   bool QueuesEmpty() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

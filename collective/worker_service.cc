@@ -49,6 +49,11 @@ class GrpcTransport final : public Transport {
                     absl::Time deadline) override {
     return group_->Recv(peer, key, out, deadline);
   }
+  absl::Status RecvReduce(int peer, const std::string& key, DType dtype,
+                          absl::Span<char> inout,
+                          absl::Time deadline) override {
+    return group_->RecvReduce(peer, key, dtype, inout, deadline);
+  }
   absl::Status Flush(absl::Time deadline) override {
     return group_->Flush(deadline);
   }

@@ -1,12 +1,14 @@
 // The collectives over the in-process transport: ranks as threads.
 #include "collective/collective.h"
 
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "collective/collective_message.h"
 #include "collective/in_process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,6 +24,7 @@ using testing_util::CheckAllReduceAllTypes;
 using testing_util::CheckBroadcast;
 using testing_util::RunRanks;
 using ::testing::AnyOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::vector<Transport*> Ptrs(
@@ -495,6 +498,98 @@ TEST(InProcessTransportTest, DestroyingASenderWithdrawsItsMessages) {
   EXPECT_THAT(ts[1]->Recv(0, "k", absl::MakeSpan(out),
                           absl::Now() + absl::Milliseconds(20)),
               StatusIs(absl::StatusCode::kDeadlineExceeded));
+}
+
+TEST(AddIntoTest, AddsUnalignedRangesElementByElement) {
+  // Offsets of 1 and 3 bytes: neither range is aligned for float or int64.
+  std::vector<char> dst_buf(1 + 37 * sizeof(float));
+  std::vector<char> src_buf(3 + 37 * sizeof(float));
+  std::vector<float> want(37);
+  for (int i = 0; i < 37; ++i) {
+    const float d = 0.5f * i;
+    const float s = 100.0f - i;
+    std::memcpy(&dst_buf[1 + i * sizeof(float)], &d, sizeof(float));
+    std::memcpy(&src_buf[3 + i * sizeof(float)], &s, sizeof(float));
+    want[i] = d + s;
+  }
+  AddInto(DType::kFloat32, &dst_buf[1], &src_buf[3], 37);
+  for (int i = 0; i < 37; ++i) {
+    float got;
+    std::memcpy(&got, &dst_buf[1 + i * sizeof(float)], sizeof(float));
+    EXPECT_EQ(got, want[i]) << "element " << i;
+  }
+  // int32 sums wrap; nothing happens for count 0 or an invalid dtype.
+  int32_t a[2] = {std::numeric_limits<int32_t>::max(), 7};
+  const int32_t b[2] = {1, -9};
+  AddInto(DType::kInt32, reinterpret_cast<char*>(a),
+          reinterpret_cast<const char*>(b), 2);
+  EXPECT_EQ(a[0], std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(a[1], -2);
+  AddInto(DType::kInt32, reinterpret_cast<char*>(a),
+          reinterpret_cast<const char*>(b), 0);
+  AddInto(DType::kInvalid, reinterpret_cast<char*>(a),
+          reinterpret_cast<const char*>(b), 2);
+  EXPECT_EQ(a[1], -2);
+}
+
+TEST(DecodedMessageTest, AddDataToPutsTogetherElementsSplitAcrossPieces) {
+  // 11 int64 elements cut into pieces at odd offsets, one of them splitting
+  // a single element over three pieces.
+  std::vector<int64_t> payload(11);
+  std::vector<int64_t> acc(11);
+  for (int i = 0; i < 11; ++i) {
+    payload[i] = (int64_t{1} << 40) + i * 3;
+    acc[i] = -i;
+  }
+  const std::string bytes(reinterpret_cast<const char*>(payload.data()),
+                          payload.size() * sizeof(int64_t));
+  internal::DecodedMessage msg;
+  size_t at = 0;
+  for (size_t cut : {5, 2, 2, 27, 1, 0, 51}) {
+    msg.data.push_back(absl::string_view(bytes).substr(at, cut));
+    at += cut;
+  }
+  ASSERT_EQ(at, bytes.size()) << "the pieces cover the payload";
+  msg.data_size = bytes.size();
+  msg.AddDataTo(DType::kInt64, reinterpret_cast<char*>(acc.data()));
+  for (int i = 0; i < 11; ++i) {
+    EXPECT_EQ(acc[i], payload[i] - i) << "element " << i;
+  }
+}
+
+TEST(InProcessTransportTest, RecvReduceAddsIntoTheDestination) {
+  auto ts = NewInProcessGroup(2);
+  const std::vector<float> sent = {1.5f, -2.0f, 4.0f};
+  STRATA_ASSERT_OK(ts[0]->Send(
+      1, "k",
+      absl::MakeConstSpan(reinterpret_cast<const char*>(sent.data()),
+                          sent.size() * sizeof(float))));
+  std::vector<float> acc = {10.0f, 20.0f, 30.0f};
+  auto span = absl::MakeSpan(reinterpret_cast<char*>(acc.data()),
+                             acc.size() * sizeof(float));
+  STRATA_ASSERT_OK(ts[1]->RecvReduce(0, "k", DType::kFloat32, span,
+                                     absl::Now() + absl::Seconds(5)));
+  EXPECT_THAT(acc, ElementsAre(11.5f, 18.0f, 34.0f));
+
+  // A size that is not whole elements, or an invalid dtype, is refused
+  // before waiting; a message of the wrong size is consumed and changes
+  // nothing.
+  EXPECT_THAT(ts[1]->RecvReduce(0, "k2", DType::kFloat32, span.subspan(0, 5),
+                                absl::Now() + absl::Seconds(5)),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "not a whole number of float32"));
+  EXPECT_THAT(ts[1]->RecvReduce(0, "k2", DType::kInvalid, span,
+                                absl::Now() + absl::Seconds(5)),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "invalid dtype"));
+  STRATA_ASSERT_OK(ts[0]->Send(
+      1, "short",
+      absl::MakeConstSpan(reinterpret_cast<const char*>(sent.data()),
+                          sizeof(float))));
+  EXPECT_THAT(ts[1]->RecvReduce(0, "short", DType::kFloat32, span,
+                                absl::Now() + absl::Seconds(5)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(acc, ElementsAre(11.5f, 18.0f, 34.0f));
 }
 
 TEST(NewInProcessGroupTest, SizeBelowOneGivesNoTransports) {
