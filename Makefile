@@ -83,11 +83,13 @@ bench: build
 
 # The data-plane benchmark across two network namespaces joined by a veth
 # pair (a real TCP stack, no shared memory), beside the loopback run, then
-# training with the workers and the PS tasks on either side of it; as root
-# (each says so and skips otherwise). QUICK=1 for a short data-plane run.
+# training with the workers and the PS tasks on either side of it, then the
+# ring all-reduce with its 2 ranks on either side; as root (each says so and
+# skips otherwise). QUICK=1 for short data-plane and all-reduce runs.
 bench-netns: build
 	bench/netns_bench.sh
 	bench/train_netns.sh
+	bench/allreduce_netns.sh
 
 # Trains the reference job (examples/fashion_mnist/job.json) on a local
 # cluster: a coordinator, 2 PS tasks and 2 workers as processes.
