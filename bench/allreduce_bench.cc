@@ -72,6 +72,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "bench/baselines.h"
+#include "bench/peer_namespace.h"
 #include "collective/collective.h"
 #include "collective/in_process.h"
 #include "collective/worker_service.h"
@@ -269,22 +270,6 @@ int IterationsFor(int64_t bytes) {
 
 // argv as a shell command line (arguments quoted where needed), for the
 // first line of the markdown file.
-std::string CommandLine(int argc, char** argv) {
-  std::vector<std::string> parts;
-  for (int i = 0; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const bool plain =
-        !arg.empty() &&
-        arg.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu"
-                              "vwxyz0123456789_-+=/.,:@%") == std::string::npos;
-    parts.push_back(plain ? arg
-                          : absl::StrCat("'", absl::StrReplaceAll(
-                                                  arg, {{"'", "'\\''"}}),
-                                         "'"));
-  }
-  return absl::StrJoin(parts, " ");
-}
-
 // One result as a line of stdout.
 std::string RowLine(const Row& row) {
   return absl::StrFormat(
@@ -321,7 +306,7 @@ bool WriteMarkdown(int argc, char** argv, const std::string& body) {
   const std::string path = absl::GetFlag(FLAGS_markdown);
   if (path.empty()) return true;
   std::ofstream f(path);
-  f << "Command: `" << CommandLine(argc, argv) << "`\n\n" << body;
+  f << "Command: `" << bench::CommandLine(argc, argv) << "`\n\n" << body;
   if (!f) {
     std::cerr << "cannot write " << path << "\n";
     return false;
@@ -498,51 +483,8 @@ absl::StatusOr<RankCaseResult> RunRankCase(
   return result;
 }
 
-// iproute2's ip, or "" where none is installed.
-std::string FindIp() {
-  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
-    if (access(p, X_OK) == 0) return p;
-  }
-  return "";
-}
-
-// This binary's path, for rank 1.
-std::string SelfPath(const char* argv0) {
-  char path[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) return argv0;
-  return std::string(path, static_cast<size_t>(n));
-}
-
 // Where rank 1 runs: this namespace (loopback) or another one.
-struct Placement {
-  std::string ip;     // iproute2's ip; with netns only
-  std::string netns;  // empty: loopback
-  std::string peer_addr;
-  std::string self_addr;
-
-  // argv run in the peer's namespace.
-  std::vector<std::string> Exec(std::vector<std::string> argv) const {
-    if (netns.empty()) return argv;
-    std::vector<std::string> out = {ip, "netns", "exec", netns};
-    out.insert(out.end(), argv.begin(), argv.end());
-    return out;
-  }
-  // The raw-socket baseline's peer on the same side of the link as rank 1.
-  bench::SocketLink Link() const {
-    bench::SocketLink link;
-    if (!netns.empty()) {
-      link.child_netns = "/var/run/netns/" + netns;
-      link.listen_address = self_addr;
-    }
-    return link;
-  }
-  std::string SelfHost() const {
-    return netns.empty() ? "127.0.0.1" : self_addr;
-  }
-  std::string PeerHost() const {
-    return netns.empty() ? "127.0.0.1" : peer_addr;
-  }
+struct Placement : bench::PeerNamespace {
   std::string Describe() const {
     if (netns.empty()) {
       return "loopback (127.0.0.1): both ranks and the raw-socket peer in "
@@ -793,7 +735,7 @@ int RunProcesses(int argc, char** argv) {
                    "--self-addr\n";
       return 2;
     }
-    where.ip = FindIp();
+    where.ip = bench::FindIp();
     if (where.ip.empty()) {
       std::cerr << "allreduce_bench: --peer-netns needs iproute2's ip\n";
       return 1;
@@ -839,7 +781,7 @@ int RunProcesses(int argc, char** argv) {
   }
   // Rank 1 gets this process's case flags, so that both run the same list.
   auto child = Rank1Process::Spawn(where.Exec(
-      {SelfPath(argv[0]), "--serve_rank=1",
+      {bench::SelfPath(argv[0]), "--serve_rank=1",
        absl::StrCat("--rank0=", (*server)->address()),
        absl::StrCat("--host=", where.PeerHost()),
        absl::StrCat("--sizes_kb=", absl::GetFlag(FLAGS_sizes_kb)),

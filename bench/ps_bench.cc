@@ -50,6 +50,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "bench/baselines.h"
+#include "bench/peer_namespace.h"
 #include "common/gradient_encoding.h"
 #include "client/ps_client.h"
 #include "common/cli.h"
@@ -216,44 +217,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Spawn(
   return process;
 }
 
-// iproute2's ip, or "" where none is installed.
-std::string FindIp() {
-  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
-    if (access(p, X_OK) == 0) return p;
-  }
-  return "";
-}
-
-// This binary's path, for children that run it again.
-std::string SelfPath(const char* argv0) {
-  char path[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) return argv0;
-  return std::string(path, static_cast<size_t>(n));
-}
-
 // Where the peers run: this namespace (loopback) or another one.
-struct Placement {
-  std::string ip;     // iproute2's ip; with netns only
-  std::string netns;  // empty: loopback
-  std::string peer_addr;
-  std::string self_addr;
-
-  // argv run in the peer's namespace.
-  std::vector<std::string> Exec(std::vector<std::string> argv) const {
-    if (netns.empty()) return argv;
-    std::vector<std::string> out = {ip, "netns", "exec", netns};
-    out.insert(out.end(), argv.begin(), argv.end());
-    return out;
-  }
-  bench::SocketLink Link() const {
-    bench::SocketLink link;
-    if (!netns.empty()) {
-      link.child_netns = "/var/run/netns/" + netns;
-      link.listen_address = self_addr;
-    }
-    return link;
-  }
+struct Placement : bench::PeerNamespace {
   std::string Describe() const {
     if (netns.empty()) return "loopback (127.0.0.1), one network namespace";
     return absl::StrCat("between network namespaces: the PS, the echo "
@@ -452,22 +417,6 @@ absl::StatusOr<std::vector<size_t>> ParseSizes(absl::string_view text) {
 }
 
 // argv as a shell command line (arguments quoted where needed).
-std::string CommandLine(int argc, char** argv) {
-  std::vector<std::string> parts;
-  for (int i = 0; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const bool plain =
-        !arg.empty() &&
-        arg.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu"
-                              "vwxyz0123456789_-+=/.,:@%") == std::string::npos;
-    parts.push_back(plain ? arg
-                          : absl::StrCat("'", absl::StrReplaceAll(
-                                                  arg, {{"'", "'\\''"}}),
-                                         "'"));
-  }
-  return absl::StrJoin(parts, " ");
-}
-
 // --serve_echo: the echo baseline as a process of its own (for another
 // network namespace), until stdin closes or SIGTERM/SIGINT.
 int ServeEcho() {
@@ -543,7 +492,7 @@ int Run(int argc, char** argv) {
                    "--self-addr\n";
       return 2;
     }
-    where.ip = FindIp();
+    where.ip = bench::FindIp();
     if (where.ip.empty()) {
       std::cerr << "ps_bench: --peer-netns needs iproute2's ip\n";
       return 1;
@@ -655,7 +604,7 @@ int Run(int argc, char** argv) {
     }
   } else {
     auto echo = ServerProcess::Spawn(
-        where.Exec({SelfPath(argv[0]), "--serve_echo", "--host",
+        where.Exec({bench::SelfPath(argv[0]), "--serve_echo", "--host",
                     where.peer_addr}),
         true);
     if (echo.ok()) {
@@ -736,7 +685,7 @@ int Run(int argc, char** argv) {
   const std::string path = absl::GetFlag(FLAGS_markdown);
   if (!path.empty()) {
     std::ofstream f(path);
-    f << "Command: `" << CommandLine(argc, argv) << "`\n\n" << md.str();
+    f << "Command: `" << bench::CommandLine(argc, argv) << "`\n\n" << md.str();
     if (!f) {
       std::cerr << "ps_bench: cannot write " << path << "\n";
       rc = 1;

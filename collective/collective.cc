@@ -220,19 +220,27 @@ void AddInto(DType dtype, char* inout, const char* src, int64_t count) {
   }
 }
 
-absl::Status Transport::RecvReduce(int peer, const std::string& key,
-                                   DType dtype, absl::Span<char> inout,
-                                   absl::Time deadline) {
+absl::Status CheckRecvReduceArgs(const std::string& key, DType dtype,
+                                 size_t bytes) {
   const size_t esize = DTypeSize(dtype);
   if (esize == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "recv-reduce '", key, "': invalid dtype ", static_cast<int>(dtype)));
   }
-  if (inout.size() % esize != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "recv-reduce '", key, "': ", inout.size(),
-        " bytes are not a whole number of ", DTypeName(dtype), " elements"));
+  if (bytes % esize != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("recv-reduce '", key, "': ", bytes,
+                     " bytes are not a whole number of ", DTypeName(dtype),
+                     " elements"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Transport::RecvReduce(int peer, const std::string& key,
+                                   DType dtype, absl::Span<char> inout,
+                                   absl::Time deadline) {
+  STRATA_RETURN_IF_ERROR(CheckRecvReduceArgs(key, dtype, inout.size()));
+  const size_t esize = DTypeSize(dtype);
   std::unique_ptr<char[]> owned;
   char* const scratch = Scratch(inout.size(), &owned);
   STRATA_RETURN_IF_ERROR(

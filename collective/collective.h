@@ -128,6 +128,12 @@ absl::Status Broadcast(Transport* t, int root, void* data, size_t bytes,
                        const std::string& op,
                        const CollectiveOptions& options);
 
+// Transport::RecvReduce's argument checks, for its overrides:
+// INVALID_ARGUMENT naming `key` for an invalid dtype or a `bytes` that is not
+// a whole number of its elements.
+absl::Status CheckRecvReduceArgs(const std::string& key, DType dtype,
+                                 size_t bytes);
+
 // inout[i] += src[i] for `count` elements of `dtype` (integer sums wrap
 // around): AllReduceSum's reduction, for transports that override
 // Transport::RecvReduce. `src` need not be aligned; the ranges must not

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "collective/collective.h"
 #include "collective/mailbox.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
@@ -152,16 +153,7 @@ absl::Status GrpcGroup::RecvReduce(int peer, const std::string& key,
                                    DType dtype, absl::Span<char> inout,
                                    absl::Time deadline) {
   // The same checks, in the same order, as Transport::RecvReduce's default.
-  const size_t esize = DTypeSize(dtype);
-  if (esize == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "recv-reduce '", key, "': invalid dtype ", static_cast<int>(dtype)));
-  }
-  if (inout.size() % esize != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "recv-reduce '", key, "': ", inout.size(),
-        " bytes are not a whole number of ", DTypeName(dtype), " elements"));
-  }
+  STRATA_RETURN_IF_ERROR(CheckRecvReduceArgs(key, dtype, inout.size()));
   if (peer < 0 || peer >= size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "recv '", key, "': peer ", peer, " outside [0, ", size(), ")"));
