@@ -12,11 +12,9 @@
 namespace strata {
 namespace {
 
-constexpr absl::Duration kCallDeadline = absl::Seconds(10);
-
-void SetDeadline(grpc::ClientContext* ctx) {
+void SetDeadline(grpc::ClientContext* ctx, absl::Duration deadline) {
   ctx->set_deadline(std::chrono::system_clock::now() +
-                    absl::ToChronoMilliseconds(kCallDeadline));
+                    absl::ToChronoMilliseconds(deadline));
 }
 
 }  // namespace
@@ -29,15 +27,18 @@ std::string NewIncarnation() {
 
 std::unique_ptr<CoordinatorClient> CoordinatorClient::Connect(
     const std::string& target, absl::Duration retry_for,
-    const ClientSecurity& security) {
+    const ClientSecurity& security, absl::Duration call_deadline) {
   return std::unique_ptr<CoordinatorClient>(
-      new CoordinatorClient(target, retry_for, security));
+      new CoordinatorClient(target, retry_for, security, call_deadline));
 }
 
 CoordinatorClient::CoordinatorClient(std::string target,
                                      absl::Duration retry_for,
-                                     const ClientSecurity& security)
-    : target_(std::move(target)), retry_for_(retry_for) {
+                                     const ClientSecurity& security,
+                                     absl::Duration call_deadline)
+    : target_(std::move(target)),
+      retry_for_(retry_for),
+      call_deadline_(call_deadline) {
   grpc::ChannelArguments args;
   // Reconnect quickly after a coordinator restart.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
@@ -52,7 +53,7 @@ absl::Status CoordinatorClient::Call(Fn fn) {
   absl::Duration backoff = absl::Milliseconds(50);
   while (true) {
     grpc::ClientContext ctx;
-    SetDeadline(&ctx);
+    SetDeadline(&ctx, call_deadline_);
     absl::Status s = FromGrpcStatus(fn(&ctx));
     if (s.code() != absl::StatusCode::kUnavailable || absl::Now() >= give_up) {
       return s;
@@ -75,7 +76,7 @@ absl::StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(
     const v1::HeartbeatRequest& r) {
   // No retry loop: the agent's next beat is the retry.
   grpc::ClientContext ctx;
-  SetDeadline(&ctx);
+  SetDeadline(&ctx, call_deadline_);
   v1::HeartbeatResponse resp;
   absl::Status s = FromGrpcStatus(stub_->Heartbeat(&ctx, r, &resp));
   if (!s.ok()) return s;
@@ -84,7 +85,7 @@ absl::StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(
 
 absl::Status CoordinatorClient::Deregister(const v1::DeregisterRequest& r) {
   grpc::ClientContext ctx;
-  SetDeadline(&ctx);
+  SetDeadline(&ctx, call_deadline_);
   v1::DeregisterResponse resp;
   return FromGrpcStatus(stub_->Deregister(&ctx, r, &resp));
 }

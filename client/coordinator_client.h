@@ -25,10 +25,11 @@ namespace strata {
 class CoordinatorClient {
  public:
   // `security`: TLS and the bearer token of every call (plaintext, none by
-  // default).
+  // default); `call_deadline`: of each attempt.
   static std::unique_ptr<CoordinatorClient> Connect(
       const std::string& target, absl::Duration retry_for = absl::Seconds(30),
-      const ClientSecurity& security = {});
+      const ClientSecurity& security = {},
+      absl::Duration call_deadline = absl::Seconds(10));
 
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& r);
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
@@ -50,12 +51,14 @@ class CoordinatorClient {
 
  private:
   CoordinatorClient(std::string target, absl::Duration retry_for,
-                    const ClientSecurity& security);
+                    const ClientSecurity& security,
+                    absl::Duration call_deadline);
   template <typename Fn>
   absl::Status Call(Fn fn);
 
   const std::string target_;
   const absl::Duration retry_for_;
+  const absl::Duration call_deadline_;
   std::unique_ptr<v1::CoordinatorService::Stub> stub_;
 };
 

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "client/ps_client_streams.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "proto/chunk_codec.h"
@@ -110,6 +111,16 @@ absl::StatusOr<v1::RestoreResponse> PsClient::Restore(const std::string& path) {
   v1::RestoreRequest req;
   req.set_path(path);
   return Unary(&v1::ParameterService::Stub::Restore, req);
+}
+
+absl::StatusOr<int64_t> PsClient::DeleteCheckpoints(
+    const std::vector<std::string>& paths) {
+  v1::DeleteCheckpointsRequest req;
+  for (const std::string& p : paths) req.add_paths(p);
+  STRATA_ASSIGN_OR_RETURN(
+      v1::DeleteCheckpointsResponse resp,
+      Unary(&v1::ParameterService::Stub::DeleteCheckpoints, req));
+  return resp.deleted();
 }
 
 absl::StatusOr<v1::ListVariablesResponse> PsClient::ListVariables() {

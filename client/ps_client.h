@@ -181,6 +181,9 @@ class PsClient {
 
   absl::StatusOr<v1::SaveResponse> Save(const std::string& path);
   absl::StatusOr<v1::RestoreResponse> Restore(const std::string& path);
+  // Deletes checkpoints (see DeleteCheckpointsRequest); returns how many.
+  absl::StatusOr<int64_t> DeleteCheckpoints(
+      const std::vector<std::string>& paths);
   absl::StatusOr<v1::ListVariablesResponse> ListVariables();
   absl::StatusOr<v1::StatsResponse> Stats();
 

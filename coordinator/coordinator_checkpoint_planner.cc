@@ -2,11 +2,13 @@
 // on request, at the end of the job) and restore (after a ps task
 // restarted), and the job's bookkeeping of both (see
 // coordinator_internal.h). The PS calls themselves are CoordinatorDriver's.
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "coordinator/coordinator_internal.h"
 
 namespace strata {
@@ -24,15 +26,16 @@ bool TakesCheckpoints(const Job& job) {
 void RestoreBookkeeping(CoordinatorCore& core)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu) {
   Job& job = *core.job;
-  const std::vector<int64_t> redo =
-      job.completed.Minus(job.checkpoint_completed);
-  const int64_t lost = job.completed.size() - job.checkpoint_completed.size();
+  const CheckpointRecord* checkpoint = NewestCheckpoint(job);
+  const StepSet base = checkpoint != nullptr ? checkpoint->completed : StepSet();
+  const std::vector<int64_t> redo = job.completed.Minus(base);
+  const int64_t lost = job.completed.size() - base.size();
   job.lost_steps += lost;
-  job.completed = job.checkpoint_completed;
+  job.completed = base;
   std::vector<EpochStats> epochs =
-      job.checkpoint_epochs.empty()
+      checkpoint == nullptr || checkpoint->epochs.empty()
           ? std::vector<EpochStats>(static_cast<size_t>(job.spec.epochs))
-          : job.checkpoint_epochs;
+          : checkpoint->epochs;
   for (size_t e = 0; e < epochs.size(); ++e) {
     // Keep when the epoch first started; its end is redone.
     if (epochs[e].start == absl::InfinitePast()) {
@@ -46,15 +49,19 @@ void RestoreBookkeeping(CoordinatorCore& core)
   job.requeued.clear();
   job.cursor = 0;
   job.restore_pending = false;
+  job.restore_failures_in_a_row = 0;
   job.checkpoint_pending = false;
-  job.checkpoint_attempted = job.last_checkpoint_step;
+  job.checkpoint_attempted = base.size();
   core.MarkDirty();
+  // A group training on the lost variables cannot go on: the next one
+  // starts at the first step the restored variables lack.
+  StartRegroup(core, "the ps tasks were restored");
   core.logger->Warning(
       "ps_restored",
       {{"job", job.id},
-       {"checkpoint", job.last_checkpoint.empty() ? std::string("(none)")
-                                                  : job.last_checkpoint},
-       {"checkpoint_step", job.last_checkpoint_step},
+       {"checkpoint",
+        checkpoint == nullptr ? std::string("(none)") : checkpoint->name},
+       {"checkpoint_step", base.size()},
        {"lost_steps", lost},
        {"total_lost_steps", job.lost_steps},
        {"requeued_steps", redo.size()},
@@ -69,6 +76,17 @@ void NotePsRestart(CoordinatorCore& core, const TaskKey& task) {
     return;
   }
   Job& job = *core.job;
+  if (job.spec.policy->variable_home() != VariableHome::kPsTasks) {
+    // The ps tasks hold no model state (the "ps" collective's reduction
+    // buffer): the group re-forms and re-creates it; nothing is lost.
+    core.logger->Warning("ps_restart_detected",
+                         {{"member", Name(task)},
+                          {"job", job.id},
+                          {"restore", false},
+                          {"steps_completed", job.completed.size()}});
+    StartRegroup(core, absl::StrCat(Name(task), " restarted"));
+    return;
+  }
   job.restore_pending = true;
   ++job.restore_seq;
   job.restore_floor_generation = core.generation;
@@ -78,14 +96,15 @@ void NotePsRestart(CoordinatorCore& core, const TaskKey& task) {
                        {{"member", Name(task)},
                         {"job", job.id},
                         {"steps_completed", job.completed.size()},
-                        {"last_checkpoint", job.last_checkpoint},
-                        {"last_checkpoint_step", job.last_checkpoint_step},
+                        {"last_checkpoint", NewestCheckpoint(job) != nullptr
+                                                ? NewestCheckpoint(job)->name
+                                                : std::string()},
                         {"inflight", job.inflight.size()}});
 }
 
 bool AdvanceRestore(CoordinatorCore& core) {
   Job& job = *core.job;
-  if (job.restore_pending && job.last_checkpoint.empty() &&
+  if (job.restore_pending && job.checkpoints.empty() &&
       job.inflight.empty() && !job.action_in_progress) {
     // Nothing to restore from: the workers re-create the variables and
     // every completed step is redone.
@@ -150,19 +169,29 @@ std::optional<PsAction> TakePsAction(CoordinatorCore& core) {
   Job& job = *core.job;
   std::optional<PsAction> action;
   if (job.restore_pending) {
-    if (!job.last_checkpoint.empty() &&
-        core.Now() >= job.next_restore_attempt) {
-      action = PsAction{PsAction::Kind::kRestore, job.last_checkpoint, job.id,
+    const CheckpointRecord* checkpoint = NewestCheckpoint(job);
+    if (checkpoint != nullptr && core.Now() >= job.next_restore_attempt) {
+      action = PsAction{PsAction::Kind::kRestore, checkpoint->name, {}, job.id,
                         job.restore_seq};
       core.logger->Info("restore_started", {{"job", job.id},
-                                            {"checkpoint", job.last_checkpoint}});
+                                            {"checkpoint", checkpoint->name}});
     }
   } else if (job.checkpoint_pending) {
     job.save_completed = job.completed;
     job.save_epochs = job.epochs;
     action = PsAction{PsAction::Kind::kSave,
-                      absl::StrCat("ckpt-", job.completed.size()), job.id,
+                      absl::StrCat("ckpt-", job.completed.size()), {}, job.id,
                       job.restore_seq};
+    // Once this one is saved: the kept ones beyond the newest `keep`, and
+    // those a restore skipped (this save overwrites one of the same name).
+    const size_t keep =
+        static_cast<size_t>(std::max(1, job.spec.checkpoint_keep));
+    for (const std::string& name : job.unusable_checkpoints) {
+      if (name != action->checkpoint) action->prune.push_back(name);
+    }
+    for (size_t i = 0; i + keep < job.checkpoints.size() + 1; ++i) {
+      action->prune.push_back(job.checkpoints[i].name);
+    }
     core.logger->Info("checkpoint_started",
                       {{"job", job.id}, {"checkpoint", action->checkpoint}});
   }
@@ -189,31 +218,118 @@ bool ApplyPsActionResult(CoordinatorCore& core, const PsAction& action,
                             {"checkpoint", action.checkpoint},
                             {"reason", "a ps task restarted during the save"}});
     } else if (status.ok()) {
-      job.last_checkpoint = action.checkpoint;
-      job.last_checkpoint_step = job.save_completed.size();
-      job.checkpoint_completed = job.save_completed;
-      job.checkpoint_epochs = job.save_epochs;
+      CheckpointRecord record;
+      record.name = action.checkpoint;
+      record.step = job.save_completed.size();
+      record.completed = job.save_completed;
+      record.epochs = job.save_epochs;
+      job.checkpoints.push_back(std::move(record));
+      // What action.prune names is gone now (the driver deletes it).
+      auto pruned = [&action](const std::string& name) {
+        return std::find(action.prune.begin(), action.prune.end(), name) !=
+               action.prune.end();
+      };
+      job.checkpoints.erase(
+          std::remove_if(job.checkpoints.begin(), job.checkpoints.end() - 1,
+                         [&](const CheckpointRecord& r) {
+                           return pruned(r.name);
+                         }),
+          job.checkpoints.end() - 1);
+      job.unusable_checkpoints.erase(
+          std::remove_if(job.unusable_checkpoints.begin(),
+                         job.unusable_checkpoints.end(),
+                         [&](const std::string& name) {
+                           return pruned(name) || name == action.checkpoint;
+                         }),
+          job.unusable_checkpoints.end());
+      ++job.checkpoints_saved;
+      job.checkpoint_failures_in_a_row = 0;
       core.logger->Info("checkpoint_saved",
                         {{"job", job.id},
                          {"checkpoint", action.checkpoint},
-                         {"step", job.last_checkpoint_step}});
+                         {"step", job.checkpoints.back().step},
+                         {"kept", static_cast<int64_t>(job.checkpoints.size())},
+                         {"pruned", action.prune}});
     } else {
-      core.logger->Warning("checkpoint_failed",
-                           {{"job", job.id},
-                            {"checkpoint", action.checkpoint},
-                            {"error", status.ToString()}});
+      ++job.checkpoints_failed;
+      ++job.checkpoint_failures_in_a_row;
+      job.last_checkpoint_error = status.ToString();
+      const int max_failures = job.spec.checkpoint_max_failures;
+      // Loud: a PS restart now loses every step since the newest kept
+      // checkpoint, not one checkpoint interval.
+      core.logger->Error(
+          "checkpoint_failed",
+          {{"job", job.id},
+           {"checkpoint", action.checkpoint},
+           {"error", job.last_checkpoint_error},
+           {"failures_in_a_row", job.checkpoint_failures_in_a_row},
+           {"failures", job.checkpoints_failed},
+           {"max_failures", max_failures},
+           {"newest_kept", NewestCheckpoint(job) != nullptr
+                               ? NewestCheckpoint(job)->name
+                               : std::string("(none)")}});
+      if (max_failures > 0 &&
+          job.checkpoint_failures_in_a_row >= max_failures) {
+        job.save_completed.Clear();
+        job.save_epochs.clear();
+        FailJob(core,
+                absl::StrCat("checkpoint failed ",
+                             job.checkpoint_failures_in_a_row,
+                             " times in a row (job.checkpoint.max_failures "
+                             "is ",
+                             max_failures, "); last error: ",
+                             job.last_checkpoint_error));
+        return true;
+      }
     }
     job.save_completed.Clear();
     job.save_epochs.clear();
     core.MarkDirty();
   } else if (!status.ok()) {
-    const absl::Duration retry = core.options.restore_retry;
-    job.next_restore_attempt = now + retry;
-    core.logger->Error("restore_failed",
-                       {{"job", job.id},
-                        {"checkpoint", action.checkpoint},
-                        {"error", status.ToString()},
-                        {"retry_in_ms", absl::ToInt64Milliseconds(retry)}});
+    const CheckpointRecord* newest = NewestCheckpoint(job);
+    const bool unusable = status.code() == absl::StatusCode::kDataLoss ||
+                          status.code() == absl::StatusCode::kNotFound;
+    if (unusable && newest != nullptr && newest->name == action.checkpoint) {
+      // Corrupt or gone on some task: fall back to the next older one.
+      job.checkpoints_skipped.push_back(
+          absl::StrCat(action.checkpoint, ": ", status.ToString()));
+      job.unusable_checkpoints.push_back(action.checkpoint);
+      job.checkpoints.pop_back();
+      job.next_restore_attempt = now;
+      core.MarkDirty();
+      newest = NewestCheckpoint(job);
+      core.logger->Error(
+          "checkpoint_skipped",
+          {{"job", job.id},
+           {"checkpoint", action.checkpoint},
+           {"error", status.ToString()},
+           {"falling_back_to",
+            newest != nullptr ? newest->name : std::string("(none)")}});
+      if (newest == nullptr) {
+        FailJob(core,
+                absl::StrCat("no checkpoint to restore the ps tasks from "
+                             "verifies: ",
+                             absl::StrJoin(job.checkpoints_skipped, "; ")));
+      }
+    } else {
+      ++job.restore_failures_in_a_row;
+      const absl::Duration retry = core.options.restore_retry;
+      job.next_restore_attempt = now + retry;
+      core.logger->Error(
+          "restore_failed",
+          {{"job", job.id},
+           {"checkpoint", action.checkpoint},
+           {"error", status.ToString()},
+           {"failures_in_a_row", job.restore_failures_in_a_row},
+           {"retry_in_ms", absl::ToInt64Milliseconds(retry)}});
+      if (job.restore_failures_in_a_row >= core.options.restore_attempts) {
+        FailJob(core, absl::StrCat("restoring the ps tasks from ",
+                                   action.checkpoint, " failed ",
+                                   job.restore_failures_in_a_row,
+                                   " times in a row; last error: ",
+                                   status.ToString()));
+      }
+    }
   } else if (action.ticket != job.restore_seq) {
     core.logger->Warning(
         "restore_superseded",

@@ -65,6 +65,18 @@ void CoordinatorDriver::PsActionLoop() {
                      {"error", status.ok() ? "" : status.ToString()},
                      {"seconds", absl::ToDoubleSeconds(absl::Now() - start)}});
       state_->FinishPsAction(*action, status);
+      if (save && status.ok() && !action->prune.empty()) {
+        // The new checkpoint is on record (state.json) before older ones go.
+        absl::Status deleted = checkpointer_->DeleteAll(action->prune);
+        if (deleted.ok()) {
+          logger_->Info("checkpoints_pruned",
+                        {{"checkpoints", action->prune}});
+        } else {
+          logger_->Warning("checkpoint_prune_failed",
+                           {{"checkpoints", action->prune},
+                            {"error", deleted.ToString()}});
+        }
+      }
     }
   } while (!WaitForStop(options_.tick));
 }

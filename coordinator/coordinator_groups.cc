@@ -50,6 +50,20 @@ void FillAssignment(const CoordinatorCore& core, const TaskKey& task,
 
 }  // namespace
 
+void StartRegroup(CoordinatorCore& core, const std::string& reason) {
+  if (!SyncGroupJob(core)) return;
+  Group& g = core.job->group;
+  if (g.id == 0 && !g.forming) return;  // none formed yet
+  g.forming = true;
+  g.pending_id = ++core.group_seq;
+  g.arrivals.clear();
+  core.MarkDirty();
+  core.logger->Info("group_forming", {{"job", core.job->id},
+                                      {"group", g.pending_id},
+                                      {"previous", g.id},
+                                      {"reason", reason}});
+}
+
 bool SyncGroupJob(const CoordinatorCore& core) {
   return core.job && core.job->spec.policy != nullptr &&
          core.job->spec.policy->loop() == TrainingLoop::kSyncGroup;

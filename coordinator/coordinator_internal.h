@@ -86,6 +86,15 @@ struct EpochStats {
   absl::Time end = absl::InfinitePast();    // last step completed
 };
 
+// A checkpoint every PS task saved, and the bookkeeping a restore from it
+// reverts to.
+struct CheckpointRecord {
+  std::string name;
+  int64_t step = 0;  // completed steps it holds (completed.size())
+  StepSet completed;
+  std::vector<EpochStats> epochs;
+};
+
 struct GroupArrival {
   std::string incarnation;
   int64_t next_step = -1;
@@ -124,11 +133,16 @@ struct Job {
   std::map<ItemKey, Holder> inflight;
   std::vector<EpochStats> epochs;
   int64_t lost_steps = 0;
-  // Checkpoints.
-  std::string last_checkpoint;
-  int64_t last_checkpoint_step = 0;
-  StepSet checkpoint_completed;
-  std::vector<EpochStats> checkpoint_epochs;
+  // Checkpoints: those kept, oldest first (at most spec.checkpoint_keep);
+  // a restore starts from the newest and falls back to older ones.
+  std::vector<CheckpointRecord> checkpoints;
+  // Checkpoints a restore skipped, to delete with the next pruning.
+  std::vector<std::string> unusable_checkpoints;
+  int64_t checkpoints_saved = 0;
+  int64_t checkpoints_failed = 0;
+  int64_t checkpoint_failures_in_a_row = 0;
+  std::string last_checkpoint_error;
+  std::vector<std::string> checkpoints_skipped;  // "ckpt-N: error"
   int64_t checkpoint_attempted = 0;  // completed count at the last try
   absl::Time checkpoint_attempt_time;
   bool checkpoint_pending = false;
@@ -137,6 +151,9 @@ struct Job {
   int64_t restore_seq = 0;  // bumped by each ps restart
   int64_t restore_floor_generation = 0;
   absl::Time next_restore_attempt = absl::InfinitePast();
+  // Restore attempts in a row that failed for another reason than the
+  // checkpoint (an unreachable task, an I/O error).
+  int restore_failures_in_a_row = 0;
   // The outstanding PsAction, and what a save covers.
   bool action_in_progress = false;
   // Synchronous strategies.
@@ -144,6 +161,11 @@ struct Job {
   StepSet save_completed;
   std::vector<EpochStats> save_epochs;
 };
+
+// The newest kept checkpoint, or null.
+inline const CheckpointRecord* NewestCheckpoint(const Job& job) {
+  return job.checkpoints.empty() ? nullptr : &job.checkpoints.back();
+}
 
 struct BarrierWaiter {
   int64_t ticket;
@@ -317,6 +339,11 @@ bool ApplyPsActionResult(CoordinatorCore& core, const PsAction& action,
 
 // The job trains in groups (TrainingLoop::kSyncGroup).
 bool SyncGroupJob(const CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// Starts forming a new group (members learn of it from heartbeats and
+// reports) for `reason`, e.g. the PS tasks were restored and the formed
+// group's start step no longer holds. No-op before the first group.
+void StartRegroup(CoordinatorCore& core, const std::string& reason)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
 // Starts forming a group when the live trainers differ from the formed
 // group; completes the forming group when every candidate has joined.

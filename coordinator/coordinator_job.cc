@@ -19,6 +19,8 @@ absl::StatusOr<CoordinatorJobSpec> ParseCoordinatorJobSpec(
   spec.strategy = job.strategy.type;
   spec.checkpoint_every_steps = job.checkpoint.every_steps;
   spec.checkpoint_every_seconds = job.checkpoint.every_seconds;
+  spec.checkpoint_keep = job.checkpoint.keep;
+  spec.checkpoint_max_failures = job.checkpoint.max_failures;
   spec.evaluate_every_epochs = job.evaluation.every_epochs;
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<PlacementPolicy> policy,
                           PolicyFor(job));

@@ -21,6 +21,8 @@ struct CoordinatorJobSpec {
   std::string strategy = "parameter_server";
   int64_t checkpoint_every_steps = 0;   // 0: off
   double checkpoint_every_seconds = 0;  // 0: off
+  int checkpoint_keep = 3;              // newest checkpoints kept
+  int checkpoint_max_failures = 0;      // 0: failures never end the job
   int64_t evaluate_every_epochs = 1;    // 0: never
   // The strategy's placement policy (never null after parsing).
   std::shared_ptr<const PlacementPolicy> policy;

@@ -42,7 +42,10 @@ absl::Status ValidateReportBatch(const v1::ReportWorkBatchRequest& req) {
 
 const char* const kGauges[] = {
     "strata_coordinator_generation", "strata_coordinator_members_alive",
-    "strata_coordinator_steps_completed", "strata_coordinator_lost_steps"};
+    "strata_coordinator_steps_completed", "strata_coordinator_lost_steps",
+    "strata_coordinator_checkpoints_saved",
+    "strata_coordinator_checkpoints_failed",
+    "strata_coordinator_checkpoint_failures_in_a_row"};
 
 }  // namespace
 
@@ -208,6 +211,24 @@ CoordinatorServiceImpl::CoordinatorServiceImpl(
       "strata_coordinator_lost_steps",
       "Steps applied then lost to a PS restore", {},
       [state] { return static_cast<double>(state->GetJob().lost_steps()); });
+  metrics_->SetGaugeFunction(
+      "strata_coordinator_checkpoints_saved",
+      "Checkpoint attempts of the job that every PS task saved", {},
+      [state] {
+        return static_cast<double>(state->GetJob().checkpoints_saved());
+      });
+  metrics_->SetGaugeFunction(
+      "strata_coordinator_checkpoints_failed",
+      "Checkpoint attempts of the job that failed", {}, [state] {
+        return static_cast<double>(state->GetJob().checkpoints_failed());
+      });
+  metrics_->SetGaugeFunction(
+      "strata_coordinator_checkpoint_failures_in_a_row",
+      "Checkpoint attempts that failed since the last one saved", {},
+      [state] {
+        return static_cast<double>(
+            state->GetJob().checkpoint_failures_in_a_row());
+      });
 }
 
 CoordinatorServiceImpl::~CoordinatorServiceImpl() {

@@ -56,6 +56,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorState>> CoordinatorState::Create(
     return absl::InvalidArgumentError(
         "retry_after and restore_retry must be positive");
   }
+  if (options.restore_attempts < 1) {
+    return absl::InvalidArgumentError("restore_attempts must be >= 1");
+  }
   if (!options.clock) options.clock = [] { return absl::Now(); };
   if (options.file_system == nullptr) options.file_system = LocalFileSystem();
   std::unique_ptr<CoordinatorState> state(new CoordinatorState(
@@ -349,7 +352,9 @@ int64_t CoordinatorState::CheckpointAttempted() const {
 
 std::string CoordinatorState::LastCheckpoint() const {
   absl::MutexLock lock(&core_->mu);
-  return core_->job ? core_->job->last_checkpoint : std::string();
+  const ci::CheckpointRecord* newest =
+      core_->job ? ci::NewestCheckpoint(*core_->job) : nullptr;
+  return newest != nullptr ? newest->name : std::string();
 }
 
 std::optional<PsAction> CoordinatorState::NextPsAction() {

@@ -42,8 +42,11 @@ struct CoordinatorOptions {
   absl::Duration topology_timeout = absl::Seconds(10);
   // retry_after_ms of WAIT items.
   absl::Duration retry_after = absl::Milliseconds(50);
-  // Pause between attempts when restoring the PS tasks fails.
+  // Pause between attempts when restoring the PS tasks fails for another
+  // reason than the checkpoint (which falls back to an older one at once),
+  // and how many such attempts in a row fail the job.
   absl::Duration restore_retry = absl::Seconds(1);
+  int restore_attempts = 30;
   // Where state.json lives; empty: nothing is persisted.
   std::string state_dir;
   // Reads and writes state.json (not owned; must outlive the state).
@@ -61,6 +64,9 @@ struct PsAction {
   enum class Kind { kSave, kRestore };
   Kind kind = Kind::kSave;
   std::string checkpoint;  // "ckpt-<completed steps>"
+  // kSave: the checkpoints each task deletes once it saved (those beyond
+  // the job's checkpoint.keep newest, and ones a restore skipped).
+  std::vector<std::string> prune;
   // Pass back to FinishPsAction unchanged.
   std::string job_id;
   int64_t ticket = 0;
@@ -243,12 +249,18 @@ class CoordinatorState {
   // the caller must FinishPsAction before the next.
   std::optional<PsAction> NextPsAction();
 
-  // Records the outcome of an action. Save OK: last_checkpoint(_step) are
-  // set; Save failed: logged, training resumes (next checkpoint at the next
-  // multiple). Restore OK: lost_steps += completed - last_checkpoint_step,
-  // the steps completed since are pending again, epoch results revert to
-  // the checkpoint's, training resumes. Restore failed: retried after
-  // options.restore_retry.
+  // Records the outcome of an action. Save OK: the checkpoint is the
+  // newest kept, those in action.prune are no longer kept (the caller
+  // deletes them); Save failed: counted and logged as an error, training
+  // resumes (next checkpoint at the next multiple), and the job fails once
+  // job.checkpoint.max_failures attempts in a row failed. Restore OK:
+  // lost_steps += completed - the checkpoint's step, the steps completed
+  // since are pending again, epoch results revert to the checkpoint's,
+  // training resumes. Restore failed with DATA_LOSS or NOT_FOUND (the
+  // checkpoint does not verify on some task): skipped, the next older kept
+  // one is restored, and the job fails when none is left; failed
+  // otherwise: retried after options.restore_retry, the job failing after
+  // options.restore_attempts in a row.
   void FinishPsAction(const PsAction& action, const absl::Status& status);
 
   // ---- Barriers ---------------------------------------------------------

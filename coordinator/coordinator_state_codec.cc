@@ -146,10 +146,20 @@ std::string SerializeState(const CoordinatorCore& core) {
     j["completed"] = RangesToJson(job.completed);
     j["lost_steps"] = job.lost_steps;
     j["epochs"] = EpochsToJson(job.epochs);
-    j["checkpoint"] = {{"name", job.last_checkpoint},
-                       {"step", job.last_checkpoint_step},
-                       {"completed", RangesToJson(job.checkpoint_completed)},
-                       {"epochs", EpochsToJson(job.checkpoint_epochs)},
+    ordered_json kept = ordered_json::array();
+    for (const CheckpointRecord& r : job.checkpoints) {
+      kept.push_back({{"name", r.name},
+                      {"step", r.step},
+                      {"completed", RangesToJson(r.completed)},
+                      {"epochs", EpochsToJson(r.epochs)}});
+    }
+    j["checkpoint"] = {{"kept", std::move(kept)},
+                       {"unusable", job.unusable_checkpoints},
+                       {"saved", job.checkpoints_saved},
+                       {"failed", job.checkpoints_failed},
+                       {"failures_in_a_row", job.checkpoint_failures_in_a_row},
+                       {"last_error", job.last_checkpoint_error},
+                       {"skipped", job.checkpoints_skipped},
                        {"attempted", job.checkpoint_attempted},
                        {"attempt_us", TimeToJson(job.checkpoint_attempt_time)}};
     j["restore_pending"] = job.restore_pending;
@@ -262,22 +272,46 @@ absl::Status LoadState(CoordinatorCore& core, const std::string& text) {
       }
     }
     const json& c = j.at("checkpoint");
-    job.last_checkpoint = c.at("name").get<std::string>();
-    job.last_checkpoint_step = c.at("step").get<int64_t>();
-    STRATA_RETURN_IF_ERROR(RangesFromJson(c.at("completed"), job.total_steps,
-                                          "job.checkpoint.completed",
-                                          &job.checkpoint_completed));
-    if (job.checkpoint_completed.size() != job.last_checkpoint_step) {
-      return absl::InvalidArgumentError(
-          "job.checkpoint.step disagrees with job.checkpoint.completed");
-    }
-    if (!c.at("epochs").empty()) {
-      s = EpochsFromJson(c.at("epochs"), epochs, &job.checkpoint_epochs);
-      if (!s.ok()) {
+    // One kept checkpoint: "name", "step", "completed", "epochs" (also the
+    // form of a state.json from before several were kept).
+    auto read_record = [&](const json& r,
+                           const std::string& where) -> absl::Status {
+      CheckpointRecord record;
+      record.name = r.at("name").get<std::string>();
+      if (record.name.empty()) return absl::OkStatus();
+      record.step = r.at("step").get<int64_t>();
+      STRATA_RETURN_IF_ERROR(RangesFromJson(r.at("completed"), job.total_steps,
+                                            where + ".completed",
+                                            &record.completed));
+      if (record.completed.size() != record.step) {
         return absl::InvalidArgumentError(
-            absl::StrCat("job.checkpoint.epochs: ", s.message()));
+            absl::StrCat(where, ".step disagrees with ", where, ".completed"));
       }
+      if (!r.at("epochs").empty()) {
+        absl::Status e = EpochsFromJson(r.at("epochs"), epochs, &record.epochs);
+        if (!e.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ".epochs: ", e.message()));
+        }
+      }
+      job.checkpoints.push_back(std::move(record));
+      return absl::OkStatus();
+    };
+    if (auto kept = c.find("kept"); kept != c.end()) {
+      for (size_t i = 0; i < kept->size(); ++i) {
+        STRATA_RETURN_IF_ERROR(read_record(
+            (*kept)[i], absl::StrCat("job.checkpoint.kept[", i, "]")));
+      }
+    } else {
+      STRATA_RETURN_IF_ERROR(read_record(c, "job.checkpoint"));
     }
+    job.unusable_checkpoints =
+        c.value("unusable", std::vector<std::string>());
+    job.checkpoints_saved = c.value("saved", int64_t{0});
+    job.checkpoints_failed = c.value("failed", int64_t{0});
+    job.checkpoint_failures_in_a_row = c.value("failures_in_a_row", int64_t{0});
+    job.last_checkpoint_error = c.value("last_error", std::string());
+    job.checkpoints_skipped = c.value("skipped", std::vector<std::string>());
     job.checkpoint_attempted = c.at("attempted").get<int64_t>();
     job.checkpoint_attempt_time = TimeFromJson(c.at("attempt_us"));
     if (job.checkpoint_attempt_time == absl::InfinitePast()) {

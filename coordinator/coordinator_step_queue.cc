@@ -350,8 +350,17 @@ v1::JobStatus JobStatusOf(const CoordinatorCore& core) {
   status.set_steps_scheduled(job.total_steps);
   status.set_steps_completed(job.completed.size());
   status.set_lost_steps(job.lost_steps);
-  status.set_last_checkpoint_step(job.last_checkpoint_step);
-  status.set_last_checkpoint(job.last_checkpoint);
+  if (const CheckpointRecord* newest = NewestCheckpoint(job)) {
+    status.set_last_checkpoint_step(newest->step);
+    status.set_last_checkpoint(newest->name);
+  }
+  status.set_checkpoints_saved(job.checkpoints_saved);
+  status.set_checkpoints_failed(job.checkpoints_failed);
+  status.set_checkpoint_failures_in_a_row(job.checkpoint_failures_in_a_row);
+  status.set_last_checkpoint_error(job.last_checkpoint_error);
+  for (const std::string& s : job.checkpoints_skipped) {
+    status.add_checkpoints_skipped(s);
+  }
   int64_t examples = 0;
   for (int64_t e = 0; e < job.spec.epochs; ++e) {
     const EpochStats& stats = job.epochs[static_cast<size_t>(e)];

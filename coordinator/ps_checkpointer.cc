@@ -27,21 +27,24 @@ PsClient* PsClientCheckpointer::ClientFor(const std::string& address) {
 }
 
 absl::Status PsClientCheckpointer::ForEach(
-    const char* what, const std::function<absl::Status(PsClient*)>& call) {
+    const char* what, const std::function<absl::Status(PsClient*)>& call,
+    bool keep_going) {
   std::vector<PsTarget> targets = targets_();
   if (targets.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat(what, ": no ps task is known"));
   }
+  absl::Status first;
   for (const PsTarget& target : targets) {
     absl::Status status = call(ClientFor(target.address));
-    if (!status.ok()) {
-      return absl::Status(
+    if (!status.ok() && first.ok()) {
+      first = absl::Status(
           status.code(), absl::StrCat(what, " on ", target.task, " (",
                                       target.address, "): ", status.message()));
+      if (!keep_going) break;
     }
   }
-  return absl::OkStatus();
+  return first;
 }
 
 absl::Status PsClientCheckpointer::SaveAll(const std::string& name) {
@@ -54,6 +57,16 @@ absl::Status PsClientCheckpointer::RestoreAll(const std::string& name) {
   return ForEach("Restore", [&name](PsClient* client) {
     return client->Restore(name).status();
   });
+}
+
+absl::Status PsClientCheckpointer::DeleteAll(
+    const std::vector<std::string>& names) {
+  return ForEach(
+      "DeleteCheckpoints",
+      [&names](PsClient* client) {
+        return client->DeleteCheckpoints(names).status();
+      },
+      /*keep_going=*/true);
 }
 
 }  // namespace strata

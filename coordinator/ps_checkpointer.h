@@ -44,6 +44,10 @@ class PsCheckpointer {
   // Restores every PS task's shards from checkpoint `name`. Fails if any
   // task fails.
   virtual absl::Status RestoreAll(const std::string& name) = 0;
+
+  // Deletes checkpoints `names` on every PS task (those there). Fails if
+  // any task fails; the others still delete theirs.
+  virtual absl::Status DeleteAll(const std::vector<std::string>& names) = 0;
 };
 
 struct PsClientCheckpointerOptions {
@@ -70,10 +74,14 @@ class PsClientCheckpointer final : public PsCheckpointer {
   // address.
   absl::Status SaveAll(const std::string& name) override;
   absl::Status RestoreAll(const std::string& name) override;
+  absl::Status DeleteAll(const std::vector<std::string>& names) override;
 
  private:
+  // Calls `call` on each target in turn; stops at the first failure unless
+  // `keep_going` (then the first failure is returned at the end).
   absl::Status ForEach(const char* what,
-                       const std::function<absl::Status(PsClient*)>& call);
+                       const std::function<absl::Status(PsClient*)>& call,
+                       bool keep_going = false);
   PsClient* ClientFor(const std::string& address);
 
   const TargetsFn targets_;

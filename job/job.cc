@@ -332,7 +332,8 @@ absl::StatusOr<JobSpec> ParseJobFields(const json& job, bool full) {
   if (o.Has("checkpoint")) {
     STRATA_ASSIGN_OR_RETURN(
         Object c, Object::Make(o.At("checkpoint"), o.Path("checkpoint")));
-    STRATA_RETURN_IF_ERROR(c.CheckKeys({"every_steps", "every_seconds"}));
+    STRATA_RETURN_IF_ERROR(c.CheckKeys(
+        {"every_steps", "every_seconds", "keep", "max_failures"}));
     STRATA_RETURN_IF_ERROR(c.Int("every_steps", false, 0,
                                  std::numeric_limits<int64_t>::max(),
                                  &spec.checkpoint.every_steps));
@@ -340,6 +341,10 @@ absl::StatusOr<JobSpec> ParseJobFields(const json& job, bool full) {
         c.Number("every_seconds", false, 0,
                  std::numeric_limits<double>::infinity(), false,
                  &spec.checkpoint.every_seconds));
+    STRATA_RETURN_IF_ERROR(
+        c.Int32("keep", false, 1, &spec.checkpoint.keep));
+    STRATA_RETURN_IF_ERROR(
+        c.Int32("max_failures", false, 0, &spec.checkpoint.max_failures));
   }
   if (o.Has("evaluation")) {
     STRATA_ASSIGN_OR_RETURN(

@@ -140,10 +140,14 @@ struct StrategySpec {
 };
 
 // checkpoint: {"every_steps" (>= 0, 0 = off), "every_seconds" (>= 0, 0 =
-// off)}.
+// off), "keep" (>= 1, default 3: the newest checkpoints kept, older ones
+// are deleted), "max_failures" (>= 0, default 0 = never: the job fails
+// after this many checkpoint attempts in a row failed)}.
 struct CheckpointSpec {
   int64_t every_steps = 0;
   double every_seconds = 0;
+  int keep = 3;
+  int max_failures = 0;
 };
 
 // evaluation: {"every_epochs" (>= 0, 0 = never; default 1)}.

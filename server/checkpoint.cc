@@ -1,6 +1,7 @@
 #include "server/checkpoint.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -355,7 +356,91 @@ absl::StatusOr<std::shared_ptr<const Buffer>> ReadPayload(
   return std::shared_ptr<const Buffer>(std::move(buffer));
 }
 
+// `name` is "<base>.tmp-<pid>-<n>" or "<base>.old-<pid>-<n>" (as
+// WriteCheckpoint names its temporaries); sets *pid.
+bool IsTemporaryName(const std::string& name, pid_t* pid) {
+  for (const char* marker : {".tmp-", ".old-"}) {
+    const size_t at = name.rfind(marker);
+    if (at == std::string::npos || at == 0) continue;
+    const std::string rest = name.substr(at + 5);
+    const size_t dash = rest.find('-');
+    if (dash == std::string::npos || dash == 0 || dash + 1 == rest.size()) {
+      continue;
+    }
+    auto digits = [](absl::string_view s) {
+      return !s.empty() && s.size() <= 18 &&
+             s.find_first_not_of("0123456789") == absl::string_view::npos;
+    };
+    const absl::string_view p(rest.data(), dash);
+    if (!digits(p) || !digits(absl::string_view(rest).substr(dash + 1))) {
+      continue;
+    }
+    *pid = static_cast<pid_t>(std::stoll(std::string(p)));
+    return true;
+  }
+  return false;
+}
+
+// Whether a temporary of process `pid` may still be written to. This
+// process writes none yet when it sweeps (a restarted container often gets
+// its predecessor's pid).
+bool WriterAlive(pid_t pid) {
+  if (pid <= 0 || pid == ::getpid()) return false;
+  return ::kill(pid, 0) == 0 || errno == EPERM;
+}
+
 }  // namespace
+
+absl::StatusOr<bool> DeleteCheckpoint(const std::string& path) {
+  std::error_code ec;
+  const bool has_manifest =
+      fs::is_regular_file(fs::path(path) / kManifest, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory &&
+      ec != std::errc::not_a_directory) {
+    return IoError("cannot stat", path, ec);
+  }
+  if (!has_manifest) return false;
+  fs::remove_all(path, ec);
+  if (ec) return IoError("cannot delete", path, ec);
+  const fs::path parent = fs::path(path).lexically_normal().parent_path();
+  if (!parent.empty()) STRATA_RETURN_IF_ERROR(SyncDir(parent.string()));
+  return true;
+}
+
+absl::StatusOr<int> SweepCheckpointTemporaries(const std::string& dir) {
+  int removed = 0;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return 0;
+  std::vector<fs::path> dirs = {fs::path(dir)};
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    std::error_code sub;
+    pid_t pid = 0;
+    if (entry.is_directory(sub) &&
+        !IsTemporaryName(entry.path().filename().string(), &pid)) {
+      dirs.push_back(entry.path());
+    }
+  }
+  if (ec) return IoError("cannot list", dir, ec);
+  for (const fs::path& d : dirs) {
+    std::vector<fs::path> stale;
+    for (const fs::directory_entry& entry : fs::directory_iterator(d, ec)) {
+      pid_t pid = 0;
+      std::error_code sub;
+      if (entry.is_directory(sub) &&
+          IsTemporaryName(entry.path().filename().string(), &pid) &&
+          !WriterAlive(pid)) {
+        stale.push_back(entry.path());
+      }
+    }
+    if (ec) return IoError("cannot list", d.string(), ec);
+    for (const fs::path& p : stale) {
+      fs::remove_all(p, ec);
+      if (ec) return IoError("cannot delete", p.string(), ec);
+      ++removed;
+    }
+  }
+  return removed;
+}
 
 absl::StatusOr<int64_t> WriteCheckpoint(const std::string& path,
                                         const Checkpoint& checkpoint) {

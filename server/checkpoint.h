@@ -52,6 +52,19 @@ absl::StatusOr<int64_t> WriteCheckpoint(const std::string& path,
 // a missing, truncated or corrupt payload or an unreadable manifest.
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
 
+// Deletes the checkpoint directory `path`: true when deleted, false when
+// there is none or `path` holds no manifest.json (it is then left alone, so
+// nothing but a checkpoint is ever deleted). Errors: INTERNAL (path, errno
+// text).
+absl::StatusOr<bool> DeleteCheckpoint(const std::string& path);
+
+// Removes what killed writers left in `dir` and in its subdirectories (one
+// level down: the job directories): "<name>.tmp-<pid>-<n>" and
+// "<name>.old-<pid>-<n>" directories whose pid is not another running
+// process. Call it before this process writes checkpoints (at start).
+// Returns how many were removed; `dir` missing is 0. Errors: INTERNAL.
+absl::StatusOr<int> SweepCheckpointTemporaries(const std::string& dir);
+
 }  // namespace strata
 
 #endif  // STRATA_SERVER_CHECKPOINT_H_

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "server/checkpoint.h"
 #include "server/parameter_service_call.h"
 
 namespace strata {
@@ -168,6 +169,35 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::Restore(
         resp->set_num_variables(restored);
         logger_->Log(LogLevel::kInfo, "checkpoint_restored",
                      {{"path", req->path()}, {"variables", restored}});
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* ParameterServiceImpl::DeleteCheckpoints(
+    grpc::CallbackServerContext* ctx, const v1::DeleteCheckpointsRequest* req,
+    v1::DeleteCheckpointsResponse* resp) {
+  return Unary(
+      ctx, "DeleteCheckpoints", Role::kCoordinator, RunOn::kCheckpointThread,
+      [this, req, resp](const ServiceCall& call) -> absl::Status {
+        // Every path is checked before any is deleted.
+        std::vector<std::string> paths;
+        for (const std::string& p : req->paths()) {
+          STRATA_ASSIGN_OR_RETURN(
+              std::string scoped,
+              ScopedCheckpointPath(*store_, call.caller(), p, "delete"));
+          STRATA_ASSIGN_OR_RETURN(std::string resolved,
+                                  store_->ResolveCheckpointPath(scoped));
+          paths.push_back(std::move(resolved));
+        }
+        int64_t deleted = 0;
+        for (const std::string& path : paths) {
+          STRATA_ASSIGN_OR_RETURN(bool removed, DeleteCheckpoint(path));
+          deleted += removed ? 1 : 0;
+        }
+        resp->set_deleted(deleted);
+        logger_->Log(LogLevel::kInfo, "checkpoints_deleted",
+                     {{"requested", static_cast<int64_t>(paths.size())},
+                      {"deleted", deleted}});
         return absl::OkStatus();
       });
 }

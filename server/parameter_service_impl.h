@@ -47,6 +47,7 @@ using ParameterServiceBase =
                 v1::ParameterService::WithRawCallbackMethod_Assign<
                     v1::ParameterService::WithCallbackMethod_Save<
                         v1::ParameterService::WithCallbackMethod_Restore<
+                        v1::ParameterService::WithCallbackMethod_DeleteCheckpoints<
                             v1::ParameterService::WithCallbackMethod_ListVariables<
                                 v1::ParameterService::WithCallbackMethod_Stats<
                                     v1::ParameterService::
@@ -54,7 +55,7 @@ using ParameterServiceBase =
                                             v1::ParameterService::
                                                 WithRawCallbackMethod_PushVariables<
                                                     v1::ParameterService::
-                                                        Service>>>>>>>>>>>>>>>>;
+                                                        Service>>>>>>>>>>>>>>>>>;
 
 struct ParameterServiceOptions {
   // Payload bytes per streamed chunk.
@@ -67,7 +68,8 @@ struct ParameterServiceOptions {
   // When set, every call must carry a valid bearer token (else
   // UNAUTHENTICATED) whose role allows the method (else PERMISSION_DENIED):
   // worker: Pull, Push, PullVariables, PushVariables, ListVariables, Stats;
-  // coordinator: also CreateVariable, Assign, Save, Restore; admin: all.
+  // coordinator: also CreateVariable, Assign, Save, Restore,
+  // DeleteCheckpoints; admin: all.
   // A variable belongs to the job that created (or restored) it; a caller
   // of another job gets PERMISSION_DENIED for it and does not see it in
   // ListVariables (admins reach every job). Save and Restore by a
@@ -112,6 +114,9 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx,
                                     const v1::RestoreRequest* req,
                                     v1::RestoreResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteCheckpoints(
+      grpc::CallbackServerContext* ctx, const v1::DeleteCheckpointsRequest* req,
+      v1::DeleteCheckpointsResponse* resp) override;
   grpc::ServerUnaryReactor* ListVariables(
       grpc::CallbackServerContext* ctx, const v1::ListVariablesRequest* req,
       v1::ListVariablesResponse* resp) override;

@@ -87,6 +87,12 @@ class ParameterStore {
   virtual absl::StatusOr<SaveResult> Save(
       const std::string& path, const std::optional<Caller>& caller) = 0;
 
+  // A request's checkpoint path as Save and Restore resolve it (against the
+  // checkpoint directory). Errors: INVALID_ARGUMENT ('..'),
+  // FAILED_PRECONDITION (a relative path without a checkpoint directory).
+  virtual absl::StatusOr<std::string> ResolveCheckpointPath(
+      const std::string& path) const = 0;
+
   // Replaces every variable with the checkpoint's, owned as the rule above
   // says; returns how many. Pulls waiting on the old variables get
   // ABORTED. The access is checked before reading and again when the

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/tf_config.h"
+#include "server/checkpoint.h"
 #include "server/device_state.h"
 #include "proto/chunk_codec.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -23,6 +24,19 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
     return absl::Status(device.status().code(),
                         absl::StrCat("device ", options.device.Name(), ": ",
                                      device.status().message()));
+  }
+  if (!options.checkpoint_dir.empty()) {
+    // Saves a killed predecessor left half-written.
+    absl::StatusOr<int> swept =
+        SweepCheckpointTemporaries(options.checkpoint_dir);
+    if (!swept.ok()) {
+      logger->Log(LogLevel::kWarning, "checkpoint_sweep_failed",
+                  {{"dir", options.checkpoint_dir},
+                   {"error", swept.status().ToString()}});
+    } else if (*swept > 0) {
+      logger->Log(LogLevel::kInfo, "checkpoint_temporaries_removed",
+                  {{"dir", options.checkpoint_dir}, {"removed", *swept}});
+    }
   }
   std::unique_ptr<PsServer> s(new PsServer());
   s->options_ = options;

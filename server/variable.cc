@@ -156,6 +156,10 @@ absl::StatusOr<std::shared_ptr<Variable>> Variable::CreateOnHost(
   if (v->mode_ == v1::UpdateMode::STALENESS) {
     v->clocks_.assign(v->num_replicas_, 0);
   }
+  // A SYNC variable's version is the next step it applies.
+  if (v->mode_ == v1::UpdateMode::SYNC) {
+    v->version_ = spec.update_mode().first_step();
+  }
   return v;
 }
 

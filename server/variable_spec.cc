@@ -106,6 +106,16 @@ absl::StatusOr<std::unique_ptr<Optimizer>> ValidateOptimizer(
 
 absl::Status ValidateUpdateMode(const v1::UpdateMode& mode,
                                 const std::string& var) {
+  if (mode.first_step() != 0 && mode.kind() != v1::UpdateMode::SYNC) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        var, ": update_mode.first_step is for SYNC variables only, got ",
+        mode.first_step(), " for ", v1::UpdateMode::Kind_Name(mode.kind())));
+  }
+  if (mode.first_step() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(var, ": update_mode.first_step must be >= 0, got ",
+                     mode.first_step()));
+  }
   switch (mode.kind()) {
     case v1::UpdateMode::ASYNC:
       return absl::OkStatus();

@@ -81,6 +81,10 @@ class VariableStore : public ParameterStore {
 
   // Resolves a request path against checkpoint_dir.
   absl::StatusOr<std::string> ResolvePath(const std::string& path) const;
+  absl::StatusOr<std::string> ResolveCheckpointPath(
+      const std::string& path) const override {
+    return ResolvePath(path);
+  }
 
   uint64_t max_variable_bytes() const override {
     return options_.max_variable_bytes;

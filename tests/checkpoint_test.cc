@@ -1,6 +1,7 @@
 #include "server/checkpoint.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -395,6 +396,60 @@ TEST(CheckpointTest, IoFailureIsInternalAndLeavesNoTempDir) {
   EXPECT_THAT(WriteCheckpoint(blocker + "/ckpt", MakeCheckpoint(0)),
               StatusIs(absl::StatusCode::kInternal));
   EXPECT_EQ(Leftovers(tmp.path(), ""), std::vector<std::string>{"file"});
+}
+
+TEST(CheckpointTest, DeleteRemovesOnlyCheckpoints) {
+  TempDir dir;
+  const std::string ckpt = dir.path() + "/job/ckpt-4";
+  STRATA_ASSERT_OK(WriteCheckpoint(ckpt, MakeCheckpoint(1)).status());
+  absl::StatusOr<bool> deleted = DeleteCheckpoint(ckpt);
+  STRATA_ASSERT_OK(deleted.status());
+  EXPECT_TRUE(*deleted);
+  EXPECT_FALSE(fs::exists(ckpt));
+  // Gone already: nothing to do.
+  deleted = DeleteCheckpoint(ckpt);
+  STRATA_ASSERT_OK(deleted.status());
+  EXPECT_FALSE(*deleted);
+  // A directory that is no checkpoint is left alone.
+  const std::string other = dir.path() + "/job/data";
+  fs::create_directories(other);
+  std::ofstream(other + "/keep.txt") << "x";
+  deleted = DeleteCheckpoint(other);
+  STRATA_ASSERT_OK(deleted.status());
+  EXPECT_FALSE(*deleted);
+  EXPECT_TRUE(fs::exists(other + "/keep.txt"));
+}
+
+TEST(CheckpointTest, SweepRemovesWhatKilledWritersLeft) {
+  TempDir dir;
+  const std::string job = dir.path() + "/job";
+  STRATA_ASSERT_OK(WriteCheckpoint(job + "/ckpt-2", MakeCheckpoint(1)).status());
+  // A pid no process has (above the kernel's pid_max), this process's own
+  // (a restarted container's predecessor), and a live one (the parent).
+  const std::string dead = job + "/ckpt-4.tmp-99999999-0";
+  const std::string dead_old = job + "/ckpt-2.old-99999999-3";
+  const std::string own =
+      dir.path() + "/ckpt-9.tmp-" + std::to_string(::getpid()) + "-1";
+  const std::string live =
+      job + "/ckpt-6.tmp-" + std::to_string(::getppid()) + "-0";
+  const std::string not_ours = job + "/notes.tmp-x-1";
+  for (const std::string& d : {dead, dead_old, own, live, not_ours}) {
+    fs::create_directories(d);
+    std::ofstream(d + "/0.bin") << "partial";
+  }
+  absl::StatusOr<int> swept = SweepCheckpointTemporaries(dir.path());
+  STRATA_ASSERT_OK(swept.status());
+  EXPECT_EQ(*swept, 3);
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_FALSE(fs::exists(dead_old));
+  EXPECT_FALSE(fs::exists(own));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(not_ours));
+  STRATA_ASSERT_OK(ReadCheckpoint(job + "/ckpt-2").status());
+  // Nothing there: nothing to do.
+  swept = SweepCheckpointTemporaries(dir.path() + "/none");
+  STRATA_ASSERT_OK(swept.status());
+  EXPECT_EQ(*swept, 0);
 }
 
 }  // namespace

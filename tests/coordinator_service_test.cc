@@ -37,6 +37,9 @@ class CountingCheckpointer : public PsCheckpointer {
   absl::Status RestoreAll(const std::string& name) override {
     return absl::OkStatus();
   }
+  absl::Status DeleteAll(const std::vector<std::string>& names) override {
+    return absl::OkStatus();
+  }
   std::vector<std::string> saves() {
     absl::MutexLock lock(&mu_);
     return saves_;

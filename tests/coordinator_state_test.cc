@@ -7,6 +7,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -38,13 +39,21 @@ class FakeCheckpointer : public PsCheckpointer {
     saves.push_back(name);
     return status;
   }
+  absl::Status DeleteAll(const std::vector<std::string>& names) override {
+    deletes.push_back(names);
+    return absl::OkStatus();
+  }
   absl::Status RestoreAll(const std::string& name) override {
     restores.push_back(name);
-    return status;
+    auto it = restore_status.find(name);
+    return it != restore_status.end() ? it->second : status;
   }
   std::vector<std::string> saves;
+  std::vector<std::vector<std::string>> deletes;
   std::vector<std::string> restores;
   absl::Status status;
+  // Per checkpoint, what RestoreAll answers instead of `status`.
+  std::map<std::string, absl::Status> restore_status;
 };
 
 std::string JobJson(int epochs, int batch_size, int every_epochs = 0,
@@ -734,6 +743,220 @@ TEST_F(CoordinatorStateTest, PsRestartRestoresCheckpointAndRequeuesLaterSteps) {
   EXPECT_EQ(job.state(), v1::JobStatus::SUCCEEDED);
   EXPECT_EQ(job.steps_completed(), 6);
   EXPECT_EQ(job.lost_steps(), 2);
+}
+
+// A job checkpointing after every `every` steps, keeping `keep`, failing
+// after `max_failures` failed saves in a row (0: never).
+std::string CheckpointJob(int every, int keep, int max_failures = 0) {
+  nlohmann::json j = nlohmann::json::parse(JobJson(1, 1, 0, every));
+  j["checkpoint"]["keep"] = keep;
+  j["checkpoint"]["max_failures"] = max_failures;
+  return j.dump();
+}
+
+TEST_F(CoordinatorStateTest, KeepsTheNewestCheckpointsAndPrunesOlderOnes) {
+  FakeCheckpointer ckpt;
+  StartJob(CheckpointJob(/*every=*/1, /*keep=*/2), 5);
+  std::vector<std::vector<std::string>> prunes;
+  for (int i = 0; i < 4; ++i) {
+    Done(0, Work(0));
+    std::optional<PsAction> save = state_->NextPsAction();
+    ASSERT_TRUE(save.has_value());
+    ASSERT_EQ(save->kind, PsAction::Kind::kSave);
+    prunes.push_back(save->prune);
+    state_->FinishPsAction(*save, ckpt.SaveAll(save->checkpoint));
+  }
+  // ckpt-1 and ckpt-2 are kept; ckpt-3 drops ckpt-1, ckpt-4 drops ckpt-2.
+  EXPECT_THAT(prunes, ElementsAre(ElementsAre(), ElementsAre(),
+                                  ElementsAre("ckpt-1"), ElementsAre("ckpt-2")));
+  v1::JobStatus job = state_->GetJob();
+  EXPECT_EQ(job.last_checkpoint(), "ckpt-4");
+  EXPECT_EQ(job.checkpoints_saved(), 4);
+  EXPECT_EQ(job.checkpoints_failed(), 0);
+  // The kept ones are what a restore may fall back to: ckpt-4, then ckpt-3.
+  Reg("ps", 0, "restarted");
+  ckpt.restore_status["ckpt-4"] = absl::DataLossError("ckpt-4/0.bin: CRC");
+  std::optional<PsAction> restore = state_->NextPsAction();
+  ASSERT_TRUE(restore.has_value());
+  state_->FinishPsAction(*restore, ckpt.RestoreAll(restore->checkpoint));
+  restore = state_->NextPsAction();
+  ASSERT_TRUE(restore.has_value());
+  EXPECT_EQ(restore->checkpoint, "ckpt-3");
+}
+
+TEST_F(CoordinatorStateTest, RestoreFallsBackToTheNewestCheckpointThatVerifies) {
+  FakeCheckpointer ckpt;
+  StartJob(CheckpointJob(/*every=*/2, /*keep=*/3), 8);
+  for (int i = 0; i < 6; ++i) {
+    Done(0, Work(0));
+    if (std::optional<PsAction> save = state_->NextPsAction()) {
+      state_->FinishPsAction(*save, ckpt.SaveAll(save->checkpoint));
+    }
+  }
+  ASSERT_THAT(ckpt.saves, ElementsAre("ckpt-2", "ckpt-4", "ckpt-6"));
+  Done(0, Work(0));  // step 6
+
+  Reg("ps", 0, "restarted");
+  // The newest is corrupt, the next gone from a task: ckpt-2 is restored.
+  ckpt.restore_status["ckpt-6"] =
+      absl::DataLossError("ckpt-6/3.bin: CRC32C mismatch");
+  ckpt.restore_status["ckpt-4"] =
+      absl::NotFoundError("no checkpoint at ckpt-4 (no manifest.json)");
+  for (int i = 0; i < 3; ++i) {
+    std::optional<PsAction> restore = state_->NextPsAction();
+    ASSERT_TRUE(restore.has_value()) << i;
+    ASSERT_EQ(restore->kind, PsAction::Kind::kRestore);
+    state_->FinishPsAction(*restore, ckpt.RestoreAll(restore->checkpoint));
+  }
+  EXPECT_THAT(ckpt.restores, ElementsAre("ckpt-6", "ckpt-4", "ckpt-2"));
+  v1::JobStatus job = state_->GetJob();
+  EXPECT_EQ(job.state(), v1::JobStatus::RUNNING);
+  EXPECT_EQ(job.steps_completed(), 2);
+  EXPECT_EQ(job.lost_steps(), 5);
+  EXPECT_EQ(job.last_checkpoint(), "ckpt-2");
+  ASSERT_EQ(job.checkpoints_skipped_size(), 2);
+  EXPECT_THAT(job.checkpoints_skipped(0), HasSubstr("ckpt-6: DATA_LOSS"));
+  EXPECT_THAT(job.checkpoints_skipped(1), HasSubstr("ckpt-4: NOT_FOUND"));
+  EXPECT_THAT(log_.str(), HasSubstr("\"event\":\"checkpoint_skipped\""));
+  v1::WorkItem next = Work(0);
+  EXPECT_EQ(next.step(), 2);
+
+  // The skipped ones are deleted with the next save (ckpt-4 is written
+  // afresh, so only ckpt-6 goes).
+  Done(0, next);
+  Done(0, Work(0));
+  std::optional<PsAction> save = state_->NextPsAction();
+  ASSERT_TRUE(save.has_value());
+  EXPECT_EQ(save->checkpoint, "ckpt-4");
+  EXPECT_THAT(save->prune, ElementsAre("ckpt-6"));
+  state_->FinishPsAction(*save, absl::OkStatus());
+  EXPECT_EQ(state_->GetJob().last_checkpoint(), "ckpt-4");
+}
+
+TEST_F(CoordinatorStateTest, RestoreFailsTheJobWhenNoCheckpointVerifies) {
+  FakeCheckpointer ckpt;
+  StartJob(CheckpointJob(/*every=*/1, /*keep=*/2), 4);
+  for (int i = 0; i < 2; ++i) {
+    Done(0, Work(0));
+    std::optional<PsAction> save = state_->NextPsAction();
+    ASSERT_TRUE(save.has_value());
+    state_->FinishPsAction(*save, ckpt.SaveAll(save->checkpoint));
+  }
+  Reg("ps", 0, "restarted");
+  ckpt.status = absl::DataLossError("manifest.json: invalid JSON");
+  for (int i = 0; i < 2; ++i) {
+    std::optional<PsAction> restore = state_->NextPsAction();
+    ASSERT_TRUE(restore.has_value()) << i;
+    state_->FinishPsAction(*restore, ckpt.RestoreAll(restore->checkpoint));
+  }
+  EXPECT_FALSE(state_->NextPsAction().has_value());
+  v1::JobStatus job = state_->GetJob();
+  EXPECT_EQ(job.state(), v1::JobStatus::FAILED);
+  EXPECT_THAT(job.error(), HasSubstr("no checkpoint to restore the ps tasks "
+                                     "from verifies: ckpt-2: DATA_LOSS"));
+  EXPECT_THAT(job.error(), HasSubstr("ckpt-1: DATA_LOSS"));
+  EXPECT_EQ(Work(0).kind(), v1::WorkItem::DONE);
+}
+
+TEST_F(CoordinatorStateTest, RestoreThatKeepsFailingEndsTheJobInBoundedTime) {
+  CoordinatorOptions options = Options();
+  options.restore_attempts = 3;
+  state_ = Make(options);
+  FakeCheckpointer ckpt;
+  StartJob(CheckpointJob(/*every=*/1, /*keep=*/3), 4);
+  Done(0, Work(0));
+  std::optional<PsAction> save = state_->NextPsAction();
+  ASSERT_TRUE(save.has_value());
+  state_->FinishPsAction(*save, ckpt.SaveAll(save->checkpoint));
+  Reg("ps", 0, "restarted");
+  for (int i = 0; i < 3; ++i) {
+    now_ += options.restore_retry;
+    HeartbeatAll({Task("worker", 0), Task("worker", 1)});
+    state_->Heartbeat(Task("ps", 0), "restarted").IgnoreError();
+    std::optional<PsAction> restore = state_->NextPsAction();
+    ASSERT_TRUE(restore.has_value()) << i;
+    EXPECT_EQ(restore->checkpoint, "ckpt-1");
+    state_->FinishPsAction(*restore,
+                           absl::InternalError("cannot read ckpt-1/0.bin: EIO"));
+  }
+  v1::JobStatus job = state_->GetJob();
+  EXPECT_EQ(job.state(), v1::JobStatus::FAILED);
+  EXPECT_THAT(job.error(), HasSubstr("restoring the ps tasks from ckpt-1 "
+                                     "failed 3 times in a row"));
+  EXPECT_THAT(job.error(), HasSubstr("EIO"));
+}
+
+TEST_F(CoordinatorStateTest, FailedCheckpointsAreCountedAndCanEndTheJob) {
+  StartJob(CheckpointJob(/*every=*/1, /*keep=*/3, /*max_failures=*/3), 10);
+  const absl::Status full =
+      absl::InternalError("cannot write ckpt/0.bin: No space left on device");
+  Done(0, Work(0));
+  std::optional<PsAction> save = state_->NextPsAction();
+  ASSERT_TRUE(save.has_value());
+  state_->FinishPsAction(*save, absl::OkStatus());
+  for (int i = 0; i < 2; ++i) {
+    Done(0, Work(0));
+    save = state_->NextPsAction();
+    ASSERT_TRUE(save.has_value());
+    state_->FinishPsAction(*save, full);
+  }
+  v1::JobStatus job = state_->GetJob();
+  EXPECT_EQ(job.state(), v1::JobStatus::RUNNING);
+  EXPECT_EQ(job.checkpoints_saved(), 1);
+  EXPECT_EQ(job.checkpoints_failed(), 2);
+  EXPECT_EQ(job.checkpoint_failures_in_a_row(), 2);
+  EXPECT_THAT(job.last_checkpoint_error(), HasSubstr("No space left"));
+  EXPECT_EQ(job.last_checkpoint(), "ckpt-1");
+  EXPECT_THAT(log_.str(), HasSubstr("\"level\":\"error\""));
+  // A success resets the run of failures, not the count.
+  Done(0, Work(0));
+  save = state_->NextPsAction();
+  ASSERT_TRUE(save.has_value());
+  state_->FinishPsAction(*save, absl::OkStatus());
+  EXPECT_EQ(state_->GetJob().checkpoint_failures_in_a_row(), 0);
+  for (int i = 0; i < 3; ++i) {
+    Done(0, Work(0));
+    save = state_->NextPsAction();
+    ASSERT_TRUE(save.has_value()) << i;
+    state_->FinishPsAction(*save, full);
+  }
+  job = state_->GetJob();
+  EXPECT_EQ(job.state(), v1::JobStatus::FAILED);
+  EXPECT_EQ(job.checkpoints_failed(), 5);
+  EXPECT_THAT(job.error(),
+              HasSubstr("checkpoint failed 3 times in a row "
+                        "(job.checkpoint.max_failures is 3)"));
+  EXPECT_THAT(job.error(), HasSubstr("No space left on device"));
+}
+
+TEST_F(CoordinatorStateTest, KeptCheckpointsSurviveACoordinatorRestart) {
+  CoordinatorOptions options = Options();
+  options.state_dir = TempDir();
+  state_ = Make(options);
+  FakeCheckpointer ckpt;
+  StartJob(CheckpointJob(/*every=*/1, /*keep=*/2), 6);
+  for (int i = 0; i < 3; ++i) {
+    Done(0, Work(0));
+    std::optional<PsAction> save = state_->NextPsAction();
+    ASSERT_TRUE(save.has_value());
+    state_->FinishPsAction(*save, i == 1 ? absl::InternalError("disk")
+                                          : ckpt.SaveAll(save->checkpoint));
+  }
+  state_.reset();
+  state_ = Make(options);
+  v1::JobStatus job = state_->GetJob();
+  EXPECT_EQ(job.last_checkpoint(), "ckpt-3");
+  EXPECT_EQ(job.checkpoints_saved(), 2);
+  EXPECT_EQ(job.checkpoints_failed(), 1);
+  EXPECT_EQ(job.last_checkpoint_error(), "INTERNAL: disk");
+  Reg("ps", 0, "restarted");
+  ckpt.restore_status["ckpt-3"] = absl::DataLossError("bad");
+  std::optional<PsAction> restore = state_->NextPsAction();
+  ASSERT_TRUE(restore.has_value());
+  state_->FinishPsAction(*restore, ckpt.RestoreAll(restore->checkpoint));
+  restore = state_->NextPsAction();
+  ASSERT_TRUE(restore.has_value());
+  EXPECT_EQ(restore->checkpoint, "ckpt-1");  // kept across the restart
 }
 
 TEST_F(CoordinatorStateTest, PsRestartWithoutCheckpointRedoesEverything) {

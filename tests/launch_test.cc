@@ -119,6 +119,159 @@ TEST_F(LaunchTest, PsKilledAndRestartedRestoresTheCheckpoint) {
   EXPECT_GT(s["test_accuracy"].get<double>(), 0.7);
 }
 
+// The checkpoint directories ("ckpt-N", and temporaries "ckpt-N.tmp-...")
+// anywhere under `dir`, by path.
+std::vector<fs::path> CheckpointDirs(const std::string& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const std::string name = it->path().filename().string();
+    if (it->is_directory() && name.rfind("ckpt-", 0) == 0) {
+      out.push_back(it->path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int64_t CheckpointStep(const fs::path& dir) {
+  return std::stoll(dir.filename().string().substr(5));
+}
+
+// The newest checkpoint is corrupted, then its PS is killed: the restart
+// restores the next older one that verifies, says which it skipped and
+// why, and the run completes. Checkpoints are pruned to the newest
+// `keep`, and the half-written save the kill left is swept.
+TEST_F(LaunchTest, CorruptNewestCheckpointFallsBackToAnOlderOne) {
+  std::ifstream in(kJob);
+  nlohmann::json job = nlohmann::json::parse(in);
+  job["checkpoint"] = {{"every_steps", 30}, {"keep", 2}};
+  const std::string path = ::testing::TempDir() + "/corrupt_ckpt_job.json";
+  std::ofstream(path) << job.dump();
+  LaunchRun run =
+      StartLaunch("corrupt_ckpt", {"--job=" + path, "--ps=1", "--workers=2"});
+  nlohmann::json cluster = WaitForProgress(run, 130);
+  pid_t victim = PidOf(cluster, "ps:0");
+  ASSERT_GT(victim, 0) << Log(run);
+  // Frozen, the PS finishes no save while its newest one is corrupted.
+  ASSERT_EQ(kill(victim, SIGSTOP), 0);
+  const std::string ps_dir = run.dir + "/run/ps-0";
+  fs::path newest;
+  for (const fs::path& d : CheckpointDirs(ps_dir)) {
+    if (d.filename().string().find(".tmp-") != std::string::npos) continue;
+    if (fs::exists(d / "manifest.json") &&
+        (newest.empty() || CheckpointStep(d) > CheckpointStep(newest))) {
+      newest = d;
+    }
+  }
+  ASSERT_FALSE(newest.empty()) << Log(run);
+  {
+    std::fstream payload(newest / "0.bin",
+                         std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(payload.good());
+    payload.seekp(5);
+    payload.put('\x7f');
+  }
+  // What a save killed half-way leaves (a pid no process has).
+  fs::create_directories(newest.parent_path() / "ckpt-7.tmp-99999999-0");
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ASSERT_EQ(Wait(run), 0) << Log(run);
+  nlohmann::json s = Summary(run);
+  ExpectCompleted(run, s);
+  ASSERT_EQ(s["checkpoints"]["skipped"].size(), 1u) << s.dump();
+  const std::string skipped = s["checkpoints"]["skipped"][0];
+  EXPECT_EQ(skipped.rfind(newest.filename().string() + ": DATA_LOSS", 0), 0u)
+      << skipped;
+  EXPECT_NE(skipped.find("CRC32C mismatch"), std::string::npos) << skipped;
+  EXPECT_EQ(s["restarts"]["ps:0"], 1);
+  // Back to the checkpoint before the corrupt one: two intervals at most,
+  // and the steps in flight.
+  EXPECT_LE(s["lost_steps"].get<int64_t>(), 2 * 30 + 8);
+  EXPECT_GT(s["test_accuracy"].get<double>(), 0.7);
+  std::vector<fs::path> left = CheckpointDirs(ps_dir);
+  EXPECT_LE(left.size(), 2u);
+  for (const fs::path& d : left) {
+    EXPECT_EQ(d.filename().string().find(".tmp-"), std::string::npos) << d;
+    EXPECT_TRUE(fs::exists(d / "manifest.json")) << d;
+  }
+}
+
+// The only worker dies: the launcher starts it again and the run completes
+// (it used to go on "on the other workers", of which there were none).
+TEST_F(LaunchTest, TheOnlyWorkerKilledIsRestarted) {
+  LaunchRun run = StartLaunch("kill_only_worker", {"--ps=1", "--workers=1"});
+  nlohmann::json cluster = WaitForProgress(run, 80);
+  pid_t victim = PidOf(cluster, "worker:0");
+  ASSERT_GT(victim, 0) << Log(run);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ASSERT_EQ(Wait(run), 0) << Log(run);
+  nlohmann::json s = Summary(run);
+  ExpectCompleted(run, s);
+  EXPECT_EQ(s["restarts"]["worker:0"], 1);
+  EXPECT_NE(Log(run).find("worker:0 exited (killed by signal 9); restarting"),
+            std::string::npos)
+      << Log(run);
+}
+
+// The PS dies while the workers create their variables: they wait for its
+// restart instead of exiting (with one worker the run was lost).
+TEST_F(LaunchTest, PsKilledWhileWorkersSetUpDoesNotEndTheRun) {
+  LaunchRun run = StartLaunch("kill_ps_setup", {"--ps=1", "--workers=1"});
+  // As soon as the worker is started (it loads the data, then creates the
+  // variables).
+  pid_t victim = -1;
+  const auto deadline = std::chrono::steady_clock::now() + kRunLimit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    nlohmann::json cluster = Cluster(run);
+    if (PidOf(cluster, "worker:0") > 0) {
+      victim = PidOf(cluster, "ps:0");
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GT(victim, 0) << Log(run);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ASSERT_EQ(Wait(run), 0) << Log(run);
+  nlohmann::json s = Summary(run);
+  ExpectCompleted(run, s);
+  EXPECT_EQ(s["restarts"]["ps:0"], 1);
+}
+
+// While the coordinator does not answer (stopped), a PS that dies is
+// restarted at once: the launcher's polls of the coordinator give up
+// within a second instead of holding every restart behind them.
+TEST_F(LaunchTest, PsIsRestartedWhileTheCoordinatorHangs) {
+  LaunchRun run = StartLaunch("ps_restart_coordinator_stopped",
+                              {"--ps=1", "--workers=2"});
+  nlohmann::json cluster = WaitForProgress(run, 60);
+  const pid_t coordinator = PidOf(cluster, "coordinator");
+  const pid_t victim = PidOf(cluster, "ps:0");
+  ASSERT_GT(coordinator, 0) << Log(run);
+  ASSERT_GT(victim, 0) << Log(run);
+  ASSERT_EQ(kill(coordinator, SIGSTOP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  // Bounded: the restart shows in cluster.json while the coordinator is
+  // still stopped (the old loop sat 10 s and more in one coordinator call).
+  pid_t restarted = -1;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < until) {
+    restarted = PidOf(Cluster(run), "ps:0");
+    if (restarted > 0 && restarted != victim) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(kill(coordinator, SIGCONT), 0);
+  EXPECT_GT(restarted, 0);
+  EXPECT_NE(restarted, victim) << "ps:0 was not restarted while the "
+                                  "coordinator was stopped";
+  ASSERT_EQ(Wait(run), 0) << Log(run);
+  nlohmann::json s = Summary(run);
+  ExpectCompleted(run, s);
+  EXPECT_EQ(s["restarts"]["ps:0"], 1);
+}
+
 // --tls: every process over mutual TLS with the job's credentials; the
 // coordinator restores a killed PS from its job's checkpoints (saved with
 // its coordinator credential under ps-1/<job>/).

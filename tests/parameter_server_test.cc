@@ -514,6 +514,23 @@ TEST_F(PsTest, CheckpointRoundTripRestoresValuesAndSlots) {
   EXPECT_EQ(PullAll("w", 4), reference);
 }
 
+TEST_F(PsTest, DeleteCheckpointsRemovesTheNamedCheckpoints) {
+  STRATA_ASSERT_OK(client_->CreateVariable(Spec("w", {4}, "sgd", 0.1)));
+  STRATA_ASSERT_OK(client_->Save("ckpt-1").status());
+  STRATA_ASSERT_OK(client_->Save("ckpt-2").status());
+  absl::StatusOr<int64_t> deleted =
+      client_->DeleteCheckpoints({"ckpt-1", "ckpt-9"});
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 1);  // ckpt-9 was never there
+  EXPECT_THAT(client_->Restore("ckpt-1"),
+              StatusIs(absl::StatusCode::kNotFound));
+  STRATA_ASSERT_OK(client_->Restore("ckpt-2").status());
+  // Every path is checked before any is deleted.
+  EXPECT_THAT(client_->DeleteCheckpoints({"ckpt-2", "../elsewhere"}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  STRATA_ASSERT_OK(client_->Restore("ckpt-2").status());
+}
+
 TEST_F(PsTest, CorruptCheckpointIsRefusedAndChangesNothing) {
   STRATA_ASSERT_OK(client_->CreateVariable(Spec("w", {1000}, "adam", 0.01)));
   auto saved = client_->Save("ckpt");

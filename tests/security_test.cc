@@ -314,6 +314,8 @@ TEST_F(AuthTest, WorkerPullsAndPushesButCannotAdminister) {
               StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_THAT(worker->Restore("ckpt"),
               StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(worker->DeleteCheckpoints({"ckpt"}),
+              StatusIs(absl::StatusCode::kPermissionDenied));
   ExpectUnchanged();
   // What a worker may do.
   STRATA_ASSERT_OK(worker->Pull("w", buf.data(), 16));
@@ -361,6 +363,8 @@ TEST_F(AuthTest, OneJobCannotReachAnotherJobsVariables) {
                                   "only an admin credential may save"));
   EXPECT_THAT(coord_b->Restore("ckpt"),
               StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(coord_b->DeleteCheckpoints({"ckpt"}),
+              StatusIs(absl::StatusCode::kPermissionDenied));
   ExpectUnchanged();
 
   // Job b's own variables work alongside, and job a cannot see them.
@@ -391,6 +395,15 @@ TEST_F(AuthTest, CoordinatorCheckpointsUnderItsJobDirectory) {
   EXPECT_FLOAT_EQ(w[0], 0.5f);
   EXPECT_THAT(coord->Save(checkpoint_dir_ + "/abs"),
               StatusIs(absl::StatusCode::kPermissionDenied));
+  // Deleting resolves under the job's directory too.
+  EXPECT_THAT(coord->DeleteCheckpoints({checkpoint_dir_ + "/a/ckpt"}),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  STRATA_ASSERT_OK(coord->Save("ckpt-old").status());
+  absl::StatusOr<int64_t> deleted = coord->DeleteCheckpoints({"ckpt-old"});
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 1);
+  EXPECT_FALSE(std::filesystem::exists(checkpoint_dir_ + "/a/ckpt-old"));
+  EXPECT_TRUE(std::filesystem::exists(checkpoint_dir_ + "/a/ckpt"));
   // Job b's coordinator cannot restore job a's checkpoint onto an empty
   // server: its name resolves under b/.
   PsServerOptions options;

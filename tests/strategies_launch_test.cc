@@ -120,6 +120,37 @@ class StrategiesLaunchTest : public ::testing::Test {
     }
     EXPECT_TRUE(alone) << "no group of worker:0 alone was formed";
   }
+
+  // Kills the ps task mid-run (issue defects: the launcher restarted it
+  // empty and the groups failed NOT_FOUND for good). The run must complete
+  // with the accuracy of the fault-free run; `lost_ok`: the strategy keeps
+  // its model on the ps task (central_storage, no checkpoints), so its
+  // steps are redone from the start and counted lost.
+  static void KillThePs(const std::string& key, std::vector<std::string> flags,
+                        bool lost_ok) {
+    const double baseline = Baseline(key, flags);
+    flags.push_back("--job=" + Job("kill_ps_" + key, 3));
+    LaunchRun run = StartLaunch("kill_ps_" + key, flags);
+    nlohmann::json cluster = WaitForProgress(run, 120);
+    pid_t victim = PidOf(cluster, "ps:0");
+    ASSERT_GT(victim, 0) << Log(run);
+    ASSERT_EQ(kill(victim, SIGKILL), 0);
+    ASSERT_EQ(Wait(run), 0) << Log(run);
+    nlohmann::json s = Summary(run);
+    ASSERT_FALSE(s.is_discarded()) << Log(run);
+    EXPECT_EQ(s["steps_applied"], s["steps_scheduled"]) << Log(run);
+    EXPECT_EQ(s["restarts"]["ps:0"], 1) << Log(run);
+    if (lost_ok) {
+      EXPECT_GE(s["lost_steps"].get<int64_t>(), 120) << Log(run);
+    } else {
+      EXPECT_EQ(s["lost_steps"], 0) << Log(run);
+    }
+    EXPECT_NEAR(s["test_accuracy"].get<double>(), baseline, 0.01) << Log(run);
+    // Bounded re-forming, not a group per failed call.
+    const auto formed =
+        Events(run.dir + "/run/coordinator.log", "group_formed");
+    EXPECT_LT(formed.size(), 40u) << Log(run);
+  }
 };
 
 TEST_F(StrategiesLaunchTest, CentralStorageTrains) {
@@ -156,6 +187,19 @@ TEST_F(StrategiesLaunchTest, MirroredTrainsReplicasInOneProcess) {
 TEST_F(StrategiesLaunchTest, CentralStorageSurvivesAKilledWorker) {
   KillOneWorker("central_storage",
                 {"--strategy=central_storage", "--ps=1", "--workers=2"});
+}
+
+TEST_F(StrategiesLaunchTest, CentralStorageSurvivesAKilledPs) {
+  KillThePs("central_storage",
+            {"--strategy=central_storage", "--ps=1", "--workers=2"},
+            /*lost_ok=*/true);
+}
+
+TEST_F(StrategiesLaunchTest, MultiWorkerMirroredPsCollectiveSurvivesAKilledPs) {
+  KillThePs("mwm_ps",
+            {"--strategy=multi_worker_mirrored", "--collective=ps", "--ps=1",
+             "--workers=2"},
+            /*lost_ok=*/false);
 }
 
 TEST_F(StrategiesLaunchTest, MultiWorkerMirroredSurvivesAKilledWorker) {

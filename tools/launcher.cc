@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <vector>
@@ -30,6 +31,10 @@ namespace {
 
 constexpr absl::Duration kStartTimeout = absl::Seconds(60);
 constexpr absl::Duration kPoll = absl::Milliseconds(100);
+// Restarts of a task that keeps failing to start: the longest pause
+// between them, and how many failed starts in a row end the run.
+constexpr absl::Duration kMaxRestartPause = absl::Seconds(8);
+constexpr int kMaxFailedStarts = 8;
 
 std::string MakeRunDir(const std::string& requested) {
   if (!requested.empty()) {
@@ -346,7 +351,24 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   }
   WriteClusterFile(cluster_file, all());
 
-  // Supervise until the job ends.
+  // Supervise until the job ends. The coordinator is polled with calls
+  // that give up within a second, so that while it is down nothing else
+  // waits: the other tasks are still restarted.
+  auto poll = CoordinatorClient::Connect(
+      coordinator.address, absl::Milliseconds(500), security.launcher,
+      /*call_deadline=*/absl::Seconds(1));
+  // A task that exited (a worker: with an error) is started again, after a
+  // pause that doubles (up to kMaxRestartPause) while it keeps dying soon
+  // after its start; kMaxFailedStarts such deaths in a row end the run,
+  // naming it. A task that stayed up a while restarts at once.
+  struct Restart {
+    bool due = false;
+    absl::Time at = absl::InfinitePast();       // when `due`
+    absl::Time started = absl::InfinitePast();  // the last restart
+    absl::Duration pause = absl::ZeroDuration();
+    int failed_starts = 0;
+  };
+  std::map<const ChildProcess*, Restart> restarts;
   size_t printed = 0;
   v1::JobStatus status;
   absl::Status result = absl::OkStatus();
@@ -356,56 +378,78 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
       break;
     }
     bool changed = false;
-    auto restart = [&](ChildProcess* c, std::vector<std::string> argv) {
-      out << c->name << " exited (" << DescribeExit(c->wait_status)
-          << "); restarting it on " << c->address << std::endl;
-      c->argv = std::move(argv);
+    auto supervise = [&](ChildProcess* c, bool server) -> absl::Status {
+      Restart& r = restarts[c];
+      const absl::Time now = absl::Now();
+      const bool soon = now - r.started < 2 * kMaxRestartPause;
+      if (!r.due) {
+        const bool was = c->exited;
+        if (!Reap(c)) {
+          if (!soon) r.pause = absl::ZeroDuration();
+          return absl::OkStatus();
+        }
+        if (was) return absl::OkStatus();  // a worker that finished
+        changed = true;
+        if (!server && WIFEXITED(c->wait_status) &&
+            WEXITSTATUS(c->wait_status) == 0) {
+          return absl::OkStatus();
+        }
+        if (server && !options.restart_servers) {
+          return absl::UnavailableError(absl::StrCat(
+              c->name, " exited (", DescribeExit(c->wait_status), ")"));
+        }
+        r.failed_starts = soon ? r.failed_starts + 1 : 0;
+        if (r.failed_starts >= kMaxFailedStarts) {
+          return absl::UnavailableError(absl::StrCat(
+              c->name, " exited ", r.failed_starts,
+              " times in a row soon after starting; last: ",
+              DescribeExit(c->wait_status), "; see ", c->log_path));
+        }
+        r.due = true;
+        r.at = now + r.pause;
+        out << c->name << " exited (" << DescribeExit(c->wait_status)
+            << "); restarting it"
+            << (server ? absl::StrCat(" on ", c->address) : std::string())
+            << (r.pause > absl::ZeroDuration()
+                    ? absl::StrCat(" in ", absl::FormatDuration(r.pause))
+                    : std::string())
+            << std::endl;
+      }
+      if (now < r.at) return absl::OkStatus();
+      r.due = false;
+      r.started = now;
+      r.pause = std::min(kMaxRestartPause,
+                         std::max(absl::Milliseconds(500), r.pause * 2));
+      if (server) c->argv[2] = "--port=" + Port(c->address);
       c->restarts++;
-      return Spawn(c, true, kStartTimeout);
+      changed = true;
+      absl::Status started = Spawn(c, server, kStartTimeout);
+      if (started.ok()) return started;
+      if (++r.failed_starts >= kMaxFailedStarts) {
+        return absl::UnavailableError(absl::StrCat(
+            c->name, " failed to start ", r.failed_starts,
+            " times in a row; last: ", started.message()));
+      }
+      out << c->name << " did not start (" << started.message()
+          << "); trying again in " << absl::FormatDuration(r.pause)
+          << std::endl;
+      r.due = true;
+      r.at = absl::Now() + r.pause;
+      return absl::OkStatus();
     };
-    if (Reap(&coordinator)) {
-      if (!options.restart_servers) {
-        result = absl::UnavailableError(absl::StrCat(
-            "the coordinator exited (", DescribeExit(coordinator.wait_status),
-            ")"));
-        break;
-      }
-      std::vector<std::string> argv = coordinator.argv;
-      argv[2] = "--port=" + Port(coordinator.address);
-      result = restart(&coordinator, argv);
-      if (!result.ok()) break;
-      changed = true;
-    }
+    result = supervise(&coordinator, true);
     for (auto& p : ps) {
-      if (!Reap(&p)) continue;
-      if (!options.restart_servers) {
-        result = absl::UnavailableError(absl::StrCat(
-            p.name, " exited (", DescribeExit(p.wait_status), ")"));
-        break;
-      }
-      std::vector<std::string> argv = p.argv;
-      argv[2] = "--port=" + Port(p.address);
-      result = restart(&p, argv);
-      if (!result.ok()) break;
-      changed = true;
+      if (result.ok()) result = supervise(&p, true);
     }
-    if (!result.ok()) break;
     int alive = 0;
     for (auto& w : workers) {
-      bool was = w.exited;
-      if (!Reap(&w)) {
-        ++alive;
-      } else if (!was) {
-        changed = true;
-        if (!(WIFEXITED(w.wait_status) && WEXITSTATUS(w.wait_status) == 0)) {
-          out << w.name << " exited (" << DescribeExit(w.wait_status)
-              << "); training continues on the other workers" << std::endl;
-        }
-      }
+      if (result.ok()) result = supervise(&w, false);
+      if (!w.exited || restarts[&w].due) ++alive;
     }
+    if (!result.ok()) break;
     if (changed) WriteClusterFile(cluster_file, all());
 
-    auto s = coord->GetJob();
+    auto s = poll->GetJob();
     if (s.ok()) {
       status = *s;
       PrintCompletedEpochs(status, job.epochs, &printed, out);
@@ -466,6 +510,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
         {"restarts", nlohmann::json::object()},
         {"run_dir", run_dir}};
     AddTrainThroughput(status, &summary);
+    AddCheckpointSummary(status, &summary);
     for (ChildProcess* c : all()) {
       if (c->restarts > 0) summary["restarts"][c->name] = c->restarts;
     }

@@ -33,6 +33,19 @@ void AddTrainThroughput(const v1::JobStatus& status, nlohmann::json* summary) {
   (*summary)["train_examples_per_second"] =
       seconds > 0 ? static_cast<double>(examples) / seconds : 0.0;
 }
+void AddCheckpointSummary(const v1::JobStatus& status,
+                          nlohmann::json* summary) {
+  (*summary)["checkpoints"] = {
+      {"saved", status.checkpoints_saved()},
+      {"failed", status.checkpoints_failed()},
+      {"failures_in_a_row", status.checkpoint_failures_in_a_row()},
+      {"last_error", status.last_checkpoint_error()},
+      {"last", status.last_checkpoint()},
+      {"last_step", status.last_checkpoint_step()},
+      {"skipped", std::vector<std::string>(status.checkpoints_skipped().begin(),
+                                           status.checkpoints_skipped().end())}};
+}
+
 namespace {
 
 constexpr absl::Duration kPoll = absl::Milliseconds(200);
@@ -133,7 +146,17 @@ void PrintCompletedEpochs(const v1::JobStatus& status, int epochs,
     p.test_accuracy = e.test_accuracy();
     p.examples_per_second = e.examples_per_second();
     p.seconds = e.elapsed_seconds();
-    out << FormatEpochLine(p, "s elapsed") << std::endl;
+    out << FormatEpochLine(p, "s elapsed");
+    if (status.checkpoints_failed() > 0) {
+      // A PS restart now loses more than one checkpoint interval.
+      out << absl::StrFormat(
+          "  [CHECKPOINTS FAILING: %d failed, %d in a row, newest kept %s; "
+          "last error: %s]",
+          status.checkpoints_failed(), status.checkpoint_failures_in_a_row(),
+          status.last_checkpoint().empty() ? "none" : status.last_checkpoint(),
+          status.last_checkpoint_error());
+    }
+    out << std::endl;
   }
 }
 
@@ -284,6 +307,7 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
            : 0.0},
       {"epochs_detail", epochs}};
   AddTrainThroughput(status, &result);
+  AddCheckpointSummary(status, &result);
   out << absl::StrFormat("Test accuracy: %.4f (test loss %.4f)", test_accuracy,
                          test_loss)
       << std::endl;

@@ -23,6 +23,13 @@ namespace strata {
 // local_train measures a single process) to a run summary.
 void AddTrainThroughput(const v1::JobStatus& status, nlohmann::json* summary);
 
+// Adds the job's checkpoint record to a run summary: "checkpoints" with
+// "saved", "failed", "failures_in_a_row", "last_error", "last" (the
+// newest kept checkpoint), "last_step" and "skipped" (those a restore
+// skipped, with why).
+void AddCheckpointSummary(const v1::JobStatus& status,
+                          nlohmann::json* summary);
+
 struct SubmitOptions {
   std::string coordinator;  // host:port
   std::string job_path;

@@ -76,6 +76,12 @@ class GroupTrainer {
   // there (the variables, or the gradient-sum variable of the "ps"
   // collective).
   absl::Status ConnectPs();
+  // Creates what the policy keeps on the PS tasks for a group starting at
+  // `start_step` (idempotent): the reduction variable of the "ps"
+  // collective (at that step), or the model's variables when the group
+  // starts from the beginning (a restarted ps task restored without a
+  // checkpoint: the coordinator rewound the job to step 0).
+  absl::Status CreatePsVariables(int64_t start_step);
   // Mirrored with job.device cuda[:N]: one replica per GPU from N on (or
   // job.strategy.replicas of them), checked before anything is loaded.
   absl::Status ChooseGpus();

@@ -142,9 +142,18 @@ absl::Status GroupTrainer::ConnectPs() {
       ParseGradientEncoding(job_.strategy.gradient_compression)
           .value_or(GradientEncoding::kNone);
   cluster_ = PsCluster::Connect(ps, ps_options);
+  // A ps task restarting meanwhile is waited for.
+  return RetrySetup(
+      "creating the job's ps variables", [this] { return CreatePsVariables(0); },
+      kSetupRetryLimit, [this] { return Stopping(); }, logger_);
+}
+
+absl::Status GroupTrainer::CreatePsVariables(int64_t start_step) {
   if (policy_->variable_home() != VariableHome::kPsTasks) {
-    return CreateReductionVariable(cluster_.get(), num_params_ + 2);
+    return CreateReductionVariable(cluster_.get(), num_params_ + 2,
+                                   start_step);
   }
+  if (start_step > 0) return absl::OkStatus();
   for (v1::VariableSpec var : PsVariableSpecs(job_, *model_)) {
     var.mutable_update_mode()->set_kind(v1::UpdateMode::SYNC);
     var.mutable_update_mode()->set_num_replicas(1);
@@ -219,7 +228,12 @@ absl::StatusOr<v1::GroupAssignment> GroupTrainer::Join(int64_t after_group) {
 absl::Status GroupTrainer::Run(const v1::JobStatus& status) {
   STRATA_RETURN_IF_ERROR(Setup(status));
   int64_t group = 0;
+  // After a failed group, the next is asked for after this pause (doubling
+  // up to a second while groups keep failing: a ps task that is down or
+  // not yet restored fails each at once).
+  absl::Duration backoff = absl::ZeroDuration();
   while (true) {
+    if (backoff > absl::ZeroDuration()) Pause(backoff);
     STRATA_ASSIGN_OR_RETURN(v1::GroupAssignment a, Join(group));
     if (a.state() == v1::GroupAssignment::DONE) {
       logger_->Log(LogLevel::kInfo, "job_done", {});
@@ -237,10 +251,15 @@ absl::Status GroupTrainer::Run(const v1::JobStatus& status) {
     absl::Status s = RunGroup(a);
     if (Stopping()) return absl::CancelledError("stopped");
     if (!s.ok()) {
+      backoff = std::min(absl::Seconds(1),
+                         std::max(absl::Milliseconds(50), backoff * 2));
       logger_->Log(LogLevel::kWarning, "group_failed",
-                   {{"group", a.group()}, {"error", s.ToString()}});
+                   {{"group", a.group()},
+                    {"error", s.ToString()},
+                    {"next_in_ms", absl::ToInt64Milliseconds(backoff)}});
       continue;
     }
+    backoff = absl::ZeroDuration();
     if (finished_) {
       // Every step ran: wait (bounded) for the job to end before asking
       // for another group, which would only re-run missing steps.
@@ -379,6 +398,10 @@ absl::StatusOr<std::unique_ptr<GradientReducer>> GroupTrainer::MakeReducer(
 }
 
 absl::Status GroupTrainer::RunGroup(const v1::GroupAssignment& a) {
+  if (cluster_ != nullptr) {
+    // A restarted ps task lost what lives there: re-created here.
+    STRATA_RETURN_IF_ERROR(CreatePsVariables(a.start_step()));
+  }
   STRATA_RETURN_IF_ERROR(PrepareState(a));
   if (a.rank() == 0) STRATA_RETURN_IF_ERROR(EvaluateMissedEpochs(a));
   const int local = static_cast<int>(replicas_.size());

@@ -7,7 +7,8 @@
 
 namespace strata {
 
-absl::Status CreateReductionVariable(PsCluster* cluster, int64_t num_floats) {
+absl::Status CreateReductionVariable(PsCluster* cluster, int64_t num_floats,
+                                     int64_t first_step) {
   v1::VariableSpec spec;
   spec.set_name(kReductionVariable);
   spec.set_dtype(v1::DT_FLOAT32);
@@ -16,7 +17,14 @@ absl::Status CreateReductionVariable(PsCluster* cluster, int64_t num_floats) {
   spec.mutable_optimizer()->set_type("assign");
   spec.mutable_update_mode()->set_kind(v1::UpdateMode::SYNC);
   spec.mutable_update_mode()->set_num_replicas(1);
-  return cluster->CreateVariable(spec, {}).status();
+  spec.mutable_update_mode()->set_first_step(first_step);
+  absl::Status created = cluster->CreateVariable(spec, {}).status();
+  // ALREADY_EXISTS mid-run: it is there from an earlier group (another
+  // first step).
+  if (first_step > 0 && created.code() == absl::StatusCode::kAlreadyExists) {
+    return absl::OkStatus();
+  }
+  return created;
 }
 
 PsReducer::PsReducer(PsCluster* cluster, PsReducerOptions options)

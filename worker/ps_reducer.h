@@ -29,7 +29,10 @@ inline constexpr char kReductionVariable[] = "_allreduce/gradients";
 // Creates kReductionVariable with `num_floats` elements (zeros, "assign",
 // SYNC over one replica) as one shard on task 0. Idempotent. Errors: those
 // of PsCluster::CreateVariable.
-absl::Status CreateReductionVariable(PsCluster* cluster, int64_t num_floats);
+// `first_step`: the step the group using it starts at (the variable's
+// version when it is created; an existing one is kept as it is).
+absl::Status CreateReductionVariable(PsCluster* cluster, int64_t num_floats,
+                                     int64_t first_step = 0);
 
 struct PsReducerOptions {
   // The push tag's job ("<job id>/g<group>") and group.

@@ -63,6 +63,32 @@ std::vector<v1::VariableSpec> PsVariableSpecs(const JobSpec& job,
   return specs;
 }
 
+absl::Status RetrySetup(absl::string_view what,
+                        const std::function<absl::Status()>& attempt,
+                        absl::Duration limit,
+                        const std::function<bool()>& stopping,
+                        Logger* logger) {
+  const absl::Time give_up = absl::Now() + limit;
+  absl::Duration pause = absl::Milliseconds(50);
+  for (int tries = 1;; ++tries) {
+    absl::Status s = attempt();
+    const bool transient = s.code() == absl::StatusCode::kUnavailable ||
+                           s.code() == absl::StatusCode::kDeadlineExceeded ||
+                           s.code() == absl::StatusCode::kAborted;
+    if (!transient || absl::Now() + pause >= give_up ||
+        (stopping && stopping())) {
+      return s;
+    }
+    logger->Log(LogLevel::kWarning, "setup_retry",
+                {{"what", std::string(what)},
+                 {"attempt", tries},
+                 {"error", s.ToString()},
+                 {"retry_in_ms", absl::ToInt64Milliseconds(pause)}});
+    absl::SleepFor(pause);
+    pause = std::min(absl::Seconds(1), pause * 2);
+  }
+}
+
 absl::Status CheckPsJob(const JobSpec& job) {
   if (job.strategy.update == "sync" &&
       (job.checkpoint.every_steps > 0 || job.checkpoint.every_seconds > 0)) {
@@ -302,7 +328,10 @@ absl::Status PsWorker::Setup(const v1::JobStatus& status) {
     sizes_.push_back(
         NumElements(Shape(spec.shape().begin(), spec.shape().end())));
   }
-  STRATA_RETURN_IF_ERROR(CreateVariables());
+  // A ps task restarting meanwhile is waited for.
+  STRATA_RETURN_IF_ERROR(RetrySetup(
+      "creating the job's variables", [this] { return CreateVariables(); },
+      kSetupRetryLimit, [this] { return Stopping(); }, logger_));
   logger_->Log(LogLevel::kInfo, "job_setup",
                {{"job", status.job_id()},
                 {"ps", ps},

@@ -6,11 +6,14 @@
 #define STRATA_WORKER_PS_WORKER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "client/coordinator_client.h"
 #include "client/ps_cluster.h"
 #include "common/logging.h"
@@ -63,6 +66,19 @@ absl::Status CheckPsJob(const JobSpec& job);
 // axis-0 slices and the task of each (PlacementPolicy::Place).
 absl::StatusOr<std::vector<PlacementPolicy::Shard>> PlaceFor(
     const JobSpec& job, const Shape& shape, int num_ps);
+
+// How long a worker's set-up waits for a restarting ps task.
+inline constexpr absl::Duration kSetupRetryLimit = absl::Seconds(120);
+
+// Runs `attempt` (a set-up call to the PS tasks, e.g. creating the job's
+// variables) again while it fails as a ps task that is restarting does
+// (UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED), pausing between tries (50 ms
+// doubling to 1 s), for up to `limit` or until `stopping` says so. Returns
+// its last status; `what` names it in the log lines of the retries.
+absl::Status RetrySetup(absl::string_view what,
+                        const std::function<absl::Status()>& attempt,
+                        absl::Duration limit,
+                        const std::function<bool()>& stopping, Logger* logger);
 
 // Runs one worker task until the coordinator says DONE. Not thread-safe
 // (one per task); several may run as threads in one process.
