@@ -215,28 +215,43 @@ TEST_F(LaunchTest, TheOnlyWorkerKilledIsRestarted) {
       << Log(run);
 }
 
-// The PS dies while the workers create their variables: they wait for its
-// restart instead of exiting (with one worker the run was lost).
-TEST_F(LaunchTest, PsKilledWhileWorkersSetUpDoesNotEndTheRun) {
-  LaunchRun run = StartLaunch("kill_ps_setup", {"--ps=1", "--workers=1"});
-  // As soon as the worker is started (it loads the data, then creates the
-  // variables).
+// The PS stops answering, then dies, while the workers create their
+// variables: they wait for its restart (each try running into the 2 s
+// deadline of sync jobs) instead of exiting, which lost the run.
+TEST_F(LaunchTest, PsLostWhileWorkersSetUpDoesNotEndTheRun) {
+  LaunchRun run = StartLaunch(
+      "ps_lost_setup",
+      {"--job=" + SyncJob("ps_lost_setup"), "--ps=1", "--workers=2"});
+  // As soon as the workers are started (they load the data, then create
+  // the variables).
   pid_t victim = -1;
   const auto deadline = std::chrono::steady_clock::now() + kRunLimit;
-  while (std::chrono::steady_clock::now() < deadline) {
+  while (victim <= 0 && std::chrono::steady_clock::now() < deadline) {
     nlohmann::json cluster = Cluster(run);
-    if (PidOf(cluster, "worker:0") > 0) {
-      victim = PidOf(cluster, "ps:0");
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (PidOf(cluster, "worker:1") > 0) victim = PidOf(cluster, "ps:0");
+    if (victim <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ASSERT_GT(victim, 0) << Log(run);
+  ASSERT_EQ(kill(victim, SIGSTOP), 0);
+  // Bounded: until a worker's set-up has failed once and is retrying.
+  const std::string worker_log = run.dir + "/run/worker-0.log";
+  bool retrying = false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!retrying && std::chrono::steady_clock::now() < until) {
+    std::ifstream in(worker_log);
+    std::string text((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+    retrying = text.find("\"event\":\"setup_retry\"") != std::string::npos;
+    if (!retrying) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   ASSERT_EQ(kill(victim, SIGKILL), 0);
+  EXPECT_TRUE(retrying) << Log(run);
   ASSERT_EQ(Wait(run), 0) << Log(run);
   nlohmann::json s = Summary(run);
   ExpectCompleted(run, s);
   EXPECT_EQ(s["restarts"]["ps:0"], 1);
+  EXPECT_EQ(s["restarts"].count("worker:0"), 0u) << s.dump();
+  EXPECT_EQ(s["restarts"].count("worker:1"), 0u) << s.dump();
 }
 
 // While the coordinator does not answer (stopped), a PS that dies is
