@@ -80,6 +80,7 @@ struct EpochStats {
   double accuracy_sum = 0;
   int64_t examples = 0;
   bool evaluated = false;
+  bool evaluation_missing = false;  // evaluated without figures
   double test_loss = 0;
   double test_accuracy = 0;
   absl::Time start = absl::InfinitePast();  // first step handed out

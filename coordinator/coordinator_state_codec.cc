@@ -84,6 +84,7 @@ json EpochsToJson(const std::vector<EpochStats>& epochs) {
                    {"accuracy_sum", DoubleToJson(e.accuracy_sum)},
                    {"examples", e.examples},
                    {"evaluated", e.evaluated},
+                   {"evaluation_missing", e.evaluation_missing},
                    {"test_loss", DoubleToJson(e.test_loss)},
                    {"test_accuracy", DoubleToJson(e.test_accuracy)},
                    {"start_us", TimeToJson(e.start)},
@@ -106,6 +107,7 @@ absl::Status EpochsFromJson(const json& value, size_t count,
     e.accuracy_sum = DoubleFromJson(j.at("accuracy_sum"));
     e.examples = j.at("examples").get<int64_t>();
     e.evaluated = j.at("evaluated").get<bool>();
+    e.evaluation_missing = j.value("evaluation_missing", false);
     e.test_loss = DoubleFromJson(j.at("test_loss"));
     e.test_accuracy = DoubleFromJson(j.at("test_accuracy"));
     e.start = TimeFromJson(j.at("start_us"));

@@ -163,7 +163,8 @@ v1::EpochResult EpochResult(const CoordinatorCore& core, int64_t epoch)
     r.set_accuracy(e.accuracy_sum / static_cast<double>(e.steps));
   }
   r.set_evaluated(e.evaluated);
-  if (e.evaluated) {
+  r.set_evaluation_missing(e.evaluation_missing);
+  if (e.evaluated && !e.evaluation_missing) {
     r.set_test_loss(e.test_loss);
     r.set_test_accuracy(e.test_accuracy);
   }
@@ -516,14 +517,26 @@ absl::Status ApplyValidReport(CoordinatorCore& core, const TaskKey& task,
     }
   } else {
     EpochStats& stats = job.epochs[static_cast<size_t>(number)];
-    if (stats.evaluated || stats.steps < job.steps_per_epoch) {
+    // Figures replace a "missing"; nothing replaces figures.
+    const bool replaces_missing =
+        stats.evaluation_missing && !report.evaluation_missing();
+    if ((stats.evaluated && !replaces_missing) ||
+        stats.steps < job.steps_per_epoch) {
       UpdateJob(core);
       return absl::OkStatus();
     }
+    const bool first = !stats.evaluated;
     stats.evaluated = true;
-    stats.test_loss = report.test_loss();
-    stats.test_accuracy = report.test_accuracy();
-    LogEpochEnd(core, number);
+    stats.evaluation_missing = report.evaluation_missing();
+    stats.test_loss = stats.evaluation_missing ? 0 : report.test_loss();
+    stats.test_accuracy = stats.evaluation_missing ? 0 : report.test_accuracy();
+    if (stats.evaluation_missing) {
+      core.logger->Warning("evaluation_missing",
+                           {{"job", job.id},
+                            {"epoch", number},
+                            {"member", Name(task)}});
+    }
+    if (first) LogEpochEnd(core, number);
   }
   core.MarkDirty();
   UpdateJob(core);

@@ -201,7 +201,7 @@ std::optional<History> HistoryFromCoordinator(
       r.steps = e.steps();
       r.loss = e.loss();
       r.accuracy = e.accuracy();
-      r.evaluated = e.evaluated();
+      r.evaluated = e.evaluated() && !e.evaluation_missing();
       r.test_loss = e.test_loss();
       r.test_accuracy = e.test_accuracy();
       r.examples_per_second = e.examples_per_second();

@@ -426,6 +426,39 @@ TEST_F(CoordinatorStateTest, WaitWithoutJobThenLowestStepFirst) {
   EXPECT_EQ(b.generation(), state_->generation());
 }
 
+TEST_F(CoordinatorStateTest, AMissingEvaluationEndsTheEpochWithoutFigures) {
+  StartJob(JobJson(2, 5, /*every_epochs=*/1), 10);  // 2 steps per epoch
+  Done(0, Work(0));
+  Done(1, Work(1));
+  v1::WorkItem eval = Work(1);
+  ASSERT_EQ(eval.kind(), v1::WorkItem::EVALUATE);
+  v1::ReportWorkRequest missing = Report(1, eval);
+  missing.set_evaluation_missing(true);
+  missing.set_test_accuracy(0.99);  // ignored: there are no figures
+  STRATA_ASSERT_OK(state_->ReportWork(missing));
+  v1::JobStatus job = state_->GetJob();
+  ASSERT_GE(job.epochs_size(), 1);
+  EXPECT_TRUE(job.epochs(0).evaluated());
+  EXPECT_TRUE(job.epochs(0).evaluation_missing());
+  EXPECT_DOUBLE_EQ(job.epochs(0).test_accuracy(), 0);
+  EXPECT_THAT(log_.str(), HasSubstr("\"event\":\"evaluation_missing\""));
+  // The epoch gate opens.
+  v1::WorkItem s2 = Work(0);
+  ASSERT_EQ(s2.kind(), v1::WorkItem::TRAIN);
+  EXPECT_EQ(s2.step(), 2);
+  // Figures found later (a resent result) replace the "missing".
+  v1::ReportWorkRequest figures = Report(1, eval);
+  figures.set_test_loss(0.5);
+  figures.set_test_accuracy(0.8);
+  STRATA_ASSERT_OK(state_->ReportWork(figures));
+  job = state_->GetJob();
+  EXPECT_FALSE(job.epochs(0).evaluation_missing());
+  EXPECT_DOUBLE_EQ(job.epochs(0).test_accuracy(), 0.8);
+  // And nothing replaces figures.
+  STRATA_ASSERT_OK(state_->ReportWork(missing));
+  EXPECT_FALSE(state_->GetJob().epochs(0).evaluation_missing());
+}
+
 TEST_F(CoordinatorStateTest, EpochGateAndEvaluation) {
   StartJob(JobJson(2, 5, /*every_epochs=*/1), 10);  // 2 steps per epoch
   v1::WorkItem s0 = Work(0);

@@ -59,6 +59,34 @@ TEST(GroupSyncTest, AveragesOverTheGroupSize) {
   EXPECT_EQ(Value(v.get()), (std::vector<float>{-6, -6}));
 }
 
+// A SYNC variable re-created mid-run (a restarted ps task) starts at the
+// group's step: its version is the next step it applies.
+TEST(GroupSyncTest, FirstStepSetsTheStartingVersion) {
+  VariableStore store({});
+  v1::VariableSpec spec = SyncSpec();
+  spec.mutable_update_mode()->set_first_step(300);
+  ASSERT_TRUE(store.Create(spec).ok());
+  auto v = *store.Get("w");
+  EXPECT_EQ(v->version(), 300);
+  EXPECT_EQ(Push(v.get(), 4, 1, 0, 299, 1).status().code(),
+            absl::StatusCode::kAborted);  // already "applied"
+  auto a = Push(v.get(), 4, 1, 0, 300, 2);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->applied);
+  EXPECT_EQ(a->version, 301);
+  EXPECT_EQ(Value(v.get()), (std::vector<float>{-2, -2}));
+  // Only SYNC variables have a first step, and it is not negative.
+  spec.set_name("async");
+  spec.mutable_update_mode()->set_kind(v1::UpdateMode::ASYNC);
+  EXPECT_THAT(store.Create(spec).status().message(),
+              HasSubstr("update_mode.first_step is for SYNC variables only"));
+  spec.set_name("negative");
+  spec.mutable_update_mode()->set_kind(v1::UpdateMode::SYNC);
+  spec.mutable_update_mode()->set_first_step(-1);
+  EXPECT_EQ(store.Create(spec).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(GroupSyncTest, NewerGroupReplacesAPartialStep) {
   VariableStore store({});
   ASSERT_TRUE(store.Create(SyncSpec()).ok());

@@ -202,6 +202,43 @@ TEST_F(StrategiesLaunchTest, MultiWorkerMirroredPsCollectiveSurvivesAKilledPs) {
             /*lost_ok=*/false);
 }
 
+// The coordinator killed around the end of epoch 1 under
+// multi_worker_mirrored: the evaluation it loses is reported again from the
+// worker that computed it, or as missing; no epoch gets a later model's
+// figures (they used to be re-run on the final model). Sync training is
+// deterministic, so each epoch's figures must be the fault-free run's.
+TEST_F(StrategiesLaunchTest, CoordinatorRestartKeepsEachEpochsOwnEvaluation) {
+  const std::vector<std::string> flags = {"--strategy=multi_worker_mirrored",
+                                          "--collective=ring", "--workers=2"};
+  Outcome baseline = RunToEnd("epochs_baseline_mwm", flags);
+  ASSERT_FALSE(baseline.summary.is_discarded());
+  std::vector<std::string> run_flags = flags;
+  run_flags.push_back("--job=" + Job("kill_coordinator_mwm", 3));
+  LaunchRun run = StartLaunch("kill_coordinator_mwm", run_flags);
+  nlohmann::json cluster = WaitForProgress(run, 187);  // 188 steps an epoch
+  pid_t victim = PidOf(cluster, "coordinator");
+  ASSERT_GT(victim, 0) << Log(run);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ASSERT_EQ(Wait(run), 0) << Log(run);
+  nlohmann::json s = Summary(run);
+  ASSERT_FALSE(s.is_discarded()) << Log(run);
+  EXPECT_EQ(s["steps_applied"], s["steps_scheduled"]) << Log(run);
+  EXPECT_EQ(s["restarts"]["coordinator"], 1);
+  const nlohmann::json& want = baseline.summary["epochs_detail"];
+  const nlohmann::json& got = s["epochs_detail"];
+  ASSERT_EQ(got.size(), want.size()) << s.dump();
+  for (size_t e = 0; e < got.size(); ++e) {
+    if (got[e].value("evaluation_missing", false)) continue;
+    ASSERT_TRUE(got[e].contains("test_accuracy")) << got[e].dump();
+    EXPECT_NEAR(got[e]["test_accuracy"].get<double>(),
+                want[e]["test_accuracy"].get<double>(), 1e-6)
+        << "epoch " << e + 1 << ": " << s.dump();
+  }
+  // The last epoch is always evaluated on the final model.
+  EXPECT_FALSE(got.back().value("evaluation_missing", false));
+  EXPECT_NEAR(s["test_accuracy"].get<double>(), Accuracy(baseline), 1e-6);
+}
+
 TEST_F(StrategiesLaunchTest, MultiWorkerMirroredSurvivesAKilledWorker) {
   KillOneWorker("mwm_ring", {"--strategy=multi_worker_mirrored",
                              "--collective=ring", "--workers=2"});

@@ -471,7 +471,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   if (result.ok()) {
     double test_accuracy = 0, test_loss = 0;
     for (const auto& e : status.epochs()) {
-      if (e.evaluated()) {
+      if (e.evaluated() && !e.evaluation_missing()) {
         test_accuracy = e.test_accuracy();
         test_loss = e.test_loss();
       }
@@ -522,10 +522,11 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
                             {"accuracy", e.accuracy()},
                             {"examples_per_second", e.examples_per_second()},
                             {"elapsed_seconds", e.elapsed_seconds()}};
-      if (e.evaluated()) {
+      if (e.evaluated() && !e.evaluation_missing()) {
         row["test_loss"] = e.test_loss();
         row["test_accuracy"] = e.test_accuracy();
       }
+      if (e.evaluation_missing()) row["evaluation_missing"] = true;
       summary["epochs_detail"].push_back(row);
     }
     out << absl::StrFormat("Test accuracy: %.4f (test loss %.4f)", test_accuracy,

@@ -141,12 +141,15 @@ void PrintCompletedEpochs(const v1::JobStatus& status, int epochs,
     p.steps = e.steps();
     p.loss = e.loss();
     p.accuracy = e.accuracy();
-    p.evaluated = e.evaluated();
+    p.evaluated = e.evaluated() && !e.evaluation_missing();
     p.test_loss = e.test_loss();
     p.test_accuracy = e.test_accuracy();
     p.examples_per_second = e.examples_per_second();
     p.seconds = e.elapsed_seconds();
     out << FormatEpochLine(p, "s elapsed");
+    if (e.evaluation_missing()) {
+      out << "  [evaluation lost: the epoch's model was gone]";
+    }
     if (status.checkpoints_failed() > 0) {
       // A PS restart now loses more than one checkpoint interval.
       out << absl::StrFormat(
@@ -276,12 +279,13 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
                           {"accuracy", e.accuracy()},
                           {"examples_per_second", e.examples_per_second()},
                           {"elapsed_seconds", e.elapsed_seconds()}};
-    if (e.evaluated()) {
+    if (e.evaluated() && !e.evaluation_missing()) {
       test_accuracy = e.test_accuracy();
       test_loss = e.test_loss();
       row["test_loss"] = e.test_loss();
       row["test_accuracy"] = e.test_accuracy();
     }
+    if (e.evaluation_missing()) row["evaluation_missing"] = true;
     epochs.push_back(row);
   }
   result = {

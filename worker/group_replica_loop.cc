@@ -18,17 +18,39 @@ bool GroupTrainer::EvalDue(int epoch) const {
 }
 
 absl::Status GroupTrainer::EvaluateMissedEpochs(const v1::GroupAssignment& a) {
-  // Epochs whose steps all completed but whose evaluation was lost with a
-  // member: evaluated now, with the current model.
+  // Epochs whose steps all completed but whose evaluation the coordinator
+  // lacks (lost with a member, or with a coordinator restart, which may
+  // also ignore a report that came before the epoch's steps were on record
+  // again): the result this task computed is sent again; else the epoch
+  // is evaluated if the model is still that epoch's (the group starts at
+  // its end), else reported as missing, never with a later model's figures.
   STRATA_ASSIGN_OR_RETURN(v1::JobStatus job, coordinator_->GetJob());
   for (const v1::EpochResult& e : job.epochs()) {
-    if (e.steps() == steps_per_epoch_ && !e.evaluated() && EvalDue(e.epoch())) {
-      Replica& rep = replicas_[0];
-      if (policy_->variable_home() == VariableHome::kPsTasks) {
-        STRATA_RETURN_IF_ERROR(PullAtLeast(a, &rep, a.start_step()));
-      }
-      STRATA_RETURN_IF_ERROR(EvaluateAndReport(a, e.epoch(), &rep));
+    if (e.steps() != steps_per_epoch_ || e.evaluated() ||
+        !EvalDue(e.epoch())) {
+      continue;
     }
+    const int epoch = e.epoch();
+    auto kept = evaluations_.find(epoch);
+    if (kept != evaluations_.end()) {
+      STRATA_RETURN_IF_ERROR(SendEvaluation(a, epoch, kept->second.first,
+                                            kept->second.second,
+                                            /*missing=*/false));
+      continue;
+    }
+    const bool model_of_epoch =
+        a.start_step() == (static_cast<int64_t>(epoch) + 1) * steps_per_epoch_;
+    if (!model_of_epoch) {
+      logger_->Log(LogLevel::kWarning, "evaluation_missing",
+                   {{"epoch", epoch}, {"group_start_step", a.start_step()}});
+      STRATA_RETURN_IF_ERROR(SendEvaluation(a, epoch, 0, 0, /*missing=*/true));
+      continue;
+    }
+    Replica& rep = replicas_[0];
+    if (policy_->variable_home() == VariableHome::kPsTasks) {
+      STRATA_RETURN_IF_ERROR(PullAtLeast(a, &rep, a.start_step()));
+    }
+    STRATA_RETURN_IF_ERROR(EvaluateAndReport(a, epoch, &rep));
   }
   return absl::OkStatus();
 }
@@ -102,6 +124,18 @@ absl::Status GroupTrainer::EvaluateAndReport(const v1::GroupAssignment& a,
     loss = stats.loss;
     accuracy = stats.accuracy;
   }
+  // Kept: sent again by EvaluateMissedEpochs when the coordinator lacks it.
+  evaluations_[epoch] = {loss, accuracy};
+  STRATA_RETURN_IF_ERROR(SendEvaluation(a, epoch, loss, accuracy, false));
+  logger_->Log(LogLevel::kInfo, "evaluated",
+               {{"epoch", epoch}, {"test_loss", loss},
+                {"test_accuracy", accuracy}});
+  return absl::OkStatus();
+}
+
+absl::Status GroupTrainer::SendEvaluation(const v1::GroupAssignment& a,
+                                          int epoch, double loss,
+                                          double accuracy, bool missing) {
   v1::ReportWorkRequest req;
   *req.mutable_task() = agent_->task();
   req.set_incarnation(agent_->incarnation());
@@ -112,11 +146,9 @@ absl::Status GroupTrainer::EvaluateAndReport(const v1::GroupAssignment& a,
   item->set_generation(agent_->generation());
   req.set_test_loss(loss);
   req.set_test_accuracy(accuracy);
+  req.set_evaluation_missing(missing);
   absl::StatusOr<v1::ReportWorkResponse> resp = coordinator_->ReportWork(req);
   if (!resp.ok()) return resp.status();
-  logger_->Log(LogLevel::kInfo, "evaluated",
-               {{"epoch", epoch}, {"test_loss", loss},
-                {"test_accuracy", accuracy}});
   return absl::OkStatus();
 }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -114,6 +115,9 @@ class GroupTrainer {
   absl::Status EvaluateAndReport(const v1::GroupAssignment& a, int epoch,
                                  Replica* rep);
   absl::Status EvaluateMissedEpochs(const v1::GroupAssignment& a);
+  // Reports epoch `epoch`'s evaluation (or that it is missing).
+  absl::Status SendEvaluation(const v1::GroupAssignment& a, int epoch,
+                              double loss, double accuracy, bool missing);
   bool EvalDue(int epoch) const;
   bool NewerGroup(int64_t group) const {
     return std::max(newest_group_.load(), agent_->group()) > group;
@@ -167,6 +171,11 @@ class GroupTrainer {
   // The group the snapshot below was taken for.
   int64_t snapshot_group_ ABSL_GUARDED_BY(state_mu_) = 0;
   v1::WorkerState snapshot_ ABSL_GUARDED_BY(state_mu_);
+
+  // The evaluations computed here, each with its epoch's model (epoch ->
+  // test loss, accuracy). Touched by the evaluating replica's thread and by
+  // Run's between groups, never at once.
+  std::map<int, std::pair<double, double>> evaluations_;
 
   std::atomic<int64_t> newest_group_{0};
   bool finished_ = false;
