@@ -26,7 +26,7 @@ DEB_PACKAGES := \
   libcpp-httplib-dev libgoogle-perftools-dev dataset-fashion-mnist \
   iproute2 procps openssl
 
-.PHONY: all deps build build-tsa test bench bench-netns run ps-smoke train-compare strategies clean
+.PHONY: all deps build build-tsa test bench bench-netns run ps-smoke train-compare strategies chaos clean
 
 all: build
 
@@ -90,6 +90,24 @@ bench-netns: build
 	bench/netns_bench.sh
 	bench/train_netns.sh
 	bench/allreduce_netns.sh
+
+# Every strategy under random kill -9 / SIGSTOP of every role for a whole
+# run (tests/chaos_test.cc, longer than its short version in `make test`);
+# the per-strategy table goes to bench/results/chaos.md.
+CHAOS_EPOCHS ?= 6
+CHAOS_FAULTS ?= 8
+CHAOS_SEED ?= 1
+chaos: build
+	@mkdir -p bench/results
+	@printf '%s\n\n%s\n%s\n' \
+	  "make chaos CHAOS_EPOCHS=$(CHAOS_EPOCHS) CHAOS_FAULTS=$(CHAOS_FAULTS) CHAOS_SEED=$(CHAOS_SEED)" \
+	  "| strategy | kill -9 | SIGSTOP | completed | steps applied / scheduled | lost steps | restarts | accuracy - fault-free |" \
+	  "|---|---|---|---|---|---|---|---|" > bench/results/chaos.md
+	STRATA_CHAOS_EPOCHS=$(CHAOS_EPOCHS) STRATA_CHAOS_FAULTS=$(CHAOS_FAULTS) \
+	  STRATA_CHAOS_SEED=$(CHAOS_SEED) \
+	  STRATA_CHAOS_REPORT=$(CURDIR)/bench/results/chaos.md \
+	  $(BUILD_DIR)/bin/chaos_test
+	@cat bench/results/chaos.md
 
 # Trains the reference job (examples/fashion_mnist/job.json) on a local
 # cluster: a coordinator, 2 PS tasks and 2 workers as processes.

@@ -87,6 +87,20 @@ void NotePsRestart(CoordinatorCore& core, const TaskKey& task) {
     StartRegroup(core, absl::StrCat(Name(task), " restarted"));
     return;
   }
+  if (SyncGroupJob(core) && job.checkpoints.empty()) {
+    int ps_tasks = 0;
+    for (const auto& [t, m] : core.members) ps_tasks += t.role == "ps" ? 1 : 0;
+    if (ps_tasks > 1) {
+      // The group rewinds to step 0, but the other tasks' variables (SYNC,
+      // at the version they reached) cannot be rewound with it.
+      FailJob(core,
+              absl::StrCat(Name(task), " restarted and lost its variables; ",
+                           job.spec.strategy, " keeps no checkpoints, and the ",
+                           ps_tasks - 1, " other ps task(s) cannot be rewound "
+                           "to step 0 with it (use one ps task)"));
+      return;
+    }
+  }
   job.restore_pending = true;
   ++job.restore_seq;
   job.restore_floor_generation = core.generation;
@@ -200,7 +214,8 @@ std::optional<PsAction> TakePsAction(CoordinatorCore& core) {
 }
 
 bool ApplyPsActionResult(CoordinatorCore& core, const PsAction& action,
-                         const absl::Status& status) {
+                         const absl::Status& status,
+                         std::vector<std::string>* prune) {
   if (!core.job || core.job->id != action.job_id ||
       !core.job->action_in_progress) {
     return false;  // the job ended or was replaced meanwhile
@@ -213,6 +228,9 @@ bool ApplyPsActionResult(CoordinatorCore& core, const PsAction& action,
     job.checkpoint_attempted = job.save_completed.size();
     job.checkpoint_attempt_time = now;
     if (action.ticket != job.restore_seq) {
+      // Some task may have written it (even from a restarted, empty
+      // store): deleted with the next pruning.
+      job.unusable_checkpoints.push_back(action.checkpoint);
       core.logger->Warning("checkpoint_discarded",
                            {{"job", job.id},
                             {"checkpoint", action.checkpoint},
@@ -244,6 +262,7 @@ bool ApplyPsActionResult(CoordinatorCore& core, const PsAction& action,
           job.unusable_checkpoints.end());
       ++job.checkpoints_saved;
       job.checkpoint_failures_in_a_row = 0;
+      *prune = action.prune;
       core.logger->Info("checkpoint_saved",
                         {{"job", job.id},
                          {"checkpoint", action.checkpoint},

@@ -64,16 +64,16 @@ void CoordinatorDriver::PsActionLoop() {
                      {"ok", status.ok()},
                      {"error", status.ok() ? "" : status.ToString()},
                      {"seconds", absl::ToDoubleSeconds(absl::Now() - start)}});
-      state_->FinishPsAction(*action, status);
-      if (save && status.ok() && !action->prune.empty()) {
-        // The new checkpoint is on record (state.json) before older ones go.
-        absl::Status deleted = checkpointer_->DeleteAll(action->prune);
+      // What a recorded save no longer keeps, once state.json has it.
+      const std::vector<std::string> prune =
+          state_->FinishPsAction(*action, status);
+      if (!prune.empty()) {
+        absl::Status deleted = checkpointer_->DeleteAll(prune);
         if (deleted.ok()) {
-          logger_->Info("checkpoints_pruned",
-                        {{"checkpoints", action->prune}});
+          logger_->Info("checkpoints_pruned", {{"checkpoints", prune}});
         } else {
           logger_->Warning("checkpoint_prune_failed",
-                           {{"checkpoints", action->prune},
+                           {{"checkpoints", prune},
                             {"error", deleted.ToString()}});
         }
       }

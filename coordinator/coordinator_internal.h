@@ -331,9 +331,11 @@ int64_t RequestCheckpoint(CoordinatorCore& core)
 std::optional<PsAction> TakePsAction(CoordinatorCore& core)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
 // The locked part of FinishPsAction; false when the action's job ended or
-// was replaced (nothing changed).
+// was replaced (nothing changed). *prune: the checkpoints no longer kept
+// (a recorded save's action.prune), for the caller to delete.
 bool ApplyPsActionResult(CoordinatorCore& core, const PsAction& action,
-                         const absl::Status& status)
+                         const absl::Status& status,
+                         std::vector<std::string>* prune)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
 
 // ---- Groups (coordinator_groups.cc) ---------------------------------------

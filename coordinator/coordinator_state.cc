@@ -371,13 +371,20 @@ std::optional<PsAction> CoordinatorState::NextPsAction() {
   return action;
 }
 
-void CoordinatorState::FinishPsAction(const PsAction& action,
-                                      const absl::Status& status) {
+std::vector<std::string> CoordinatorState::FinishPsAction(
+    const PsAction& action, const absl::Status& status) {
+  std::vector<std::string> prune;
   {
     absl::MutexLock lock(&core_->mu);
-    if (!ci::ApplyPsActionResult(*core_, action, status)) return;
+    if (!ci::ApplyPsActionResult(*core_, action, status, &prune)) return {};
   }
-  FlushOrLog();
+  absl::Status flushed = Flush();
+  if (!flushed.ok()) {
+    core_->logger->Error("state_write_failed", {{"error", flushed.ToString()}});
+    // Until the new checkpoint is on disk, the old ones stay.
+    return {};
+  }
+  return prune;
 }
 
 // ---------------------------------------------------------------------------

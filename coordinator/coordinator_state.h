@@ -261,7 +261,11 @@ class CoordinatorState {
   // one is restored, and the job fails when none is left; failed
   // otherwise: retried after options.restore_retry, the job failing after
   // options.restore_attempts in a row.
-  void FinishPsAction(const PsAction& action, const absl::Status& status);
+  // Returns the checkpoints the caller should now delete: action.prune
+  // when the save was recorded and state.json (if persistent) holds it;
+  // else none.
+  std::vector<std::string> FinishPsAction(const PsAction& action,
+                                          const absl::Status& status);
 
   // ---- Barriers ---------------------------------------------------------
 

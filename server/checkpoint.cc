@@ -357,8 +357,9 @@ absl::StatusOr<std::shared_ptr<const Buffer>> ReadPayload(
 }
 
 // `name` is "<base>.tmp-<pid>-<n>" or "<base>.old-<pid>-<n>" (as
-// WriteCheckpoint names its temporaries); sets *pid.
-bool IsTemporaryName(const std::string& name, pid_t* pid) {
+// WriteCheckpoint names its temporaries); sets *pid (and *base, *old).
+bool IsTemporaryName(const std::string& name, pid_t* pid,
+                     std::string* base = nullptr, bool* old = nullptr) {
   for (const char* marker : {".tmp-", ".old-"}) {
     const size_t at = name.rfind(marker);
     if (at == std::string::npos || at == 0) continue;
@@ -376,6 +377,8 @@ bool IsTemporaryName(const std::string& name, pid_t* pid) {
       continue;
     }
     *pid = static_cast<pid_t>(std::stoll(std::string(p)));
+    if (base != nullptr) *base = name.substr(0, at);
+    if (old != nullptr) *old = std::string(marker) == ".old-";
     return true;
   }
   return false;
@@ -411,29 +414,45 @@ absl::StatusOr<int> SweepCheckpointTemporaries(const std::string& dir) {
   int removed = 0;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return 0;
-  std::vector<fs::path> dirs = {fs::path(dir)};
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    std::error_code sub;
-    pid_t pid = 0;
-    if (entry.is_directory(sub) &&
-        !IsTemporaryName(entry.path().filename().string(), &pid)) {
-      dirs.push_back(entry.path());
+  // The subdirectories of `dir`, each listed without throwing.
+  auto list = [&ec](const fs::path& d) {
+    std::vector<fs::path> out;
+    fs::directory_iterator it(d, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      std::error_code sub;
+      if (it->is_directory(sub)) out.push_back(it->path());
     }
+    return out;
+  };
+  std::vector<fs::path> dirs = {fs::path(dir)};
+  for (const fs::path& p : list(dir)) {
+    pid_t pid = 0;
+    if (!IsTemporaryName(p.filename().string(), &pid)) dirs.push_back(p);
   }
   if (ec) return IoError("cannot list", dir, ec);
   for (const fs::path& d : dirs) {
-    std::vector<fs::path> stale;
-    for (const fs::directory_entry& entry : fs::directory_iterator(d, ec)) {
-      pid_t pid = 0;
-      std::error_code sub;
-      if (entry.is_directory(sub) &&
-          IsTemporaryName(entry.path().filename().string(), &pid) &&
-          !WriterAlive(pid)) {
-        stale.push_back(entry.path());
-      }
-    }
+    const std::vector<fs::path> entries = list(d);
     if (ec) return IoError("cannot list", d.string(), ec);
-    for (const fs::path& p : stale) {
+    for (const fs::path& p : entries) {
+      pid_t pid = 0;
+      std::string base;
+      bool old = false;
+      if (!IsTemporaryName(p.filename().string(), &pid, &base, &old) ||
+          WriterAlive(pid)) {
+        continue;
+      }
+      const fs::path target = d / base;
+      std::error_code exists_ec;
+      if (old && !fs::exists(target, exists_ec) &&
+          fs::is_regular_file(p / kManifest, exists_ec)) {
+        // Killed between moving the old checkpoint aside and the new one
+        // in: the old one goes back.
+        if (::rename(p.c_str(), target.c_str()) != 0) {
+          return IoError(absl::StrCat("cannot rename ", p.string(), " to"),
+                         target.string(), errno);
+        }
+        continue;
+      }
       fs::remove_all(p, ec);
       if (ec) return IoError("cannot delete", p.string(), ec);
       ++removed;

@@ -61,7 +61,9 @@ absl::StatusOr<bool> DeleteCheckpoint(const std::string& path);
 // Removes what killed writers left in `dir` and in its subdirectories (one
 // level down: the job directories): "<name>.tmp-<pid>-<n>" and
 // "<name>.old-<pid>-<n>" directories whose pid is not another running
-// process. Call it before this process writes checkpoints (at start).
+// process; an ".old-" one whose <name> is missing (the writer was killed
+// between moving it aside and the new one in) is renamed back instead.
+// Call it before this process writes checkpoints (at start).
 // Returns how many were removed; `dir` missing is 0. Errors: INTERNAL.
 absl::StatusOr<int> SweepCheckpointTemporaries(const std::string& dir);
 

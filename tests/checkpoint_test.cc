@@ -446,6 +446,16 @@ TEST(CheckpointTest, SweepRemovesWhatKilledWritersLeft) {
   EXPECT_TRUE(fs::exists(live));
   EXPECT_TRUE(fs::exists(not_ours));
   STRATA_ASSERT_OK(ReadCheckpoint(job + "/ckpt-2").status());
+  // Killed between moving ckpt-3 aside and its successor in: ckpt-3 comes
+  // back, the half-moved successor goes.
+  STRATA_ASSERT_OK(WriteCheckpoint(job + "/ckpt-3", MakeCheckpoint(2)).status());
+  fs::rename(job + "/ckpt-3", job + "/ckpt-3.old-99999999-5");
+  fs::create_directories(job + "/ckpt-3.tmp-99999999-5");
+  swept = SweepCheckpointTemporaries(dir.path());
+  STRATA_ASSERT_OK(swept.status());
+  EXPECT_EQ(*swept, 1);
+  STRATA_ASSERT_OK(ReadCheckpoint(job + "/ckpt-3").status());
+  EXPECT_FALSE(fs::exists(job + "/ckpt-3.old-99999999-5"));
   // Nothing there: nothing to do.
   swept = SweepCheckpointTemporaries(dir.path() + "/none");
   STRATA_ASSERT_OK(swept.status());

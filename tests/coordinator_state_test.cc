@@ -817,6 +817,48 @@ TEST_F(CoordinatorStateTest, KeepsTheNewestCheckpointsAndPrunesOlderOnes) {
   EXPECT_EQ(restore->checkpoint, "ckpt-3");
 }
 
+TEST_F(CoordinatorStateTest, ADiscardedSaveDeletesNothing) {
+  StartJob(CheckpointJob(/*every=*/1, /*keep=*/1), 5);
+  Done(0, Work(0));
+  std::optional<PsAction> first = state_->NextPsAction();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_THAT(state_->FinishPsAction(*first, absl::OkStatus()), ElementsAre());
+  Done(0, Work(0));
+  std::optional<PsAction> second = state_->NextPsAction();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_THAT(second->prune, ElementsAre("ckpt-1"));
+  // A ps task restarts during the save: it is discarded, ckpt-1 stays.
+  Reg("ps", 0, "restarted");
+  EXPECT_THAT(state_->FinishPsAction(*second, absl::OkStatus()),
+              ElementsAre());
+  EXPECT_EQ(state_->GetJob().last_checkpoint(), "ckpt-1");
+  std::optional<PsAction> restore = state_->NextPsAction();
+  ASSERT_TRUE(restore.has_value());
+  EXPECT_EQ(restore->checkpoint, "ckpt-1");
+  state_->FinishPsAction(*restore, absl::OkStatus());
+  // A recorded save hands back what it no longer keeps. (It rewrites the
+  // discarded ckpt-2, which a restarted task may have written, so that one
+  // is not deleted.)
+  Done(0, Work(0));
+  std::optional<PsAction> third = state_->NextPsAction();
+  ASSERT_TRUE(third.has_value());
+  EXPECT_EQ(third->checkpoint, "ckpt-2");
+  EXPECT_THAT(third->prune, ElementsAre("ckpt-1"));
+  EXPECT_THAT(state_->FinishPsAction(*third, absl::OkStatus()),
+              ElementsAre("ckpt-1"));
+}
+
+TEST_F(CoordinatorStateTest, CentralStoragePsRestartWithOtherPsTasksFails) {
+  Reg("ps", 1);
+  StartJob(JobJson(1, 1, 0, 0, "central_storage"), 10);
+  ASSERT_EQ(state_->GetJob().state(), v1::JobStatus::RUNNING);
+  Reg("ps", 1, "restarted");
+  v1::JobStatus job = state_->GetJob();
+  EXPECT_EQ(job.state(), v1::JobStatus::FAILED);
+  EXPECT_THAT(job.error(), HasSubstr("ps:1 restarted and lost its variables"));
+  EXPECT_THAT(job.error(), HasSubstr("cannot be rewound"));
+}
+
 TEST_F(CoordinatorStateTest, RestoreFallsBackToTheNewestCheckpointThatVerifies) {
   FakeCheckpointer ckpt;
   StartJob(CheckpointJob(/*every=*/2, /*keep=*/3), 8);

@@ -35,6 +35,8 @@ constexpr absl::Duration kPoll = absl::Milliseconds(100);
 // between them, and how many failed starts in a row end the run.
 constexpr absl::Duration kMaxRestartPause = absl::Seconds(8);
 constexpr int kMaxFailedStarts = 8;
+// strata-worker's exit code for a failure no restart helps.
+constexpr int kWorkerCannotRun = 3;
 
 std::string MakeRunDir(const std::string& requested) {
   if (!requested.empty()) {
@@ -397,6 +399,13 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
         if (server && !options.restart_servers) {
           return absl::UnavailableError(absl::StrCat(
               c->name, " exited (", DescribeExit(c->wait_status), ")"));
+        }
+        if (!server && WIFEXITED(c->wait_status) &&
+            WEXITSTATUS(c->wait_status) == kWorkerCannotRun) {
+          out << c->name << " exited (" << DescribeExit(c->wait_status)
+              << ": the job cannot run on it; see " << c->log_path
+              << "); not restarted" << std::endl;
+          return absl::OkStatus();
         }
         r.failed_starts = soon ? r.failed_starts + 1 : 0;
         if (r.failed_starts >= kMaxFailedStarts) {

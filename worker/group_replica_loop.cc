@@ -24,6 +24,16 @@ absl::Status GroupTrainer::EvaluateMissedEpochs(const v1::GroupAssignment& a) {
   // again): the result this task computed is sent again; else the epoch
   // is evaluated if the model is still that epoch's (the group starts at
   // its end), else reported as missing, never with a later model's figures.
+  // Epochs past the group's start were rewound (a restore): their figures
+  // here are of a run that no longer counts.
+  for (auto it = evaluations_.begin(); it != evaluations_.end();) {
+    if ((static_cast<int64_t>(it->first) + 1) * steps_per_epoch_ >
+        a.start_step()) {
+      it = evaluations_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   STRATA_ASSIGN_OR_RETURN(v1::JobStatus job, coordinator_->GetJob());
   for (const v1::EpochResult& e : job.epochs()) {
     if (e.steps() != steps_per_epoch_ || e.evaluated() ||

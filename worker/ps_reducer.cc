@@ -19,9 +19,9 @@ absl::Status CreateReductionVariable(PsCluster* cluster, int64_t num_floats,
   spec.mutable_update_mode()->set_num_replicas(1);
   spec.mutable_update_mode()->set_first_step(first_step);
   absl::Status created = cluster->CreateVariable(spec, {}).status();
-  // ALREADY_EXISTS mid-run: it is there from an earlier group (another
-  // first step).
-  if (first_step > 0 && created.code() == absl::StatusCode::kAlreadyExists) {
+  // ALREADY_EXISTS: it is there from an earlier group, created at another
+  // first step (its size is checked by every push).
+  if (created.code() == absl::StatusCode::kAlreadyExists) {
     return absl::OkStatus();
   }
   return created;

@@ -3,7 +3,10 @@
 // --wait-after-job, stays up until SIGTERM). With --port it serves
 // grpc.health.v1 for the kubelet's probes and prints "listening on HOST:PORT".
 // With --device cuda[:N] it computes on that GPU whatever the job says, and
-// exits 1 at once, with the reason, where that device cannot be used.
+// exits 3 at once, with the reason, where that device cannot be used.
+// Exit codes: 2 bad flags; 3 the job cannot run on this task (an unusable
+// device, a job or data it refuses: restarting it would not help, and
+// `strata launch` does not); 1 other failures (it may be restarted).
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -80,6 +83,22 @@ int Fail(int code, absl::string_view message) {
   return code;
 }
 
+// The exit code of a failed run: 3 when the failure is the job's or this
+// task's (no restart helps), else 1.
+int ExitCodeOf(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kUnimplemented:
+      return 3;
+    default:
+      return 1;
+  }
+}
+
 // --device as a device name ("" when not given), or the exit code after the
 // reason is printed: 2 a bad name, 1 a device that cannot be used.
 std::optional<std::string> DeviceFromFlag(int* exit_code) {
@@ -93,7 +112,7 @@ std::optional<std::string> DeviceFromFlag(int* exit_code) {
   std::string device = *cuda < 0 ? "cpu" : absl::StrCat("cuda:", *cuda);
   if (absl::Status usable = strata::CheckDevice(device, "--device");
       !usable.ok()) {
-    *exit_code = Fail(1, usable.ToString());
+    *exit_code = Fail(3, usable.ToString());
     return std::nullopt;
   }
   return device;
@@ -195,7 +214,7 @@ int main(int argc, char** argv) {
       !(stop->stopped() && s.code() == absl::StatusCode::kCancelled)) {
     logger.Log(strata::LogLevel::kError, "worker_failed",
                {{"error", s.ToString()}});
-    return Fail(1, s.message());
+    return Fail(ExitCodeOf(s), s.message());
   }
   if (absl::GetFlag(FLAGS_wait_after_job) && !stop->stopped()) {
     logger.Log(strata::LogLevel::kInfo, "job_ended_waiting", {});
