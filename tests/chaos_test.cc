@@ -14,6 +14,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -47,6 +48,9 @@ struct Strategy {
   int checkpoint_every = 0;
   // The model is on the PS tasks: their applied-step count must match.
   bool ps_counts = false;
+  // Asynchronous updates: two fault-free runs differ too (by up to 0.02
+  // here), so the faulty run is compared with the nearer of two.
+  bool nondeterministic = false;
 };
 
 std::string JobFor(const Strategy& s, int epochs, const std::string& name) {
@@ -138,14 +142,26 @@ TEST_P(ChaosTest, CompletesWithEveryStepOnceAndTheFaultFreeAccuracy) {
   RunResult clean =
       RunWithFaults(s, epochs, 0, seed, "chaos_clean_" + s.key);
   ASSERT_EQ(clean.exit_code, 0) << clean.log;
+  std::vector<double> clean_accuracy = {
+      clean.summary["test_accuracy"].get<double>()};
+  if (s.nondeterministic) {
+    RunResult again =
+        RunWithFaults(s, epochs, 0, seed, "chaos_clean2_" + s.key);
+    ASSERT_EQ(again.exit_code, 0) << again.log;
+    clean_accuracy.push_back(again.summary["test_accuracy"].get<double>());
+  }
   RunResult faulty =
       RunWithFaults(s, epochs, faults, seed, "chaos_" + s.key);
   const nlohmann::json& f = faulty.summary;
   const bool completed = faulty.exit_code == 0 && !f.is_discarded();
+  // The difference to the nearer fault-free run.
   double delta = 0;
   if (completed) {
-    delta = f["test_accuracy"].get<double>() -
-            clean.summary["test_accuracy"].get<double>();
+    const double got = f["test_accuracy"].get<double>();
+    delta = got - clean_accuracy[0];
+    for (double c : clean_accuracy) {
+      if (std::abs(got - c) < std::abs(delta)) delta = got - c;
+    }
   }
   if (const char* report = std::getenv("STRATA_CHAOS_REPORT");
       report != nullptr && *report != '\0') {
@@ -176,7 +192,7 @@ INSTANTIATE_TEST_SUITE_P(
     Strategies, ChaosTest,
     ::testing::Values(
         Strategy{"parameter_server_async", {"--ps=2", "--workers=2"}, false,
-                 50, true},
+                 50, true, true},
         Strategy{"parameter_server_sync", {"--ps=2", "--workers=2"}, true, 0,
                  true},
         Strategy{"central_storage",

@@ -142,6 +142,12 @@ absl::Status GroupTrainer::ConnectPs() {
       ParseGradientEncoding(job_.strategy.gradient_compression)
           .value_or(GradientEncoding::kNone);
   cluster_ = PsCluster::Connect(ps, ps_options);
+  // The "ps" collective's reduction variable is created by each group at
+  // its start step (RunGroup): created here at step 0, a restarted ps task
+  // would keep it at version 0 while the groups start later.
+  if (policy_->variable_home() != VariableHome::kPsTasks) {
+    return absl::OkStatus();
+  }
   // A ps task restarting meanwhile is waited for.
   return RetrySetup(
       "creating the job's ps variables", [this] { return CreatePsVariables(0); },
