@@ -78,8 +78,15 @@ std::optional<absl::StatusOr<bool>> VariableStore::FindForCreateLocked(
   }
   auto it = variables_.find(spec.name());
   if (it == variables_.end()) return std::nullopt;
+  // update_mode.first_step is where a new variable starts, not what it
+  // is: an existing one matches whatever first step is asked.
+  v1::VariableSpec requested = spec;
+  const int64_t first_step = it->second->spec().update_mode().first_step();
+  if (requested.update_mode().first_step() != first_step) {
+    requested.mutable_update_mode()->set_first_step(first_step);
+  }
   if (google::protobuf::util::MessageDifferencer::Equals(it->second->spec(),
-                                                         spec)) {
+                                                         requested)) {
     AdoptLocked(caller, spec.name());
     return absl::StatusOr<bool>(false);
   }

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <random>
 #include <string>
 #include <thread>
@@ -52,6 +53,9 @@ struct Strategy {
   // here), so the faulty run is compared with the nearer of two.
   bool nondeterministic = false;
 };
+
+// Test names and failure messages show the key.
+void PrintTo(const Strategy& s, std::ostream* os) { *os << s.key; }
 
 std::string JobFor(const Strategy& s, int epochs, const std::string& name) {
   std::ifstream in(kJob);

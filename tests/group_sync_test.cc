@@ -75,9 +75,16 @@ TEST(GroupSyncTest, FirstStepSetsTheStartingVersion) {
   EXPECT_TRUE(a->applied);
   EXPECT_EQ(a->version, 301);
   EXPECT_EQ(Value(v.get()), (std::vector<float>{-2, -2}));
+  // Asked for again at another first step, the existing one is kept.
+  spec.mutable_update_mode()->set_first_step(0);
+  absl::StatusOr<bool> again = store.Create(spec);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(*again);
+  EXPECT_EQ(v->version(), 301);
   // Only SYNC variables have a first step, and it is not negative.
   spec.set_name("async");
   spec.mutable_update_mode()->set_kind(v1::UpdateMode::ASYNC);
+  spec.mutable_update_mode()->set_first_step(300);
   EXPECT_THAT(store.Create(spec).status().message(),
               HasSubstr("update_mode.first_step is for SYNC variables only"));
   spec.set_name("negative");

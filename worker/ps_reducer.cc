@@ -18,13 +18,8 @@ absl::Status CreateReductionVariable(PsCluster* cluster, int64_t num_floats,
   spec.mutable_update_mode()->set_kind(v1::UpdateMode::SYNC);
   spec.mutable_update_mode()->set_num_replicas(1);
   spec.mutable_update_mode()->set_first_step(first_step);
-  absl::Status created = cluster->CreateVariable(spec, {}).status();
-  // ALREADY_EXISTS: it is there from an earlier group, created at another
-  // first step (its size is checked by every push).
-  if (created.code() == absl::StatusCode::kAlreadyExists) {
-    return absl::OkStatus();
-  }
-  return created;
+  // An existing one (an earlier group's, whatever its first step) is kept.
+  return cluster->CreateVariable(spec, {}).status();
 }
 
 PsReducer::PsReducer(PsCluster* cluster, PsReducerOptions options)
