@@ -13,6 +13,7 @@
 //                           appended to (none by default)
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -50,7 +51,9 @@ struct Strategy {
   // The model is on the PS tasks: their applied-step count must match.
   bool ps_counts = false;
   // Asynchronous updates: two fault-free runs differ too (by up to 0.02
-  // here), so the faulty run is compared with the nearer of two.
+  // here, and a paused PS reorders the updates as much), so the faulty run
+  // must not fall more than 0.01 below the lower of two fault-free runs;
+  // above them is that noise, not harm.
   bool nondeterministic = false;
 };
 
@@ -158,14 +161,14 @@ TEST_P(ChaosTest, CompletesWithEveryStepOnceAndTheFaultFreeAccuracy) {
       RunWithFaults(s, epochs, faults, seed, "chaos_" + s.key);
   const nlohmann::json& f = faulty.summary;
   const bool completed = faulty.exit_code == 0 && !f.is_discarded();
-  // The difference to the nearer fault-free run.
+  // The difference to the fault-free run; for asynchronous runs, to the
+  // range of the two (0 inside it).
   double delta = 0;
   if (completed) {
     const double got = f["test_accuracy"].get<double>();
-    delta = got - clean_accuracy[0];
-    for (double c : clean_accuracy) {
-      if (std::abs(got - c) < std::abs(delta)) delta = got - c;
-    }
+    const auto [lo, hi] =
+        std::minmax_element(clean_accuracy.begin(), clean_accuracy.end());
+    delta = got < *lo ? got - *lo : got > *hi ? got - *hi : 0.0;
   }
   if (const char* report = std::getenv("STRATA_CHAOS_REPORT");
       report != nullptr && *report != '\0') {
@@ -186,9 +189,12 @@ TEST_P(ChaosTest, CompletesWithEveryStepOnceAndTheFaultFreeAccuracy) {
   if (s.ps_counts) {
     EXPECT_EQ(f["steps_applied_ps"], f["steps_scheduled"]) << faulty.log;
   }
-  EXPECT_NEAR(delta, 0.0, 0.01)
-      << "kills: " << Counts(faulty.kills)
-      << "; stops: " << Counts(faulty.stops) << "\n"
+  const bool accuracy_ok =
+      s.nondeterministic ? delta >= -0.01 : std::abs(delta) <= 0.01;
+  EXPECT_TRUE(accuracy_ok)
+      << "accuracy - fault-free: " << delta << " (fault-free: "
+      << absl::StrJoin(clean_accuracy, ", ") << "); kills: "
+      << Counts(faulty.kills) << "; stops: " << Counts(faulty.stops) << "\n"
       << faulty.log;
 }
 
