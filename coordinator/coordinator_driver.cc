@@ -74,7 +74,9 @@ void CoordinatorDriver::PsActionLoop() {
         } else {
           logger_->Warning("checkpoint_prune_failed",
                            {{"checkpoints", prune},
-                            {"error", deleted.ToString()}});
+                            {"error", deleted.ToString()},
+                            {"retry", "with the next save"}});
+          state_->PruneLater(prune);
         }
       }
     }

@@ -371,6 +371,23 @@ std::optional<PsAction> CoordinatorState::NextPsAction() {
   return action;
 }
 
+void CoordinatorState::PruneLater(const std::vector<std::string>& names) {
+  {
+    absl::MutexLock lock(&core_->mu);
+    if (!core_->job) return;
+    ci::Job& job = *core_->job;
+    for (const std::string& name : names) {
+      bool kept = false;
+      for (const ci::CheckpointRecord& r : job.checkpoints) {
+        kept = kept || r.name == name;
+      }
+      if (!kept) job.unusable_checkpoints.push_back(name);
+    }
+    core_->MarkDirty();
+  }
+  FlushOrLog();
+}
+
 std::vector<std::string> CoordinatorState::FinishPsAction(
     const PsAction& action, const absl::Status& status) {
   std::vector<std::string> prune;

@@ -266,6 +266,9 @@ class CoordinatorState {
   // else none.
   std::vector<std::string> FinishPsAction(const PsAction& action,
                                           const absl::Status& status);
+  // The caller could not delete `names` (a ps task was down): the next
+  // save's pruning lists them again.
+  void PruneLater(const std::vector<std::string>& names);
 
   // ---- Barriers ---------------------------------------------------------
 

@@ -848,6 +848,23 @@ TEST_F(CoordinatorStateTest, ADiscardedSaveDeletesNothing) {
               ElementsAre("ckpt-1"));
 }
 
+TEST_F(CoordinatorStateTest, CheckpointsThatCouldNotBeDeletedArePrunedLater) {
+  StartJob(CheckpointJob(/*every=*/1, /*keep=*/1), 5);
+  for (int i = 0; i < 2; ++i) {
+    Done(0, Work(0));
+    std::optional<PsAction> save = state_->NextPsAction();
+    ASSERT_TRUE(save.has_value());
+    state_->FinishPsAction(*save, absl::OkStatus());
+  }
+  state_->PruneLater({"ckpt-1", "ckpt-2"});  // ckpt-2 is kept: not listed
+  Done(0, Work(0));
+  std::optional<PsAction> save = state_->NextPsAction();
+  ASSERT_TRUE(save.has_value());
+  EXPECT_THAT(save->prune, ElementsAre("ckpt-1", "ckpt-2"));
+  EXPECT_THAT(state_->FinishPsAction(*save, absl::OkStatus()),
+              ElementsAre("ckpt-1", "ckpt-2"));
+}
+
 TEST_F(CoordinatorStateTest, CentralStoragePsRestartWithOtherPsTasksFails) {
   Reg("ps", 1);
   StartJob(JobJson(1, 1, 0, 0, "central_storage"), 10);
