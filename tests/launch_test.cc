@@ -114,7 +114,9 @@ TEST_F(LaunchTest, PsKilledAndRestartedRestoresTheCheckpoint) {
   ASSERT_EQ(Wait(run), 0) << Log(run);
   nlohmann::json s = Summary(run);
   ExpectCompleted(run, s);
-  EXPECT_LE(s["lost_steps"].get<int64_t>(), 50);  // the checkpoint interval
+  // The checkpoint interval, and the steps in flight when the save fell due
+  // (a worker's lease: up to 4 steps).
+  EXPECT_LE(s["lost_steps"].get<int64_t>(), 50 + 2 * 4);
   EXPECT_EQ(s["restarts"]["ps:1"], 1);
   EXPECT_GT(s["test_accuracy"].get<double>(), 0.7);
 }
@@ -316,7 +318,7 @@ TEST_F(LaunchTest, TlsClusterWithCredentialsTrainsAndRestoresAKilledPs) {
   ASSERT_EQ(Wait(run), 0) << Log(run);
   nlohmann::json s = Summary(run);
   ExpectCompleted(run, s);
-  EXPECT_LE(s["lost_steps"].get<int64_t>(), 50);
+  EXPECT_LE(s["lost_steps"].get<int64_t>(), 50 + 2 * 4);  // as above
   EXPECT_EQ(s["restarts"]["ps:1"], 1);
   EXPECT_GT(s["test_accuracy"].get<double>(), 0.7);
   const std::string dir = run.dir + "/run";

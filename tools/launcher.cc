@@ -262,7 +262,14 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
     for (auto& w : workers) v.push_back(&w);
     return v;
   };
+  // The launcher's coordinator clients (submitting, then polling).
+  std::unique_ptr<CoordinatorClient> coord;
+  std::unique_ptr<CoordinatorClient> poll;
   auto stop_all = [&]() {
+    // Closed first: the coordinator's drain waits for its clients'
+    // connections to go, and an idle channel's would not by itself.
+    poll.reset();
+    coord.reset();
     // Workers first, then the servers.
     for (auto& w : workers) Stop(&w, absl::Seconds(5));
     for (auto& p : ps) Stop(&p, absl::Seconds(10));
@@ -295,8 +302,8 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
       return s;
     }
   }
-  auto coord = CoordinatorClient::Connect(
-      coordinator.address, absl::Seconds(30), security.launcher);
+  coord = CoordinatorClient::Connect(coordinator.address, absl::Seconds(30),
+                                    security.launcher);
   // Submit once every PS task is registered, so that every worker sees the
   // same PS set.
   {
@@ -356,7 +363,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   // Supervise until the job ends. The coordinator is polled with calls
   // that give up within a second, so that while it is down nothing else
   // waits: the other tasks are still restarted.
-  auto poll = CoordinatorClient::Connect(
+  poll = CoordinatorClient::Connect(
       coordinator.address, absl::Milliseconds(500), security.launcher,
       /*call_deadline=*/absl::Seconds(1));
   // A task that exited (a worker: with an error) is started again, after a
