@@ -18,13 +18,16 @@ ASAN_DIR := build-asan
 TSAN_DIR := build-tsan
 
 # Debian 12 packages the build, tests and tools need. (prometheus-cpp is not
-# packaged in Debian 12; metrics are written in-tree.)
+# packaged in Debian 12; metrics are written in-tree.) The Python package
+# (python/) builds on Debian's python3-dev, pybind11-dev and python3-numpy,
+# and its tests run under python3-pytest.
 DEB_PACKAGES := \
   build-essential cmake pkg-config ccache clang-14 libclang-rt-14-dev \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libeigen3-dev \
   libcpp-httplib-dev libgoogle-perftools-dev dataset-fashion-mnist \
-  iproute2 procps openssl
+  iproute2 procps openssl \
+  python3-dev pybind11-dev python3-numpy python3-pytest
 
 .PHONY: all deps build build-tsa test bench bench-netns run ps-smoke train-compare strategies chaos clean
 
@@ -70,7 +73,7 @@ build-tsa: deps
 	cmake -S . -B $(TSA_DIR) -G "Unix Makefiles" \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-	  -DSTRATA_THREAD_SAFETY=ON -DSTRATA_WITH_CUDA=OFF
+	  -DSTRATA_THREAD_SAFETY=ON -DSTRATA_WITH_CUDA=OFF -DSTRATA_WITH_PYTHON=OFF
 	cmake --build $(TSA_DIR) -j$(JOBS) --target $(TSA_TARGETS)
 
 test: deps deploy-deps build build-tsa fuzz-build
@@ -173,7 +176,7 @@ fuzz-build: deps
 	cmake -S . -B $(FUZZ_DIR) -G "Unix Makefiles" \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-	  -DSTRATA_FUZZ=ON -DSTRATA_WITH_CUDA=OFF \
+	  -DSTRATA_FUZZ=ON -DSTRATA_WITH_CUDA=OFF -DSTRATA_WITH_PYTHON=OFF \
 	  -DCMAKE_C_FLAGS="$(FUZZ_FLAGS)" -DCMAKE_CXX_FLAGS="$(FUZZ_FLAGS)" \
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined"
 	cmake --build $(FUZZ_DIR) -j$(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
@@ -184,7 +187,7 @@ fuzz: fuzz-build
 # AddressSanitizer + UndefinedBehaviorSanitizer (gcc) build of everything in
 # $(ASAN_DIR), then every test. tcmalloc is left out (ASan brings its own
 # allocator).
-SAN_COMMON := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WITH_CUDA=OFF \
+SAN_COMMON := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WITH_CUDA=OFF -DSTRATA_WITH_PYTHON=OFF \
   -DTCMALLOC_LIB=OFF
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
   -fno-omit-frame-pointer

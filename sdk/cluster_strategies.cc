@@ -299,6 +299,13 @@ absl::StatusOr<History> LocalClusterStrategy::Fit(
   const LocalClusterOptions& c = options_;
   const internal::ClusterPlan how = Plan();
   STRATA_RETURN_IF_ERROR(CheckOptions(c, how.min_ps));
+  if (m.weights_set) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Fit: ", how.strategy.value("type", std::string()),
+        " starts each Fit from the initializers, so the weights SetWeights "
+        "gave cannot be trained on a local cluster; Compile again to start "
+        "over"));
+  }
   if (m.cluster_params.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "Fit: this model was already fit on a local cluster, and ",
@@ -306,10 +313,6 @@ absl::StatusOr<History> LocalClusterStrategy::Fit(
         " starts each Fit from the initial weights; train in one Fit (more "
         "epochs), or Compile again to start over"));
   }
-  STRATA_ASSIGN_OR_RETURN(json data,
-                          internal::DataJson(train, options.validation));
-  const json job_json = m.JobJson(options, std::move(data), how.strategy);
-  STRATA_ASSIGN_OR_RETURN(JobSpec job, ParseJob(job_json));
   STRATA_RETURN_IF_ERROR(CheckFirstExample(train, m.model(), "training data"));
   if (options.validation.has_value()) {
     STRATA_RETURN_IF_ERROR(CheckFirstExample(*options.validation, m.model(),
@@ -337,6 +340,34 @@ absl::StatusOr<History> LocalClusterStrategy::Fit(
           "cannot create the run directory ", dir, ": ", ec.message()));
     }
   }
+  // In-memory examples go to the cluster as IDX files in the run directory
+  // (both splits then, as a job holds one format and scale).
+  const auto fail = [&](absl::Status s) {
+    if (temporary) fs::remove_all(dir, ec);
+    return s;
+  };
+  Dataset train_files = train;
+  std::optional<Dataset> validation_files = options.validation;
+  if (train.in_memory() ||
+      (options.validation.has_value() && options.validation->in_memory())) {
+    fs::create_directories(dir + "/data", ec);
+    absl::StatusOr<Dataset> written =
+        internal::WriteAsIdx(train, dir + "/data/train");
+    if (!written.ok()) return fail(written.status());
+    train_files = *std::move(written);
+    if (options.validation.has_value()) {
+      written = internal::WriteAsIdx(*options.validation, dir + "/data/test");
+      if (!written.ok()) return fail(written.status());
+      validation_files = *std::move(written);
+    }
+  }
+  absl::StatusOr<json> data =
+      internal::DataJson(train_files, validation_files);
+  if (!data.ok()) return fail(data.status());
+  const json job_json = m.JobJson(options, *std::move(data), how.strategy);
+  absl::StatusOr<JobSpec> parsed = ParseJob(job_json);
+  if (!parsed.ok()) return fail(parsed.status());
+  const JobSpec job = *std::move(parsed);
   const std::string job_path = dir + "/job.json";
   {
     std::ofstream f(job_path);

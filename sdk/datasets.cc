@@ -231,6 +231,16 @@ absl::StatusOr<nlohmann::json> DataJson(const Dataset& train,
   return data;
 }
 
+absl::StatusOr<Dataset> WriteAsIdx(const Dataset& data,
+                                   const std::string& prefix) {
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const ::strata::Dataset> examples,
+                          data.Load());
+  const std::string images = prefix + "-images.idx";
+  const std::string labels = prefix + "-labels.idx";
+  STRATA_RETURN_IF_ERROR(::strata::WriteIdx(*examples, images, labels));
+  return datasets::Idx(images, labels);
+}
+
 absl::Status CheckFeatures(const ::strata::Dataset& data, const Model& model,
                            absl::string_view what) {
   if (data.features != model.num_features()) {

@@ -63,6 +63,12 @@ struct DatasetAccess {
 absl::StatusOr<nlohmann::json> DataJson(const Dataset& train,
                                         const std::optional<Dataset>& test);
 
+// `data`'s examples (loaded, limited and scaled) written as the IDX pair
+// PREFIX-images.idx / PREFIX-labels.idx (worker/dataset.h WriteIdx), and a
+// dataset of those files. Errors: Load's and WriteIdx's.
+absl::StatusOr<Dataset> WriteAsIdx(const Dataset& data,
+                                   const std::string& prefix);
+
 // INVALID_ARGUMENT ("`what`: examples have N features; the model takes M")
 // when `data` does not fit `model`.
 absl::Status CheckFeatures(const ::strata::Dataset& data, const Model& model,
@@ -85,6 +91,8 @@ struct ModelState {
   // Weights read back from a cluster after a Fit under a cluster strategy;
   // they replace the trainer's.
   std::optional<std::vector<std::vector<float>>> cluster_params;
+  // SetWeights was called since Compile (a cluster Fit cannot honour it).
+  bool weights_set = false;
 
   // Replica 0's weights, optimizer slots and update count once a
   // MirroredStrategy Fit has trained (they replace the trainer's; a later

@@ -219,6 +219,7 @@ absl::Status Sequential::Compile(Optimizer optimizer, std::string loss,
   s.trainer.reset();
   s.cluster_params.reset();
   s.mirrored.reset();
+  s.weights_set = false;
   s.epochs_trained = 0;
   STRATA_ASSIGN_OR_RETURN(json model_json, internal::ModelJson(s.layers));
   json optimizer_json = internal::OptimizerJson(optimizer);
@@ -322,6 +323,21 @@ absl::StatusOr<std::vector<std::vector<float>>> Sequential::GetWeights()
     const {
   STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "GetWeights"));
   return state_->params();
+}
+
+absl::Status Sequential::SetWeights(std::vector<std::vector<float>> weights) {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "SetWeights"));
+  internal::ModelState& s = *state_;
+  // Checked (and, without a cluster's or the replicas' copy, applied) by
+  // the trainer.
+  std::vector<std::vector<float>> checked = weights;
+  absl::Status st = s.trainer->SetParams(std::move(checked));
+  if (!st.ok()) return absl::InvalidArgumentError(
+      absl::StrCat("SetWeights: ", st.message()));
+  if (s.cluster_params) s.cluster_params = weights;
+  if (s.mirrored) s.mirrored->params = std::move(weights);
+  s.weights_set = true;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::string>> Sequential::WeightNames() const {

@@ -104,7 +104,8 @@ class Dataset {
   // INVALID_ARGUMENT. Take(a).Take(b) keeps min(a, b).
   Dataset Take(int64_t n) const;
 
-  // True for FromArrays datasets (they cannot be sent to a cluster).
+  // True for FromArrays datasets (a cluster strategy's Fit writes them to
+  // IDX files in its run directory).
   bool in_memory() const;
   // E.g. "idx(/path/train-images..., /path/train-labels...), scale 255,
   // take 3000".
@@ -149,8 +150,8 @@ Dataset Csv(std::string path, int64_t label_column = 0, bool header = true,
             double scale = 1.0);
 
 // Examples in memory: `x` holds labels.size() rows of `features` values.
-// Consistency is checked by Load(). Usable under OneDeviceStrategy and by
-// Evaluate / Predict; ParameterServerStrategy needs files.
+// Consistency is checked by Load(). Usable under every strategy (a local
+// cluster's Fit writes them as IDX files into its run directory).
 Dataset FromArrays(std::vector<float> x, std::vector<int32_t> labels,
                    int64_t features);
 
@@ -305,6 +306,14 @@ class Sequential {
   // Errors: FAILED_PRECONDITION before Compile.
   absl::StatusOr<std::vector<std::vector<float>>> GetWeights() const;
   absl::StatusOr<std::vector<std::string>> WeightNames() const;
+  // Keras's set_weights: replaces the weights (same order and sizes as
+  // GetWeights); the optimizer's state stays. The weights reached by a
+  // MirroredStrategy Fit are replaced in every replica's next Fit; the
+  // cluster strategies start each Fit from the initializers, so after
+  // SetWeights their Fit is FAILED_PRECONDITION. Errors: FAILED_PRECONDITION
+  // before Compile; INVALID_ARGUMENT naming the weight whose size differs
+  // or that holds a non-finite value (nothing changes then).
+  absl::Status SetWeights(std::vector<std::vector<float>> weights);
 
   // A Keras-style table of layers, output shapes and parameter counts.
   // Errors: FAILED_PRECONDITION before Compile.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -145,11 +146,59 @@ TEST(DatasetTest, BadMagicNamesFile) {
   EXPECT_THAT(d, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(d.status().message()),
               HasSubstr(dir + "/labels: bad magic 0x00000801; expected IDX "
-                              "images of unsigned bytes, magic 0x00000803"));
+                              "images: 0x00000803 (unsigned bytes), "
+                              "0x00000D02 or 0x00000D03 (float32)"));
   WriteFile(dir + "/text", "hello world, not IDX", true);
   EXPECT_THAT(CountIdxExamples(dir + "/text"),
               StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
                                   dir + "/text: bad magic"));
+}
+
+// WriteIdx's float32 / int32 pair reads back bit for bit, limited and
+// scaled as byte IDX files are; bad values are refused naming the example.
+TEST(DatasetTest, FloatIdxWrittenReadsBackExactly) {
+  const std::string dir = TestDir();
+  Dataset data;
+  data.size = 3;
+  data.features = 2;
+  data.x = {0.1f, -2.5f, 1e-30f, 3.25f, 7.0f, -0.0f};
+  data.labels = {2, 0, 70000};
+  ASSERT_TRUE(WriteIdx(data, dir + "/fx", dir + "/fy").ok());
+  absl::StatusOr<Dataset> back = LoadIdx(dir + "/fx", dir + "/fy", 1.0, 0);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->x, data.x);
+  EXPECT_EQ(back->labels, data.labels);
+  EXPECT_EQ(back->features, 2);
+  EXPECT_EQ(back->num_classes, 70001);
+  EXPECT_EQ(CountIdxExamples(dir + "/fx").value_or(-1), 3);
+  back = LoadIdx(dir + "/fx", dir + "/fy", 2.0, 2);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->x, (std::vector<float>{0.05f, -1.25f, 5e-31f, 1.625f}));
+  EXPECT_EQ(back->labels, (std::vector<int32_t>{2, 0}));
+
+  Dataset bad = data;
+  bad.x[3] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(WriteIdx(bad, dir + "/nx", dir + "/ny").ok());
+  EXPECT_THAT(LoadIdx(dir + "/nx", dir + "/ny", 1.0, 0),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  dir + "/nx: example 1 holds a non-finite"));
+  bad = data;
+  bad.labels[1] = -4;
+  ASSERT_TRUE(WriteIdx(bad, dir + "/mx", dir + "/my").ok());
+  EXPECT_THAT(LoadIdx(dir + "/mx", dir + "/my", 1.0, 0),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  dir + "/my: label 1 is negative (-4)"));
+  bad = data;
+  bad.labels.pop_back();
+  EXPECT_THAT(WriteIdx(bad, dir + "/bx", dir + "/by"),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "inconsistent dataset"));
+  // Truncated float payload.
+  std::ifstream in(dir + "/fx", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  WriteFile(dir + "/cut", bytes.substr(0, bytes.size() - 3), false);
+  EXPECT_THAT(LoadIdx(dir + "/cut", dir + "/fy", 1.0, 0),
+              StatusIs(absl::StatusCode::kDataLoss));
 }
 
 TEST(DatasetTest, TruncatedFilesAreDataLoss) {

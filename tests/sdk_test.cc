@@ -273,6 +273,42 @@ TEST(SdkTest, OneDeviceLearnsFromArraysAndPredicts) {
   // Compile again: fresh weights from the same seed.
   ASSERT_TRUE(model.Compile("sgd", "sparse_categorical_crossentropy").ok());
   EXPECT_EQ(*model.GetWeights(), *initial);
+
+  // SetWeights: the trained weights back, so Evaluate sees the trained model.
+  const double before = model.Evaluate(ToyData(200, 2))->accuracy;
+  ASSERT_TRUE(model.SetWeights(*trained).ok());
+  EXPECT_EQ(*model.GetWeights(), *trained);
+  EXPECT_GT(model.Evaluate(ToyData(200, 2))->accuracy, before);
+  std::vector<std::vector<float>> bad = *trained;
+  bad[2].pop_back();
+  EXPECT_THAT(model.SetWeights(bad),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "weight 2 ('dense_1/kernel') has 32 values "
+                                  "(shape [16, 2]), got 31"));
+  bad = *trained;
+  bad[1][3] = std::nanf("");
+  EXPECT_THAT(model.SetWeights(bad),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "weight 1 ('dense/bias') value 3 is not "
+                                  "finite"));
+  EXPECT_THAT(model.SetWeights({}),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "the model has 4 weight arrays, got 0"));
+  EXPECT_EQ(*model.GetWeights(), *trained);  // unchanged by the refusals
+  // A cluster Fit cannot start from them.
+  auto cluster = ParameterServerStrategy::Local({1, 1});
+  Sequential on_cluster = [&] {
+    auto scope = cluster->Scope();
+    return ToyModel();
+  }();
+  ASSERT_TRUE(
+      on_cluster.Compile("adam", "sparse_categorical_crossentropy").ok());
+  ASSERT_TRUE(on_cluster.SetWeights(*trained).ok());
+  FitOptions quiet;
+  quiet.verbose = 0;
+  EXPECT_THAT(on_cluster.Fit(ToyData(50, 3), quiet),
+              StatusIsWithMessage(absl::StatusCode::kFailedPrecondition,
+                                  "starts each Fit from the initializers"));
 }
 
 TEST(SdkTest, CsvDataAndVerboseZero) {
@@ -694,8 +730,6 @@ TEST(SdkTest, ParameterServerRefusesBadOptionsBeforeStartingProcesses) {
        "LocalClusterOptions.num_workers"},
       {bad_update, datasets::Csv(csv), absl::StatusCode::kInvalidArgument,
        "job.strategy.update: 'eventually'"},
-      {LocalClusterOptions{1, 1}, ToyData(10, 1),
-       absl::StatusCode::kInvalidArgument, "in-memory datasets"},
       {no_daemons, datasets::Csv(csv), absl::StatusCode::kFailedPrecondition,
        "/nonexistent/strata-coordinator is not an executable"},
   };
@@ -865,6 +899,41 @@ TEST(SdkClusterTest, CentralStorageFitReadsTheWeightsFromPsTaskZero) {
       *CentralStorageStrategy::Local({/*num_ps=*/1, /*num_workers=*/2}));
   ASSERT_FALSE(trained.empty());
   EXPECT_LT(MaxRelativeDifference(trained, FitSliceInProcess()), 1e-5);
+}
+
+// In-memory arrays reach the cluster as IDX files of the run directory,
+// bit for bit: the weights agree with the in-process run on the same
+// examples as from the dataset's own files.
+TEST(SdkClusterTest, CentralStorageFitTrainsOnInMemoryArrays) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  datasets::TrainTest files = datasets::FashionMnist();
+  auto arrays = [](const Dataset& d) {
+    std::shared_ptr<const ::strata::Dataset> loaded = *d.Load();
+    return datasets::FromArrays(loaded->x, loaded->labels, loaded->features);
+  };
+  const Dataset train = arrays(files.train.Take(3000));
+  const Dataset test = arrays(files.test.Take(1000));
+  auto strategy = CentralStorageStrategy::Local({/*num_ps=*/1,
+                                                 /*num_workers=*/2});
+  auto scope = strategy->Scope();
+  Sequential model({Dense(64, "relu", 784), Dense(10, "softmax")});
+  ASSERT_TRUE(model.Compile(Adam(0.002), "sparse_categorical_crossentropy",
+                            {"accuracy"})
+                  .ok());
+  std::ostringstream out;
+  FitOptions fit{/*epochs=*/1, /*batch_size=*/64, /*validation=*/test};
+  fit.out = &out;
+  fit.shuffle_seed = 7;
+  absl::StatusOr<History> h = model.Fit(train, fit);
+  ASSERT_TRUE(h.ok()) << h.status() << "\n" << out.str();
+  ASSERT_EQ(h->epochs.size(), 1u) << out.str();
+  EXPECT_EQ(h->epochs[0].steps, 47);
+  ASSERT_TRUE(h->epochs[0].evaluated) << out.str();
+  absl::StatusOr<EvalResult> r = model.Evaluate(test);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->accuracy, h->epochs[0].test_accuracy, 1e-9);
+  EXPECT_LT(MaxRelativeDifference(*model.GetWeights(), FitSliceInProcess()),
+            1e-5);
 }
 
 TEST(SdkClusterTest, MultiWorkerMirroredFitReadsTheExportedWeights) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <random>
@@ -30,8 +31,13 @@
 namespace strata {
 namespace {
 
-constexpr uint32_t kIdxImagesMagic = 0x00000803;
-constexpr uint32_t kIdxLabelsMagic = 0x00000801;
+// IDX magics: 0, 0, the element type (0x08 unsigned byte, 0x0C int32, 0x0D
+// float32), the number of dimensions.
+constexpr uint32_t kIdxImagesMagic = 0x00000803;        // u8, n x rows x cols
+constexpr uint32_t kIdxFloatMatrixMagic = 0x00000D02;   // f32, n x features
+constexpr uint32_t kIdxFloatImagesMagic = 0x00000D03;   // f32, n x rows x cols
+constexpr uint32_t kIdxLabelsMagic = 0x00000801;        // u8, n
+constexpr uint32_t kIdxIntLabelsMagic = 0x00000C01;     // int32, n
 // Payloads are read in chunks of this size so that a corrupt header cannot
 // make us allocate more than the file really holds.
 constexpr size_t kReadChunk = size_t{4} << 20;
@@ -167,17 +173,32 @@ struct IdxFile {
   std::vector<int64_t> dims;
 };
 
-std::string Kind(uint32_t magic) {
-  return magic == kIdxImagesMagic ? "IDX images of unsigned bytes, "
-                                    "magic 0x00000803"
-                                  : "IDX labels of unsigned bytes, "
-                                    "magic 0x00000801";
+enum class IdxKind { kImages, kLabels, kAny };
+
+bool IsImages(uint32_t magic) {
+  return magic == kIdxImagesMagic || magic == kIdxFloatMatrixMagic ||
+         magic == kIdxFloatImagesMagic;
+}
+bool IsLabels(uint32_t magic) {
+  return magic == kIdxLabelsMagic || magic == kIdxIntLabelsMagic;
 }
 
-// Opens `path` and reads its header. `expected_magic` 0 accepts images or
-// labels.
-absl::StatusOr<IdxFile> OpenIdx(const std::string& path,
-                                uint32_t expected_magic) {
+std::string Expected(IdxKind kind) {
+  switch (kind) {
+    case IdxKind::kImages:
+      return "IDX images: 0x00000803 (unsigned bytes), 0x00000D02 or "
+             "0x00000D03 (float32)";
+    case IdxKind::kLabels:
+      return "IDX labels: 0x00000801 (unsigned bytes) or 0x00000C01 (int32)";
+    case IdxKind::kAny:
+      break;
+  }
+  return "IDX images (0x00000803, 0x00000D02, 0x00000D03) or labels "
+         "(0x00000801, 0x00000C01)";
+}
+
+// Opens `path` and reads its header, which must be of `kind`.
+absl::StatusOr<IdxFile> OpenIdx(const std::string& path, IdxKind kind) {
   IdxFile idx;
   STRATA_ASSIGN_OR_RETURN(idx.file, InputFile::Open(path));
   unsigned char header[16];
@@ -187,17 +208,14 @@ absl::StatusOr<IdxFile> OpenIdx(const std::string& path,
         path, ": truncated IDX header: ", got, " of 4 magic bytes"));
   }
   idx.magic = BigEndian32(header);
-  const bool accepted =
-      expected_magic == 0
-          ? (idx.magic == kIdxImagesMagic || idx.magic == kIdxLabelsMagic)
-          : idx.magic == expected_magic;
+  const bool accepted = kind == IdxKind::kImages   ? IsImages(idx.magic)
+                        : kind == IdxKind::kLabels ? IsLabels(idx.magic)
+                                                   : IsImages(idx.magic) ||
+                                                         IsLabels(idx.magic);
   if (!accepted) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: bad magic 0x%08x; expected %s", path, idx.magic,
-        expected_magic == 0
-            ? std::string("0x00000803 (IDX images) or 0x00000801 (IDX "
-                          "labels)")
-            : Kind(expected_magic)));
+        Expected(kind)));
   }
   const size_t ndims = idx.magic & 0xff;
   STRATA_ASSIGN_OR_RETURN(got, idx.file->Read(header + 4, 4 * ndims));
@@ -315,21 +333,23 @@ absl::StatusOr<Dataset> LoadIdxFiles(const std::string& images_path,
                                      double scale, int64_t limit,
                                      const SplitFields& fields) {
   STRATA_RETURN_IF_ERROR(CheckScaleAndLimit(scale, limit));
-  absl::StatusOr<IdxFile> opened = OpenIdx(images_path, kIdxImagesMagic);
+  absl::StatusOr<IdxFile> opened = OpenIdx(images_path, IdxKind::kImages);
   if (!opened.ok()) return InField(opened.status(), fields.images);
   IdxFile images = std::move(*opened);
-  opened = OpenIdx(labels_path, kIdxLabelsMagic);
+  opened = OpenIdx(labels_path, IdxKind::kLabels);
   if (!opened.ok()) return InField(opened.status(), fields.labels);
   IdxFile labels = std::move(*opened);
   const int64_t n = images.dims[0];
   const int64_t rows = images.dims[1];
-  const int64_t cols = images.dims[2];
+  const int64_t cols = images.dims.size() > 2 ? images.dims[2] : 1;
   if (rows == 0 || cols == 0) {
     return InField(absl::InvalidArgumentError(absl::StrCat(
                        images_path, ": images of ", rows, "x", cols,
                        " hold no pixels")),
                    fields.images);
   }
+  const bool float_images = images.magic != kIdxImagesMagic;
+  const bool int_labels = labels.magic == kIdxIntLabelsMagic;
   if (labels.dims[0] != n) {
     return InField(absl::InvalidArgumentError(absl::StrCat(
                        "IDX count mismatch: ", images_path, " holds ", n,
@@ -344,31 +364,64 @@ absl::StatusOr<Dataset> LoadIdxFiles(const std::string& images_path,
   data.size = take;
   data.features = features;
   std::vector<uint8_t> bytes;
+  const size_t pixel_bytes = float_images ? 4 : 1;
   STRATA_RETURN_IF_ERROR(
       InField(ReadPayload(images.file.get(), images_path,
-                          static_cast<size_t>(take * features), "pixels",
-                          &bytes),
+                          static_cast<size_t>(take * features) * pixel_bytes,
+                          "pixels", &bytes),
               fields.images));
   if (take == n) {
     STRATA_RETURN_IF_ERROR(InField(
         CheckNoTrailingData(images.file.get(), images_path, n),
         fields.images));
   }
-  std::array<float, 256> lut;
-  for (int v = 0; v < 256; ++v) lut[v] = static_cast<float>(v / scale);
-  data.x.resize(bytes.size());
-  for (size_t i = 0; i < bytes.size(); ++i) data.x[i] = lut[bytes[i]];
+  if (float_images) {
+    const float inv_scale = static_cast<float>(1.0 / scale);
+    data.x.resize(bytes.size() / 4);
+    for (size_t i = 0; i < data.x.size(); ++i) {
+      const uint32_t bits = BigEndian32(bytes.data() + 4 * i);
+      float v;
+      std::memcpy(&v, &bits, sizeof(v));
+      if (!std::isfinite(v)) {
+        return InField(
+            absl::InvalidArgumentError(absl::StrCat(
+                images_path, ": example ", i / static_cast<size_t>(features),
+                " holds a non-finite value (", v, ")")),
+            fields.images);
+      }
+      data.x[i] = scale == 1.0 ? v : v * inv_scale;
+    }
+  } else {
+    std::array<float, 256> lut;
+    for (int v = 0; v < 256; ++v) lut[v] = static_cast<float>(v / scale);
+    data.x.resize(bytes.size());
+    for (size_t i = 0; i < bytes.size(); ++i) data.x[i] = lut[bytes[i]];
+  }
 
-  STRATA_RETURN_IF_ERROR(
-      InField(ReadPayload(labels.file.get(), labels_path,
-                          static_cast<size_t>(take), "labels", &bytes),
-              fields.labels));
+  const size_t label_bytes = int_labels ? 4 : 1;
+  STRATA_RETURN_IF_ERROR(InField(
+      ReadPayload(labels.file.get(), labels_path,
+                  static_cast<size_t>(take) * label_bytes, "labels", &bytes),
+      fields.labels));
   if (take == n) {
     STRATA_RETURN_IF_ERROR(InField(
         CheckNoTrailingData(labels.file.get(), labels_path, n),
         fields.labels));
   }
-  data.labels.assign(bytes.begin(), bytes.end());
+  if (int_labels) {
+    data.labels.resize(static_cast<size_t>(take));
+    for (size_t i = 0; i < data.labels.size(); ++i) {
+      data.labels[i] = static_cast<int32_t>(BigEndian32(bytes.data() + 4 * i));
+      if (data.labels[i] < 0) {
+        return InField(absl::InvalidArgumentError(absl::StrCat(
+                           labels_path, ": label ", i, " is negative (",
+                           data.labels[i], ")")),
+                       fields.labels);
+      }
+    }
+  } else {
+    data.labels.assign(bytes.begin(), bytes.end());
+  }
   data.num_classes = NumClasses(data.labels);
   return data;
 }
@@ -397,8 +450,51 @@ absl::StatusOr<Dataset> LoadIdx(const std::string& images_path,
   return LoadIdxFiles(images_path, labels_path, scale, limit, SplitFields());
 }
 
+absl::Status WriteIdx(const Dataset& data, const std::string& images_path,
+                      const std::string& labels_path) {
+  if (data.features < 1 ||
+      static_cast<int64_t>(data.x.size()) != data.size * data.features ||
+      static_cast<int64_t>(data.labels.size()) != data.size ||
+      data.size > int64_t{0xffffffff} || data.features > int64_t{0xffffffff}) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "WriteIdx: inconsistent dataset (", data.size, " examples of ",
+        data.features, " features, ", data.x.size(), " values, ",
+        data.labels.size(), " labels)"));
+  }
+  auto put32 = [](std::string* out, uint32_t v) {
+    const char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+                       static_cast<char>(v >> 8), static_cast<char>(v)};
+    out->append(b, 4);
+  };
+  auto write = [](const std::string& path,
+                  const std::string& bytes) -> absl::Status {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    f.close();
+    if (!f) return absl::InternalError(absl::StrCat("cannot write ", path));
+    return absl::OkStatus();
+  };
+  std::string images;
+  images.reserve(12 + data.x.size() * 4);
+  put32(&images, kIdxFloatMatrixMagic);
+  put32(&images, static_cast<uint32_t>(data.size));
+  put32(&images, static_cast<uint32_t>(data.features));
+  for (float v : data.x) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    put32(&images, bits);
+  }
+  STRATA_RETURN_IF_ERROR(write(images_path, images));
+  std::string labels;
+  labels.reserve(8 + data.labels.size() * 4);
+  put32(&labels, kIdxIntLabelsMagic);
+  put32(&labels, static_cast<uint32_t>(data.size));
+  for (int32_t l : data.labels) put32(&labels, static_cast<uint32_t>(l));
+  return write(labels_path, labels);
+}
+
 absl::StatusOr<int64_t> CountIdxExamples(const std::string& images_path) {
-  STRATA_ASSIGN_OR_RETURN(IdxFile idx, OpenIdx(images_path, 0));
+  STRATA_ASSIGN_OR_RETURN(IdxFile idx, OpenIdx(images_path, IdxKind::kAny));
   return idx.dims[0];
 }
 

@@ -26,8 +26,10 @@ struct Dataset {
 };
 
 // Loads an IDX pair: `images_path` holds unsigned bytes with magic
-// 0x00000803 (count, rows, cols; big-endian), `labels_path` unsigned bytes
-// with magic 0x00000801 (count). Either file may be gzip-compressed
+// 0x00000803 (count, rows, cols; big-endian) or float32 with magic
+// 0x00000D02 (count, features) or 0x00000D03 (count, rows, cols);
+// `labels_path` unsigned bytes with magic 0x00000801 (count) or int32 with
+// 0x00000C01. Either file may be gzip-compressed
 // (detected by its first bytes, 1f 8b). Pixel values are divided by `scale`
 // (> 0). `limit` > 0 keeps only the first `limit` examples (0 = all).
 // Errors: NOT_FOUND (a file is missing), INVALID_ARGUMENT (scale or limit
@@ -36,6 +38,13 @@ struct Dataset {
 absl::StatusOr<Dataset> LoadIdx(const std::string& images_path,
                                 const std::string& labels_path, double scale,
                                 int64_t limit);
+
+// Writes `data` as an IDX pair LoadIdx reads back bit for bit (scale 1):
+// float32 features (0x00000D02) and int32 labels (0x00000C01).
+// Errors: INVALID_ARGUMENT for an inconsistent dataset, INTERNAL when a
+// file cannot be written.
+absl::Status WriteIdx(const Dataset& data, const std::string& images_path,
+                      const std::string& labels_path);
 
 // The example count in an IDX file's header (images or labels), reading
 // only the header. Errors as LoadIdx.

@@ -1,4 +1,5 @@
 // LocalTrainer (worker/model.h): single-process training over a Model.
+#include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
@@ -110,6 +111,32 @@ absl::StatusOr<StepStats> LocalTrainer::TrainEpoch(const Dataset& train,
     epoch_stats.accuracy = correct / static_cast<double>(epoch_stats.examples);
   }
   return epoch_stats;
+}
+
+absl::Status LocalTrainer::SetParams(std::vector<std::vector<float>> params) {
+  const std::vector<VariableDef>& vars = model_.variables();
+  if (params.size() != vars.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model has ", vars.size(), " weight arrays, got ", params.size()));
+  }
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const int64_t want = NumElements(vars[i].shape);
+    if (static_cast<int64_t>(params[i].size()) != want) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weight ", i, " ('", vars[i].name, "') has ", want,
+          " values (shape ", ShapeString(vars[i].shape), "), got ",
+          params[i].size()));
+    }
+    for (size_t j = 0; j < params[i].size(); ++j) {
+      if (!std::isfinite(params[i][j])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("weight ", i, " ('", vars[i].name, "') value ", j,
+                         " is not finite (", params[i][j], ")"));
+      }
+    }
+  }
+  params_ = std::move(params);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<StepStats> LocalTrainer::Evaluate(const Dataset& data,

@@ -265,6 +265,11 @@ class LocalTrainer {
 
   const Model& model() const { return model_; }
   const std::vector<std::vector<float>>& params() const { return params_; }
+  // Replaces the parameters (the optimizer's slots and iterations stay, as
+  // Keras's set_weights). Errors: INVALID_ARGUMENT (naming the variable)
+  // for a count or size that differs from the model's, or a non-finite
+  // value; nothing changes then.
+  absl::Status SetParams(std::vector<std::vector<float>> params);
   // Updates applied so far (the last step + 1).
   int64_t iterations() const { return iterations_; }
 

@@ -1,0 +1,441 @@
+// strata._strata: the C++ SDK (sdk/strata.h) for the Python package
+// (python/strata). The Keras- and tf.distribute-shaped API is the package's
+// Python; this module holds what must run in C++: datasets over numpy
+// arrays, models, their Fit / Evaluate / Predict, and the strategies.
+//
+// Errors: an absl::Status that is not OK raises the strata.errors class of
+// its code (tf.errors' names) carrying its message. Every call that may
+// block (Fit, Evaluate, Predict) releases the GIL; Fit runs on a thread of
+// its own while the calling thread waits for signals, so Ctrl-C stops it
+// (and its local cluster) and raises KeyboardInterrupt.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sdk/strata.h"
+#include "worker/dataset.h"
+
+namespace py = pybind11;
+namespace sdk = strata::sdk;
+
+namespace {
+
+const char* ErrorClass(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kCancelled:
+      return "CancelledError";
+    case absl::StatusCode::kInvalidArgument:
+      return "InvalidArgumentError";
+    case absl::StatusCode::kDeadlineExceeded:
+      return "DeadlineExceededError";
+    case absl::StatusCode::kNotFound:
+      return "NotFoundError";
+    case absl::StatusCode::kAlreadyExists:
+      return "AlreadyExistsError";
+    case absl::StatusCode::kPermissionDenied:
+      return "PermissionDeniedError";
+    case absl::StatusCode::kResourceExhausted:
+      return "ResourceExhaustedError";
+    case absl::StatusCode::kFailedPrecondition:
+      return "FailedPreconditionError";
+    case absl::StatusCode::kAborted:
+      return "AbortedError";
+    case absl::StatusCode::kOutOfRange:
+      return "OutOfRangeError";
+    case absl::StatusCode::kUnimplemented:
+      return "UnimplementedError";
+    case absl::StatusCode::kInternal:
+      return "InternalError";
+    case absl::StatusCode::kUnavailable:
+      return "UnavailableError";
+    case absl::StatusCode::kDataLoss:
+      return "DataLossError";
+    case absl::StatusCode::kUnauthenticated:
+      return "UnauthenticatedError";
+    default:
+      return "UnknownError";
+  }
+}
+
+// Raises the status's strata.errors class (with the GIL held).
+[[noreturn]] void Raise(const absl::Status& status) {
+  py::object errors = py::module_::import("strata.errors");
+  py::object cls = errors.attr(ErrorClass(status.code()));
+  py::object error = cls(std::string(status.message()),
+                         static_cast<int>(status.code()));
+  PyErr_SetObject(cls.ptr(), error.ptr());
+  throw py::error_already_set();
+}
+
+void Check(const absl::Status& status) {
+  if (!status.ok()) Raise(status);
+}
+
+template <typename T>
+T Value(absl::StatusOr<T> s) {
+  if (!s.ok()) Raise(s.status());
+  return *std::move(s);
+}
+
+using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+using IntArray = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+
+// Rows of `x` (2-D, C order after the cast) as one vector.
+std::vector<float> Rows(const FloatArray& x, int64_t* features) {
+  if (x.ndim() != 2) {
+    Raise(absl::InvalidArgumentError(
+        "x must be 2-D (examples, features) after flattening"));
+  }
+  *features = x.shape(1);
+  return std::vector<float>(x.data(), x.data() + x.size());
+}
+
+sdk::Dataset FromArrays(const FloatArray& x, const IntArray& y) {
+  int64_t features = 0;
+  std::vector<float> rows = Rows(x, &features);
+  if (y.ndim() != 1 || y.shape(0) != x.shape(0)) {
+    Raise(absl::InvalidArgumentError(
+        "y must be 1-D with one label per row of x"));
+  }
+  std::vector<int32_t> labels(y.data(), y.data() + y.size());
+  return sdk::datasets::FromArrays(std::move(rows), std::move(labels),
+                                   features);
+}
+
+sdk::Layer LayerFrom(const py::dict& d) {
+  sdk::Layer l;
+  l.type = d["type"].cast<std::string>();
+  if (d.contains("units")) l.units = d["units"].cast<int64_t>();
+  if (d.contains("activation")) {
+    l.activation = d["activation"].cast<std::string>();
+  }
+  if (d.contains("use_bias")) l.use_bias = d["use_bias"].cast<bool>();
+  if (d.contains("rate")) l.rate = d["rate"].cast<double>();
+  if (d.contains("input_shape")) {
+    l.input_shape = d["input_shape"].cast<std::vector<int64_t>>();
+  }
+  if (d.contains("name")) l.name = d["name"].cast<std::string>();
+  return l;
+}
+
+sdk::Optimizer OptimizerFrom(const py::dict& d) {
+  sdk::Optimizer o(d["type"].cast<std::string>());
+  auto num = [&d](const char* key, double* out) {
+    if (d.contains(key)) *out = d[key].cast<double>();
+  };
+  auto flag = [&d](const char* key, bool* out) {
+    if (d.contains(key)) *out = d[key].cast<bool>();
+  };
+  num("learning_rate", &o.learning_rate);
+  num("momentum", &o.momentum);
+  flag("nesterov", &o.nesterov);
+  num("beta_1", &o.beta_1);
+  num("beta_2", &o.beta_2);
+  num("epsilon", &o.epsilon);
+  flag("amsgrad", &o.amsgrad);
+  num("initial_accumulator_value", &o.initial_accumulator_value);
+  num("rho", &o.rho);
+  flag("centered", &o.centered);
+  return o;
+}
+
+py::dict EpochDict(const sdk::EpochResult& e) {
+  py::dict d;
+  d["epoch"] = e.epoch;
+  d["steps"] = e.steps;
+  d["loss"] = e.loss;
+  d["accuracy"] = e.accuracy;
+  d["evaluated"] = e.evaluated;
+  d["test_loss"] = e.test_loss;
+  d["test_accuracy"] = e.test_accuracy;
+  d["examples_per_second"] = e.examples_per_second;
+  d["seconds"] = e.seconds;
+  return d;
+}
+
+// A model and the strategy it was built under.
+class PyModel {
+ public:
+  PyModel(const py::list& layers, const std::string& name, uint64_t seed,
+          std::shared_ptr<sdk::Strategy> strategy) {
+    std::vector<sdk::Layer> ls;
+    for (const py::handle& h : layers) ls.push_back(LayerFrom(h.cast<py::dict>()));
+    sdk::ModelOptions options;
+    options.name = name;
+    options.seed = seed;
+    auto scope = strategy->Scope();
+    model_ = std::make_unique<sdk::Sequential>(std::move(ls), options);
+  }
+
+  void Compile(const py::dict& optimizer, const std::string& loss,
+               const std::vector<std::string>& metrics) {
+    Check(model_->Compile(OptimizerFrom(optimizer), loss, metrics));
+  }
+
+  // verbose 0: silent; otherwise a line per epoch, written to Python's
+  // sys.stdout as it comes.
+  py::list Fit(const sdk::Dataset& train, int epochs, int64_t batch_size,
+               std::optional<sdk::Dataset> validation, int validation_freq,
+               uint64_t shuffle_seed, int verbose) {
+    sdk::FitOptions options;
+    options.epochs = epochs;
+    options.batch_size = batch_size;
+    options.validation = std::move(validation);
+    options.validation_freq = validation_freq;
+    options.shuffle_seed = shuffle_seed;
+    options.verbose = verbose > 0 ? 1 : 0;
+    std::ostringstream out;
+    options.out = &out;
+    std::atomic<bool> stop{false};
+    options.stop = &stop;
+    std::atomic<bool> done{false};
+    std::optional<absl::StatusOr<sdk::History>> result;
+    bool interrupted = false;
+    {
+      py::gil_scoped_release release;
+      std::thread fit([&] {
+        result.emplace(model_->Fit(train, options));
+        done = true;
+      });
+      while (!done) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        py::gil_scoped_acquire acquire;
+        if (PyErr_CheckSignals() != 0) {
+          // Keep the KeyboardInterrupt; stop the Fit and wait for it.
+          interrupted = true;
+          stop = true;
+          break;
+        }
+      }
+      fit.join();
+    }
+    if (interrupted) throw py::error_already_set();
+    if (verbose > 0) {
+      py::module_::import("sys").attr("stdout").attr("write")(out.str());
+    }
+    sdk::History history = Value(*std::move(result));
+    py::list epochs_out;
+    for (const sdk::EpochResult& e : history.epochs) {
+      epochs_out.append(EpochDict(e));
+    }
+    return epochs_out;
+  }
+
+  py::tuple Evaluate(const sdk::Dataset& data, int64_t batch_size) const {
+    absl::StatusOr<sdk::EvalResult> r;
+    {
+      py::gil_scoped_release release;
+      r = model_->Evaluate(data, batch_size);
+    }
+    sdk::EvalResult e = Value(std::move(r));
+    return py::make_tuple(e.loss, e.accuracy, e.examples);
+  }
+
+  py::array_t<float> Predict(const FloatArray& x, int64_t batch_size) const {
+    int64_t features = 0;
+    std::vector<float> rows = Rows(x, &features);
+    const int64_t n = x.shape(0);
+    absl::StatusOr<std::vector<float>> out;
+    {
+      py::gil_scoped_release release;
+      std::vector<int32_t> labels(static_cast<size_t>(n), 0);
+      out = model_->Predict(
+          sdk::datasets::FromArrays(std::move(rows), std::move(labels),
+                                    features),
+          batch_size);
+    }
+    std::vector<float> values = Value(std::move(out));
+    const int64_t outputs = model_->num_outputs();
+    py::array_t<float> result({n, outputs});
+    std::copy(values.begin(), values.end(), result.mutable_data());
+    return result;
+  }
+
+  std::vector<py::array_t<float>> GetWeights() const {
+    std::vector<std::vector<float>> w = Value(model_->GetWeights());
+    std::vector<std::vector<int64_t>> shapes = Shapes();
+    std::vector<py::array_t<float>> out;
+    for (size_t i = 0; i < w.size(); ++i) {
+      py::array_t<float> a(shapes[i]);
+      std::copy(w[i].begin(), w[i].end(), a.mutable_data());
+      out.push_back(std::move(a));
+    }
+    return out;
+  }
+
+  void SetWeights(const std::vector<FloatArray>& weights) {
+    std::vector<std::vector<float>> w;
+    for (const FloatArray& a : weights) {
+      w.emplace_back(a.data(), a.data() + a.size());
+    }
+    Check(model_->SetWeights(std::move(w)));
+  }
+
+  // Each weight's shape: a dense kernel [inputs, units], a bias [units].
+  std::vector<std::vector<int64_t>> Shapes() const {
+    std::vector<std::string> names = Value(model_->WeightNames());
+    std::vector<std::vector<float>> w = Value(model_->GetWeights());
+    std::vector<std::vector<int64_t>> shapes;
+    int64_t inputs = model_->num_features();
+    for (size_t i = 0; i < names.size(); ++i) {
+      const bool kernel = names[i].size() >= 7 &&
+                          names[i].compare(names[i].size() - 7, 7, "/kernel") == 0;
+      if (kernel) {
+        const int64_t units =
+            inputs > 0 ? static_cast<int64_t>(w[i].size()) / inputs : 0;
+        shapes.push_back({inputs, units});
+        inputs = units;
+      } else {
+        shapes.push_back({static_cast<int64_t>(w[i].size())});
+      }
+    }
+    return shapes;
+  }
+
+  std::vector<std::string> WeightNames() const {
+    return Value(model_->WeightNames());
+  }
+  std::string Summary() const { return Value(model_->Summary()); }
+  bool compiled() const { return model_->compiled(); }
+  int64_t num_features() const { return model_->num_features(); }
+  int64_t num_outputs() const { return model_->num_outputs(); }
+  std::string strategy_name() const { return model_->strategy().name(); }
+
+ private:
+  std::unique_ptr<sdk::Sequential> model_;
+};
+
+sdk::LocalClusterOptions ClusterOptions(int num_ps, int num_workers,
+                                        const std::string& update,
+                                        const std::string& collective,
+                                        const std::string& bin_dir) {
+  sdk::LocalClusterOptions o;
+  o.num_ps = num_ps;
+  o.num_workers = num_workers;
+  o.update = update;
+  o.collective = collective;
+  o.bin_dir = bin_dir;
+  return o;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_strata, m) {
+  m.doc() = "Strata's C++ SDK for the strata Python package";
+
+  py::class_<sdk::Dataset>(m, "Dataset")
+      .def("take", &sdk::Dataset::Take)
+      .def_property_readonly("in_memory", &sdk::Dataset::in_memory)
+      .def("__repr__", &sdk::Dataset::DebugString);
+  m.def("dataset_from_arrays", &FromArrays, py::arg("x"), py::arg("y"));
+  m.def("dataset_idx", &sdk::datasets::Idx, py::arg("images"),
+        py::arg("labels"), py::arg("scale") = 1.0);
+  // The examples of an IDX pair as numpy arrays (float32 features scaled by
+  // 1 / scale, int32 labels).
+  m.def(
+      "load_idx",
+      [](const std::string& images, const std::string& labels, double scale) {
+        absl::StatusOr<strata::Dataset> d;
+        {
+          py::gil_scoped_release release;
+          d = strata::LoadIdx(images, labels, scale, 0);
+        }
+        strata::Dataset data = Value(std::move(d));
+        py::array_t<float> x({data.size, data.features});
+        std::copy(data.x.begin(), data.x.end(), x.mutable_data());
+        py::array_t<int32_t> y(data.size);
+        std::copy(data.labels.begin(), data.labels.end(), y.mutable_data());
+        return py::make_tuple(x, y);
+      },
+      py::arg("images"), py::arg("labels"), py::arg("scale") = 1.0);
+
+  py::class_<sdk::Strategy, std::shared_ptr<sdk::Strategy>>(m, "Strategy")
+      .def_property_readonly("name", &sdk::Strategy::name)
+      .def_property_readonly("num_replicas_in_sync",
+                             &sdk::Strategy::num_replicas_in_sync);
+  m.def("one_device_strategy", [] {
+    return std::shared_ptr<sdk::Strategy>(
+        std::make_shared<sdk::OneDeviceStrategy>());
+  });
+  m.def(
+      "mirrored_strategy",
+      [](int replicas) {
+        return std::shared_ptr<sdk::Strategy>(
+            Value(sdk::MirroredStrategy::Create(replicas)));
+      },
+      py::arg("replicas"));
+  m.def("mirrored_on_all_gpus", [] {
+    return std::shared_ptr<sdk::Strategy>(
+        Value(sdk::MirroredStrategy::CreateOnAllGpus()));
+  });
+  m.def(
+      "mirrored_on_devices",
+      [](const std::vector<std::string>& devices) {
+        return std::shared_ptr<sdk::Strategy>(
+            Value(sdk::MirroredStrategy::CreateOnDevices(devices)));
+      },
+      py::arg("devices"));
+  m.def(
+      "parameter_server_strategy",
+      [](int num_ps, int num_workers, const std::string& update,
+         const std::string& bin_dir) {
+        return std::shared_ptr<sdk::Strategy>(sdk::ParameterServerStrategy::Local(
+            ClusterOptions(num_ps, num_workers, update, "ring", bin_dir)));
+      },
+      py::arg("num_ps"), py::arg("num_workers"), py::arg("update"),
+      py::arg("bin_dir"));
+  m.def(
+      "central_storage_strategy",
+      [](int num_ps, int num_workers, const std::string& bin_dir) {
+        return std::shared_ptr<sdk::Strategy>(sdk::CentralStorageStrategy::Local(
+            ClusterOptions(num_ps, num_workers, "async", "ring", bin_dir)));
+      },
+      py::arg("num_ps"), py::arg("num_workers"), py::arg("bin_dir"));
+  m.def(
+      "multi_worker_mirrored_strategy",
+      [](int num_ps, int num_workers, const std::string& collective,
+         const std::string& bin_dir) {
+        return std::shared_ptr<sdk::Strategy>(
+            sdk::MultiWorkerMirroredStrategy::Local(ClusterOptions(
+                num_ps, num_workers, "async", collective, bin_dir)));
+      },
+      py::arg("num_ps"), py::arg("num_workers"), py::arg("collective"),
+      py::arg("bin_dir"));
+
+  py::class_<PyModel>(m, "Model")
+      .def(py::init<const py::list&, const std::string&, uint64_t,
+                    std::shared_ptr<sdk::Strategy>>(),
+           py::arg("layers"), py::arg("name"), py::arg("seed"),
+           py::arg("strategy"))
+      .def("compile", &PyModel::Compile, py::arg("optimizer"),
+           py::arg("loss"), py::arg("metrics"))
+      .def("fit", &PyModel::Fit, py::arg("train"), py::arg("epochs"),
+           py::arg("batch_size"), py::arg("validation"),
+           py::arg("validation_freq"), py::arg("shuffle_seed"),
+           py::arg("verbose"))
+      .def("evaluate", &PyModel::Evaluate, py::arg("data"),
+           py::arg("batch_size"))
+      .def("predict", &PyModel::Predict, py::arg("x"), py::arg("batch_size"))
+      .def("get_weights", &PyModel::GetWeights)
+      .def("set_weights", &PyModel::SetWeights, py::arg("weights"))
+      .def("weight_shapes", &PyModel::Shapes)
+      .def("weight_names", &PyModel::WeightNames)
+      .def("summary", &PyModel::Summary)
+      .def_property_readonly("compiled", &PyModel::compiled)
+      .def_property_readonly("num_features", &PyModel::num_features)
+      .def_property_readonly("num_outputs", &PyModel::num_outputs)
+      .def_property_readonly("strategy_name", &PyModel::strategy_name);
+}

@@ -1,0 +1,408 @@
+"""strata.keras.models: Sequential, over the C++ SDK's Sequential.
+
+The model is bound to the strategy current when it was built (inside
+``strategy.scope()``, as Keras); ``compile`` builds the C++ model, and
+``fit`` / ``evaluate`` / ``predict`` run there.
+"""
+import math
+import numbers
+import sys
+import time
+
+import numpy as np
+
+from .. import _strata
+from .. import data as _data
+from .. import distribute as _distribute
+from . import callbacks as _callbacks
+from . import layers as _layers
+from . import losses as _losses
+from . import metrics as _metrics
+from . import optimizers as _optimizers
+from . import utils as _utils
+
+
+def _features(x, what):
+    """x as float32 rows (examples, features), C order."""
+    if isinstance(x, _data.Dataset):
+        raise TypeError("%s: pass the dataset as `x` alone" % what)
+    a = np.asarray(x)
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+        raise TypeError("%s: `x` must hold numbers, got dtype %s" % (what, a.dtype))
+    if a.ndim == 0:
+        raise ValueError("%s: `x` must have a batch dimension, got a scalar" % what)
+    a = a.reshape(len(a), -1) if a.ndim != 2 else a
+    if not np.all(np.isfinite(a)):
+        raise ValueError("%s: `x` holds NaN or infinite values" % what)
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _labels(y, what, n):
+    if y is None:
+        raise ValueError("%s: labels `y` are required" % what)
+    a = np.asarray(y)
+    if a.ndim == 2 and a.shape[1] == 1:
+        a = a.reshape(-1)
+    if a.ndim == 2:
+        a = a.argmax(axis=1)  # one-hot labels
+    if a.ndim != 1:
+        raise ValueError("%s: `y` must be 1-D (one label per example), got shape %s"
+                         % (what, a.shape))
+    if len(a) != n:
+        raise ValueError("%s: Data cardinality is ambiguous: x sizes: %d, y sizes: %d. "
+                         "Make sure all arrays contain the same number of samples."
+                         % (what, n, len(a)))
+    if not np.issubdtype(a.dtype, np.integer):
+        if not np.issubdtype(a.dtype, np.number) or not np.all(np.isfinite(a)) \
+                or np.any(a != np.round(a)):
+            raise ValueError("%s: `y` must hold integer class labels" % what)
+    if len(a) and a.min() < 0:
+        raise ValueError("%s: `y` holds a negative label (%d)" % (what, int(a.min())))
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
+def _positive(what, name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError("%s: `%s` must be a positive integer, got %r" % (what, name, value))
+    return int(value)
+
+
+class _Bar:
+    """Keras's progress line: `steps/steps [=====] - 2s 4ms/step - loss: ...`."""
+
+    @staticmethod
+    def line(steps, seconds, logs):
+        per_step = seconds / max(steps, 1)
+        unit = "%dms/step" % round(per_step * 1e3) if per_step >= 1e-3 else \
+            "%dus/step" % round(per_step * 1e6)
+        parts = ["%d/%d [==============================] - %ds %s" % (
+            steps, steps, round(seconds), unit)]
+        parts += ["%s: %.4f" % (k, v) for k, v in logs.items()]
+        return " - ".join(parts)
+
+
+class Sequential:
+    """A linear stack of layers (keras.Sequential)."""
+
+    def __init__(self, layers=None, name=None):
+        if name is not None and not isinstance(name, str):
+            raise TypeError("Sequential: `name` must be a string")
+        self.name = name or "sequential"
+        self._layers = []
+        self._strategy = _distribute.get_strategy()
+        self._native = None
+        self._metric_names = []
+        self._optimizer = None
+        self._loss = None
+        self.stop_training = False
+        self.history = None
+        self._fits = 0
+        for layer in layers or []:
+            self.add(layer)
+
+    # --- structure -------------------------------------------------------
+    def add(self, layer):
+        if not isinstance(layer, _layers.Layer):
+            raise TypeError("The added layer must be an instance of class Layer. "
+                            "Received: layer=%r of type %s" % (layer, type(layer)))
+        if isinstance(layer, _layers.InputLayer):
+            if self._layers:
+                raise ValueError("Sequential: an Input must come first")
+            self._input_shape = layer.input_shape
+            return
+        if self._layers and layer.input_shape is not None:
+            raise ValueError("Sequential: only the first layer may have an "
+                             "`input_shape` (layer %d has one)" % len(self._layers))
+        self._layers.append(layer)
+        self._native = None
+
+    @property
+    def layers(self):
+        return list(self._layers)
+
+    def _specs(self):
+        specs = [layer._spec() for layer in self._layers]
+        shape = getattr(self, "_input_shape", None)
+        if specs and shape is not None and "input_shape" not in specs[0]:
+            specs[0]["input_shape"] = list(shape)
+        return specs
+
+    @property
+    def distribute_strategy(self):
+        return self._strategy
+
+    # --- compile ---------------------------------------------------------
+    def compile(self, optimizer="rmsprop", loss=None, metrics=None, loss_weights=None,
+                weighted_metrics=None, run_eagerly=None, steps_per_execution=None,
+                jit_compile=None, **kwargs):
+        if kwargs:
+            raise TypeError("compile: unexpected keyword argument(s) %s"
+                            % ", ".join(sorted(kwargs)))
+        if not self._layers:
+            raise ValueError("compile: the model has no layers")
+        if self._specs()[0].get("input_shape") is None:
+            raise ValueError("compile: the first layer needs an `input_shape` (or start "
+                             "the model with keras.Input(shape=...))")
+        if loss is None:
+            raise ValueError("compile: `loss` is required")
+        opt = _optimizers.get(optimizer)
+        loss_name = _losses.get(loss)
+        self._metric_names = []
+        native_metrics = []
+        for m in metrics or []:
+            native, shown = _metrics.get(m)
+            if native not in native_metrics:
+                native_metrics.append(native)
+                self._metric_names.append(shown)
+        model = _strata.Model(self._specs(), self.name, _utils._seed(),
+                              self._strategy._native)
+        model.compile(opt._spec(), loss_name, native_metrics)
+        self._native = model
+        self._optimizer = opt
+        self.optimizer = opt
+        self._loss = loss_name
+        self.loss = loss
+        self._fits = 0
+
+    def _require(self, what):
+        if self._native is None:
+            raise RuntimeError("You must compile your model before %s. Call "
+                               "`model.compile(optimizer, loss)`." % what)
+        return self._native
+
+    # --- data ------------------------------------------------------------
+    def _dataset(self, x, y, what, batch_size=None):
+        """(native dataset, batch size from the dataset or None, shuffled)."""
+        if isinstance(x, _data.Dataset):
+            if y is not None:
+                raise ValueError("%s: `y` argument is not supported when using "
+                                 "dataset as input." % what)
+            if x.labels is None:
+                raise ValueError("%s: the dataset holds no labels" % what)
+            if x.repeat_count is None:
+                raise ValueError("%s: the dataset repeats forever; fit reads one "
+                                 "pass per epoch (drop .repeat())" % what)
+            feats = _features(x.features, what)
+            labels = _labels(x.labels, what, len(feats))
+            if x.repeat_count > 1:
+                feats = np.concatenate([feats] * x.repeat_count)
+                labels = np.concatenate([labels] * x.repeat_count)
+            return (_strata.dataset_from_arrays(feats, labels), x.batch_size, x.shuffled,
+                    len(feats))
+        if isinstance(x, tuple) and y is None and len(x) == 2:
+            x, y = x
+        feats = _features(x, what)
+        labels = _labels(y, what, len(feats))
+        return _strata.dataset_from_arrays(feats, labels), batch_size, True, len(feats)
+
+    # --- fit -------------------------------------------------------------
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto",
+            callbacks=None, validation_split=0.0, validation_data=None, shuffle=True,
+            class_weight=None, sample_weight=None, initial_epoch=0, steps_per_epoch=None,
+            validation_steps=None, validation_batch_size=None, validation_freq=1,
+            max_queue_size=10, workers=1, use_multiprocessing=False):
+        native = self._require("training/fitting")
+        epochs = _positive("fit", "epochs", epochs)
+        if batch_size is not None:
+            batch_size = _positive("fit", "batch_size", batch_size)
+        if class_weight is not None or sample_weight is not None:
+            raise ValueError("fit: class_weight and sample_weight are not supported")
+        if steps_per_epoch is not None:
+            raise ValueError("fit: steps_per_epoch is not supported (an epoch is one "
+                             "pass over the data)")
+        if isinstance(initial_epoch, bool) or not isinstance(initial_epoch, int) \
+                or not 0 <= initial_epoch < epochs:
+            raise ValueError("fit: `initial_epoch` must be in [0, epochs), got %r"
+                             % (initial_epoch,))
+        validation_freq = _positive("fit", "validation_freq", validation_freq)
+        if verbose == "auto":
+            verbose = 1
+        if verbose not in (0, 1, 2):
+            raise ValueError("fit: `verbose` must be 'auto', 0, 1 or 2, got %r" % (verbose,))
+        if not 0.0 <= validation_split < 1.0:
+            raise ValueError("fit: `validation_split` must be in [0, 1), got %r"
+                             % (validation_split,))
+        if validation_split and validation_data is None:
+            if isinstance(x, _data.Dataset):
+                raise ValueError("fit: `validation_split` is only supported for "
+                                 "numpy arrays, not datasets")
+            xa, ya = np.asarray(x), np.asarray(y)
+            cut = int(len(xa) * (1.0 - validation_split))
+            if cut < 1 or cut >= len(xa):
+                raise ValueError("fit: validation_split=%r leaves no examples to train "
+                                 "or validate on" % (validation_split,))
+            x, y, validation_data = xa[:cut], ya[:cut], (xa[cut:], ya[cut:])
+        train, ds_batch, _, n = self._dataset(x, y, "fit", batch_size)
+        batch = batch_size or ds_batch or 32
+        validation = None
+        if validation_data is not None:
+            if isinstance(validation_data, _data.Dataset):
+                validation = self._dataset(validation_data, None, "fit validation_data")[0]
+            elif isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3):
+                validation = self._dataset(validation_data[0], validation_data[1],
+                                           "fit validation_data")[0]
+            else:
+                raise ValueError("fit: `validation_data` must be a (x, y) tuple or a "
+                                 "dataset, got %r" % (type(validation_data),))
+
+        history = _callbacks.History()
+        cbs = [history] + list(callbacks or [])
+        steps = -(-n // batch)
+        for cb in cbs:
+            cb.set_model(self)
+            cb.set_params({"epochs": epochs, "steps": steps, "verbose": verbose})
+        self.stop_training = False
+        for cb in cbs:
+            cb.on_train_begin()
+        local = not isinstance(self._strategy, _distribute._LocalCluster)
+        base_seed = self._fits * 100003 + 17
+        self._fits += 1
+
+        def logs_of(e, evaluated):
+            logs = {"loss": e["loss"]}
+            for name in self._metric_names:
+                logs[name] = e["accuracy"]
+            if evaluated:
+                logs["val_loss"] = e["test_loss"]
+                for name in self._metric_names:
+                    logs["val_" + name] = e["test_accuracy"]
+            return logs
+
+        def report(epoch, e):
+            evaluated = validation is not None and e["evaluated"]
+            logs = logs_of(e, evaluated)
+            if verbose:
+                print("Epoch %d/%d" % (epoch + 1, epochs))
+                print(_Bar.line(e["steps"], e["seconds"], logs))
+                sys.stdout.flush()
+            for cb in cbs:
+                cb.on_epoch_end(epoch, logs)
+
+        if local:
+            # Epoch by epoch (a later Fit continues from the weights and
+            # optimizer state reached), so callbacks run between epochs.
+            for epoch in range(initial_epoch, epochs):
+                for cb in cbs:
+                    cb.on_epoch_begin(epoch)
+                validate = validation is not None and (
+                    (epoch + 1) % validation_freq == 0 or epoch + 1 == epochs)
+                start = time.monotonic()
+                result = native.fit(train, 1, batch, validation if validate else None, 1,
+                                    base_seed + epoch, 0)
+                e = dict(result[0])
+                e["seconds"] = time.monotonic() - start
+                report(epoch, e)
+                if self.stop_training:
+                    break
+        else:
+            if callbacks and any(isinstance(cb, _callbacks.EarlyStopping) for cb in callbacks):
+                print("fit: under %s the whole fit is one cluster run; EarlyStopping "
+                      "sees its epochs afterwards and cannot stop it"
+                      % type(self._strategy).__name__, file=sys.stderr)
+            result = native.fit(train, epochs - initial_epoch, batch, validation,
+                                validation_freq, base_seed, 0)
+            for i, e in enumerate(result):
+                report(initial_epoch + i, e)
+        for cb in cbs:
+            cb.on_train_end()
+        self.history = history
+        return history
+
+    # --- evaluate / predict ---------------------------------------------
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
+                 steps=None, callbacks=None, max_queue_size=10, workers=1,
+                 use_multiprocessing=False, return_dict=False):
+        native = self._require("evaluating")
+        if batch_size is not None:
+            batch_size = _positive("evaluate", "batch_size", batch_size)
+        data, ds_batch, _, n = self._dataset(x, y, "evaluate", batch_size)
+        batch = batch_size or ds_batch or 32
+        start = time.monotonic()
+        loss, accuracy, _ = native.evaluate(data, max(batch, 1024))
+        logs = {"loss": loss}
+        for name in self._metric_names:
+            logs[name] = accuracy
+        if verbose == "auto" or verbose:
+            print(_Bar.line(-(-n // batch), time.monotonic() - start, logs))
+        if return_dict:
+            return logs
+        values = list(logs.values())
+        return values[0] if len(values) == 1 else values
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None,
+                max_queue_size=10, workers=1, use_multiprocessing=False):
+        native = self._require("predicting")
+        if batch_size is not None:
+            batch_size = _positive("predict", "batch_size", batch_size)
+        if isinstance(x, _data.Dataset):
+            x = x.features
+        feats = _features(x, "predict")
+        if feats.shape[1] != native.num_features:
+            raise ValueError("predict: Input has %d features per example; the model "
+                             "expects %d" % (feats.shape[1], native.num_features))
+        return native.predict(feats, max(batch_size or 32, 1024))
+
+    def __call__(self, x):
+        return self.predict(x, verbose=0)
+
+    # --- weights ---------------------------------------------------------
+    def get_weights(self):
+        return list(self._require("reading weights").get_weights())
+
+    def set_weights(self, weights):
+        native = self._require("setting weights")
+        shapes = native.weight_shapes()
+        weights = list(weights)
+        if len(weights) != len(shapes):
+            raise ValueError("set_weights: You called `set_weights(weights)` on a model "
+                             "with %d weights, but the provided list holds %d"
+                             % (len(shapes), len(weights)))
+        arrays = []
+        for i, (w, shape) in enumerate(zip(weights, shapes)):
+            a = np.asarray(w)
+            if tuple(a.shape) != tuple(shape):
+                raise ValueError("set_weights: weight %d (%s) has shape %s; the model "
+                                 "expects %s" % (i, native.weight_names()[i],
+                                                 tuple(a.shape), tuple(shape)))
+            arrays.append(np.ascontiguousarray(a, dtype=np.float32))
+        native.set_weights(arrays)
+
+    @property
+    def weights(self):
+        return self.get_weights()
+
+    def count_params(self):
+        return int(sum(int(np.prod(s)) for s in self._require("counting").weight_shapes()))
+
+    def save_weights(self, filepath, overwrite=True, save_format=None, options=None):
+        """The weights as a numpy .npz archive (names as keys, in order)."""
+        import os
+        native = self._require("saving weights")
+        path = str(filepath)
+        if not overwrite and os.path.exists(path):
+            raise FileExistsError(path)
+        names = native.weight_names()
+        with open(path, "wb") as f:
+            np.savez(f, **{"%03d:%s" % (i, n): w for i, (n, w) in
+                           enumerate(zip(names, native.get_weights()))})
+
+    def load_weights(self, filepath, skip_mismatch=False, by_name=False, options=None):
+        native = self._require("loading weights")
+        with np.load(str(filepath)) as archive:
+            keys = sorted(archive.files)
+            names = [k.split(":", 1)[1] for k in keys]
+            if names != native.weight_names():
+                raise ValueError("load_weights: %s holds weights %s; the model has %s"
+                                 % (filepath, names, native.weight_names()))
+            self.set_weights([archive[k] for k in keys])
+
+    # --- summary ---------------------------------------------------------
+    def summary(self, line_length=None, positions=None, print_fn=None, **kwargs):
+        text = self._require("calling summary()").summary()
+        (print_fn or print)(text)
+
+    def get_config(self):
+        return {"name": self.name, "layers": self._specs()}
+
+
+Model = Sequential

@@ -1,0 +1,96 @@
+"""strata.keras.optimizers: Keras's optimizers, names and defaults. The
+updates run in C++ (on the PS tasks under the cluster strategies)."""
+import numbers
+
+
+def _rate(name, arg, value, low=0.0, low_open=False, high=None):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError("%s: `%s` must be a number, got %r" % (name, arg, value))
+    value = float(value)
+    bad = value <= low if low_open else value < low
+    if bad or (high is not None and value >= high):
+        raise ValueError("%s: `%s` must be %s %g%s, got %r"
+                         % (name, arg, ">" if low_open else ">=", low,
+                            "" if high is None else " and < %g" % high, value))
+    return value
+
+
+class Optimizer:
+    _type = None
+
+    def __init__(self, name, learning_rate, **kwargs):
+        unknown = set(kwargs) - {"clipnorm", "clipvalue", "global_clipnorm",
+                                 "use_ema", "weight_decay", "jit_compile"}
+        if unknown:
+            raise TypeError("%s: unexpected keyword argument(s) %s"
+                            % (name, ", ".join(sorted(unknown))))
+        for arg in ("clipnorm", "clipvalue", "global_clipnorm", "weight_decay"):
+            if kwargs.get(arg) is not None:
+                raise ValueError("%s: `%s` is not supported" % (name, arg))
+        self.name = name
+        self.learning_rate = _rate(name, "learning_rate", learning_rate, low_open=True)
+
+    def _spec(self):
+        spec = {"type": self._type}
+        spec.update({k: v for k, v in vars(self).items() if k != "name"})
+        return spec
+
+    def get_config(self):
+        return dict(self._spec(), name=self.name)
+
+
+class SGD(Optimizer):
+    _type = "sgd"
+
+    def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, name="SGD",
+                 **kwargs):
+        super().__init__(name, learning_rate, **kwargs)
+        self.momentum = _rate(name, "momentum", momentum, high=1.0)
+        self.nesterov = bool(nesterov)
+
+
+class Adam(Optimizer):
+    _type = "adam"
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-07,
+                 amsgrad=False, name="Adam", **kwargs):
+        super().__init__(name, learning_rate, **kwargs)
+        self.beta_1 = _rate(name, "beta_1", beta_1, high=1.0)
+        self.beta_2 = _rate(name, "beta_2", beta_2, high=1.0)
+        self.epsilon = _rate(name, "epsilon", epsilon, low_open=True)
+        self.amsgrad = bool(amsgrad)
+
+
+class Adagrad(Optimizer):
+    _type = "adagrad"
+
+    def __init__(self, learning_rate=0.001, initial_accumulator_value=0.1,
+                 epsilon=1e-07, name="Adagrad", **kwargs):
+        super().__init__(name, learning_rate, **kwargs)
+        self.initial_accumulator_value = _rate(
+            name, "initial_accumulator_value", initial_accumulator_value)
+        self.epsilon = _rate(name, "epsilon", epsilon, low_open=True)
+
+
+class RMSprop(Optimizer):
+    _type = "rmsprop"
+
+    def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-07,
+                 centered=False, name="RMSprop", **kwargs):
+        super().__init__(name, learning_rate, **kwargs)
+        self.rho = _rate(name, "rho", rho, high=1.0)
+        self.momentum = _rate(name, "momentum", momentum, high=1.0)
+        self.epsilon = _rate(name, "epsilon", epsilon, low_open=True)
+        self.centered = bool(centered)
+
+
+_BY_NAME = {"sgd": SGD, "adam": Adam, "adagrad": Adagrad, "rmsprop": RMSprop}
+
+
+def get(identifier):
+    if isinstance(identifier, Optimizer):
+        return identifier
+    if isinstance(identifier, str) and identifier.lower() in _BY_NAME:
+        return _BY_NAME[identifier.lower()]()
+    raise ValueError("Could not interpret optimizer identifier: %r (expected one of "
+                     "%s or an optimizer object)" % (identifier, ", ".join(_BY_NAME)))
