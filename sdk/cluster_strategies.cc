@@ -313,6 +313,14 @@ absl::StatusOr<History> LocalClusterStrategy::Fit(
         " starts each Fit from the initial weights; train in one Fit (more "
         "epochs), or Compile again to start over"));
   }
+  const bool in_memory =
+      train.in_memory() ||
+      (options.validation.has_value() && options.validation->in_memory());
+  if (!in_memory) {
+    // Splits the job cannot hold together, before any file is read.
+    STRATA_RETURN_IF_ERROR(
+        internal::DataJson(train, options.validation).status());
+  }
   STRATA_RETURN_IF_ERROR(CheckFirstExample(train, m.model(), "training data"));
   if (options.validation.has_value()) {
     STRATA_RETURN_IF_ERROR(CheckFirstExample(*options.validation, m.model(),
@@ -348,8 +356,7 @@ absl::StatusOr<History> LocalClusterStrategy::Fit(
   };
   Dataset train_files = train;
   std::optional<Dataset> validation_files = options.validation;
-  if (train.in_memory() ||
-      (options.validation.has_value() && options.validation->in_memory())) {
+  if (in_memory) {
     fs::create_directories(dir + "/data", ec);
     absl::StatusOr<Dataset> written =
         internal::WriteAsIdx(train, dir + "/data/train");
