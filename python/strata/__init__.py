@@ -13,7 +13,8 @@ from . import errors
 from . import data
 from . import distribute
 from . import keras
+from .ps_client import PsClient
 
 __version__ = "0.5.0"
 
-__all__ = ["errors", "data", "distribute", "keras"]
+__all__ = ["errors", "data", "distribute", "keras", "PsClient"]
