@@ -20,14 +20,15 @@ TSAN_DIR := build-tsan
 # Debian 12 packages the build, tests and tools need. (prometheus-cpp is not
 # packaged in Debian 12; metrics are written in-tree.) The Python package
 # (python/) builds on Debian's python3-dev, pybind11-dev and python3-numpy,
-# and its tests run under python3-pytest.
+# and its tests run under python3-pytest (python3-torch for the PyTorch
+# interop example).
 DEB_PACKAGES := \
   build-essential cmake pkg-config ccache clang-14 libclang-rt-14-dev \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libeigen3-dev \
   libcpp-httplib-dev libgoogle-perftools-dev dataset-fashion-mnist \
   iproute2 procps openssl \
-  python3-dev pybind11-dev python3-numpy python3-pytest
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
 
 .PHONY: all deps build build-tsa test bench bench-netns run ps-smoke train-compare strategies chaos clean
 

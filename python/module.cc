@@ -561,6 +561,19 @@ class PyPsClient {
     return PushDict(Value(std::move(r)));
   }
 
+  int64_t Assign(const std::string& name, const py::handle& value) {
+    py::array v = Contiguous(value, "value");
+    const strata::DType dtype = DTypeOf(v.dtype());
+    const strata::Shape shape = ShapeOf(v);
+    const void* data = v.data();
+    absl::StatusOr<int64_t> r;
+    {
+      py::gil_scoped_release release;
+      r = client_->Assign(name, dtype, shape, data);
+    }
+    return Value(std::move(r));
+  }
+
   py::dict Save(const std::string& path) {
     absl::StatusOr<strata::v1::SaveResponse> r;
     {
@@ -716,6 +729,7 @@ PYBIND11_MODULE(_strata, m) {
       .def("push_rows", &PyPsClient::PushRows, py::arg("name"), py::arg("ids"),
            py::arg("grads"), py::arg("job"), py::arg("worker"),
            py::arg("step"))
+      .def("assign", &PyPsClient::Assign, py::arg("name"), py::arg("value"))
       .def("save", &PyPsClient::Save, py::arg("path"))
       .def("restore", &PyPsClient::Restore, py::arg("path"))
       .def("list_variables", &PyPsClient::ListVariables);

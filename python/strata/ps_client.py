@@ -95,6 +95,11 @@ class PsClient:
                                       self.worker if worker is None else worker,
                                       int(step))
 
+    def assign(self, name, value):
+        """Replaces the variable's value (the optimizer's slots stay); returns
+        the new version."""
+        return self._native.assign(name, self._cast(name, value))
+
     def save(self, path):
         return self._native.save(str(path))
 

@@ -96,3 +96,29 @@ def test_save_and_restore(ps):
     np.testing.assert_array_equal(c.pull("s"), np.ones(2, np.float32))
     names = {v["name"] for v in c.list_variables()}
     assert "s" in names
+
+
+def test_assign_replaces_the_value(ps):
+    c, _ = ps
+    c.create_variable("a", shape=(2, 2), optimizer="sgd")
+    version = c.assign("a", np.arange(4, dtype=np.float64).reshape(2, 2))
+    assert version >= 1
+    np.testing.assert_array_equal(c.pull("a"), [[0, 1], [2, 3]])
+    with pytest.raises(errors.InvalidArgumentError):
+        c.assign("a", np.zeros((3, 2), np.float32))
+
+
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("torch"),
+                    reason="PyTorch (python3-torch) is not installed")
+def test_torch_model_on_the_ps_trains_as_plain_torch():
+    import json
+    import sys
+    program = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                           "examples", "python", "torch_on_ps.py")
+    out = subprocess.run([sys.executable, program, "--epochs", "2",
+                          "--limit-train", "12000"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["plain_torch_test_accuracy"] > 0.75
+    assert abs(r["strata_ps_test_accuracy"] - r["plain_torch_test_accuracy"]) <= 0.01
