@@ -28,7 +28,8 @@ DEB_PACKAGES := \
   libabsl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libeigen3-dev \
   libcpp-httplib-dev libgoogle-perftools-dev dataset-fashion-mnist \
   iproute2 procps openssl \
-  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch \
+  python3-venv python3-pip python3-wheel
 
 .PHONY: all deps build build-tsa test bench bench-netns run ps-smoke train-compare strategies chaos clean
 
