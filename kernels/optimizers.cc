@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/float_env.h"
 #include "common/status_macros.h"
 
 namespace strata {
@@ -233,6 +234,7 @@ class KernelOptimizer : public Optimizer {
     }
     if (n == 0) return absl::OkStatus();
     STRATA_RETURN_IF_ERROR(CheckPointers(var, slots, grad));
+    const ScopedFlushDenormals flush_denormals;
     const auto kernel = derived().MakeKernel(iterations);
     VisitDType<Derived::Kernel::kIntegers>(dtype, [&](auto tag) {
       using T = decltype(tag);

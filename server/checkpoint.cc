@@ -403,10 +403,20 @@ absl::StatusOr<bool> DeleteCheckpoint(const std::string& path) {
     return IoError("cannot stat", path, ec);
   }
   if (!has_manifest) return false;
-  fs::remove_all(path, ec);
-  if (ec) return IoError("cannot delete", path, ec);
-  const fs::path parent = fs::path(path).lexically_normal().parent_path();
+  // Renamed to a temporary first, so that a kill part-way through the
+  // removal leaves no half-deleted checkpoint under its own name, only a
+  // temporary the next start sweeps (SweepCheckpointTemporaries).
+  const fs::path normal = fs::path(path).lexically_normal();
+  const std::string doomed = absl::StrCat(
+      normal.has_filename() ? normal.string() : normal.parent_path().string(),
+      ".tmp-", ::getpid(), "-", g_dir_counter.fetch_add(1));
+  if (::rename(path.c_str(), doomed.c_str()) != 0) {
+    return IoError(absl::StrCat("cannot rename ", path, " to"), doomed, errno);
+  }
+  const fs::path parent = fs::path(doomed).parent_path();
   if (!parent.empty()) STRATA_RETURN_IF_ERROR(SyncDir(parent.string()));
+  fs::remove_all(doomed, ec);
+  if (ec) return IoError("cannot delete", doomed, ec);
   return true;
 }
 

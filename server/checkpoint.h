@@ -54,8 +54,9 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
 
 // Deletes the checkpoint directory `path`: true when deleted, false when
 // there is none or `path` holds no manifest.json (it is then left alone, so
-// nothing but a checkpoint is ever deleted). Errors: INTERNAL (path, errno
-// text).
+// nothing but a checkpoint is ever deleted). It is renamed to a temporary
+// before its files go, so a crash mid-way leaves only that temporary (for
+// SweepCheckpointTemporaries). Errors: INTERNAL (path, errno text).
 absl::StatusOr<bool> DeleteCheckpoint(const std::string& path);
 
 // Removes what killed writers left in `dir` and in its subdirectories (one

@@ -9,6 +9,7 @@
 #include "Eigen/Core"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/float_env.h"
 #include "common/status_macros.h"
 #include "worker/gpu_model.h"
 #include "worker/model.h"
@@ -214,6 +215,7 @@ absl::StatusOr<StepStats> Model::TrainStep(
     const std::vector<absl::Span<const float>>& params, const float* x,
     const int32_t* y, int64_t batch, uint64_t dropout_seed,
     std::vector<std::vector<float>>* grads, ModelWorkspace* workspace) const {
+  const ScopedFlushDenormals flush_denormals;
   STRATA_RETURN_IF_ERROR(CheckParams(params));
   if (batch < 1) {
     return absl::InvalidArgumentError(
@@ -299,6 +301,7 @@ absl::StatusOr<StepStats> Model::TrainStep(
 absl::StatusOr<StepStats> Model::Evaluate(
     const std::vector<absl::Span<const float>>& params, const Dataset& data,
     int64_t batch, ModelWorkspace* workspace) const {
+  const ScopedFlushDenormals flush_denormals;
   STRATA_RETURN_IF_ERROR(CheckParams(params));
   if (batch < 1) {
     return absl::InvalidArgumentError(
@@ -350,6 +353,7 @@ absl::Status Model::Predict(const std::vector<absl::Span<const float>>& params,
                             const float* x, int64_t batch,
                             std::vector<float>* out,
                             ModelWorkspace* workspace) const {
+  const ScopedFlushDenormals flush_denormals;
   STRATA_RETURN_IF_ERROR(CheckParams(params));
   if (batch < 1) {
     return absl::InvalidArgumentError(
