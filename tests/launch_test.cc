@@ -231,7 +231,7 @@ TEST_F(LaunchTest, PsLostWhileWorkersSetUpDoesNotEndTheRun) {
   while (victim <= 0 && std::chrono::steady_clock::now() < deadline) {
     nlohmann::json cluster = Cluster(run);
     if (PidOf(cluster, "worker:1") > 0) victim = PidOf(cluster, "ps:0");
-    if (victim <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (victim <= 0) AwaitChildEvent(std::chrono::milliseconds(5));
   }
   ASSERT_GT(victim, 0) << Log(run);
   ASSERT_EQ(kill(victim, SIGSTOP), 0);
@@ -244,7 +244,7 @@ TEST_F(LaunchTest, PsLostWhileWorkersSetUpDoesNotEndTheRun) {
     std::string text((std::istreambuf_iterator<char>(in)),
                      std::istreambuf_iterator<char>());
     retrying = text.find("\"event\":\"setup_retry\"") != std::string::npos;
-    if (!retrying) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!retrying) AwaitChildEvent(std::chrono::milliseconds(50));
   }
   ASSERT_EQ(kill(victim, SIGKILL), 0);
   EXPECT_TRUE(retrying) << Log(run);
@@ -277,7 +277,7 @@ TEST_F(LaunchTest, PsIsRestartedWhileTheCoordinatorHangs) {
   while (std::chrono::steady_clock::now() < until) {
     restarted = PidOf(Cluster(run), "ps:0");
     if (restarted > 0 && restarted != victim) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    AwaitChildEvent(std::chrono::milliseconds(20));
   }
   ASSERT_EQ(kill(coordinator, SIGCONT), 0);
   EXPECT_GT(restarted, 0);

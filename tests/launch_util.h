@@ -30,14 +30,15 @@ namespace fs = std::filesystem;
 inline constexpr char kJob[] = STRATA_SOURCE_DIR "/tests/data/small_job.json";
 inline constexpr auto kRunLimit = std::chrono::minutes(8);
 
-// Waits up to 100 ms for a child to change state (SIGCHLD); the polling
+// Waits up to `timeout` for a child to change state (SIGCHLD); the polling
 // loops below recheck their condition after each wake and stop at their
 // deadline.
-inline void AwaitChildEvent() {
+inline void AwaitChildEvent(std::chrono::milliseconds timeout =
+                                std::chrono::milliseconds(100)) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
-  timespec ts{0, 100 * 1000 * 1000};
+  timespec ts{0, static_cast<long>(timeout.count()) * 1000 * 1000};
   sigtimedwait(&set, nullptr, &ts);
 }
 
