@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "python/binding_util.h"
 #include "sdk/strata.h"
 #include "worker/dataset.h"
@@ -115,10 +116,16 @@ class PyModel {
   }
 
   // verbose 0: silent; otherwise a line per epoch, written to Python's
-  // sys.stdout as it comes.
+  // sys.stdout as it comes. `on_progress` (None or a callable) is called on
+  // this thread, about every 50 ms while the Fit runs and once after it,
+  // when the progress changed, with (epoch, epochs, step, steps, loss,
+  // accuracy), and
+  // `on_epoch` (None or a callable) with each epoch's dict (as returned) as
+  // it ends; an exception either raises stops the Fit and propagates.
   py::list Fit(const sdk::Dataset& train, int epochs, int64_t batch_size,
                std::optional<sdk::Dataset> validation, int validation_freq,
-               uint64_t shuffle_seed, int verbose) {
+               uint64_t shuffle_seed, int verbose,
+               const py::object& on_progress, const py::object& on_epoch) {
     sdk::FitOptions options;
     options.epochs = epochs;
     options.batch_size = batch_size;
@@ -130,9 +137,49 @@ class PyModel {
     options.out = &out;
     std::atomic<bool> stop{false};
     options.stop = &stop;
+    sdk::FitProgress progress;
+    if (!on_progress.is_none()) options.progress = &progress;
+    // Epochs ended on the Fit's thread, handed to `on_epoch` on this one.
+    absl::Mutex ended_mu;
+    std::vector<sdk::EpochResult> ended;
+    if (!on_epoch.is_none()) {
+      options.on_epoch_end = [&](const sdk::EpochResult& e) {
+        absl::MutexLock lock(&ended_mu);
+        ended.push_back(e);
+      };
+    }
+    const auto drain = [&] {
+      std::vector<sdk::EpochResult> batch;
+      {
+        absl::MutexLock lock(&ended_mu);
+        batch.swap(ended);
+      }
+      for (const sdk::EpochResult& e : batch) on_epoch(EpochDict(e));
+    };
+    // The progress is read before the ended epochs are drained: an epoch's
+    // end is queued before the progress moves on, so an epoch is never
+    // shown as begun before the one before it is shown as ended.
+    int shown_epoch = -1;
+    int64_t shown_step = -1;
+    const auto poll = [&] {
+      const int epoch = progress.epoch;
+      const int64_t step = progress.step;
+      const int epochs_total = progress.epochs;
+      const int64_t steps = progress.steps;
+      const double loss = progress.loss;
+      const double accuracy = progress.accuracy;
+      drain();
+      if (options.progress == nullptr || epoch == 0 ||
+          (epoch == shown_epoch && step == shown_step)) {
+        return;
+      }
+      shown_epoch = epoch;
+      shown_step = step;
+      on_progress(epoch, epochs_total, step, steps, loss, accuracy);
+    };
     std::atomic<bool> done{false};
     std::optional<absl::StatusOr<sdk::History>> result;
-    bool interrupted = false;
+    std::optional<py::error_already_set> raised;
     {
       py::gil_scoped_release release;
       std::thread fit([&] {
@@ -144,14 +191,22 @@ class PyModel {
         py::gil_scoped_acquire acquire;
         if (PyErr_CheckSignals() != 0) {
           // Keep the KeyboardInterrupt; stop the Fit and wait for it.
-          interrupted = true;
+          raised.emplace();
+          stop = true;
+          break;
+        }
+        try {
+          poll();
+        } catch (py::error_already_set& e) {
+          raised.emplace(std::move(e));
           stop = true;
           break;
         }
       }
       fit.join();
     }
-    if (interrupted) throw py::error_already_set();
+    if (raised.has_value()) throw *std::move(raised);
+    poll();  // where it ended
     if (verbose > 0) {
       py::module_::import("sys").attr("stdout").attr("write")(out.str());
     }
@@ -247,16 +302,22 @@ class PyModel {
   std::unique_ptr<sdk::Sequential> model_;
 };
 
+// A local cluster's options, or a running cluster's where `coordinator`
+// (its host:port) is not empty.
 sdk::LocalClusterOptions ClusterOptions(int num_ps, int num_workers,
                                         const std::string& update,
                                         const std::string& collective,
-                                        const std::string& bin_dir) {
+                                        const std::string& bin_dir,
+                                        const std::string& coordinator,
+                                        const std::string& export_dir) {
   sdk::LocalClusterOptions o;
   o.num_ps = num_ps;
   o.num_workers = num_workers;
   o.update = update;
   o.collective = collective;
   o.bin_dir = bin_dir;
+  o.coordinator = coordinator;
+  o.export_dir = export_dir;
   return o;
 }
 
@@ -320,29 +381,38 @@ PYBIND11_MODULE(_strata, m) {
   m.def(
       "parameter_server_strategy",
       [](int num_ps, int num_workers, const std::string& update,
-         const std::string& bin_dir) {
-        return std::shared_ptr<sdk::Strategy>(sdk::ParameterServerStrategy::Local(
-            ClusterOptions(num_ps, num_workers, update, "ring", bin_dir)));
+         const std::string& bin_dir, const std::string& coordinator) {
+        return std::shared_ptr<sdk::Strategy>(
+            sdk::ParameterServerStrategy::Local(
+                ClusterOptions(num_ps, num_workers, update, "ring", bin_dir,
+                               coordinator, "")));
       },
       py::arg("num_ps"), py::arg("num_workers"), py::arg("update"),
-      py::arg("bin_dir"));
+      py::arg("bin_dir"), py::arg("coordinator") = "");
   m.def(
       "central_storage_strategy",
-      [](int num_ps, int num_workers, const std::string& bin_dir) {
-        return std::shared_ptr<sdk::Strategy>(sdk::CentralStorageStrategy::Local(
-            ClusterOptions(num_ps, num_workers, "async", "ring", bin_dir)));
+      [](int num_ps, int num_workers, const std::string& bin_dir,
+         const std::string& coordinator) {
+        return std::shared_ptr<sdk::Strategy>(
+            sdk::CentralStorageStrategy::Local(
+                ClusterOptions(num_ps, num_workers, "async", "ring", bin_dir,
+                               coordinator, "")));
       },
-      py::arg("num_ps"), py::arg("num_workers"), py::arg("bin_dir"));
+      py::arg("num_ps"), py::arg("num_workers"), py::arg("bin_dir"),
+      py::arg("coordinator") = "");
   m.def(
       "multi_worker_mirrored_strategy",
       [](int num_ps, int num_workers, const std::string& collective,
-         const std::string& bin_dir) {
+         const std::string& bin_dir, const std::string& coordinator,
+         const std::string& export_dir) {
         return std::shared_ptr<sdk::Strategy>(
-            sdk::MultiWorkerMirroredStrategy::Local(ClusterOptions(
-                num_ps, num_workers, "async", collective, bin_dir)));
+            sdk::MultiWorkerMirroredStrategy::Local(
+                ClusterOptions(num_ps, num_workers, "async", collective,
+                               bin_dir, coordinator, export_dir)));
       },
       py::arg("num_ps"), py::arg("num_workers"), py::arg("collective"),
-      py::arg("bin_dir"));
+      py::arg("bin_dir"), py::arg("coordinator") = "",
+      py::arg("export_dir") = "");
 
   strata::python::BindPsClient(m);
 
@@ -356,7 +426,8 @@ PYBIND11_MODULE(_strata, m) {
       .def("fit", &PyModel::Fit, py::arg("train"), py::arg("epochs"),
            py::arg("batch_size"), py::arg("validation"),
            py::arg("validation_freq"), py::arg("shuffle_seed"),
-           py::arg("verbose"))
+           py::arg("verbose"), py::arg("on_progress") = py::none(),
+           py::arg("on_epoch") = py::none())
       .def("evaluate", &PyModel::Evaluate, py::arg("data"),
            py::arg("batch_size"))
       .def("predict", &PyModel::Predict, py::arg("x"), py::arg("batch_size"))

@@ -28,6 +28,7 @@
 #include "sdk/strata.h"
 #include "strata/v1/worker_service.pb.h"
 #include "tools/launcher.h"
+#include "tools/submit.h"
 #include "job/job.h"
 #include "worker/model.h"
 #include "worker/ps_worker.h"
@@ -179,6 +180,21 @@ absl::Status ReadExportedWeights(const std::string& path, int64_t steps,
   return absl::OkStatus();
 }
 
+// An epoch of the coordinator's job status as Fit reports it.
+EpochResult FromProto(const v1::EpochResult& e) {
+  EpochResult r;
+  r.epoch = e.epoch() + 1;
+  r.steps = e.steps();
+  r.loss = e.loss();
+  r.accuracy = e.accuracy();
+  r.evaluated = e.evaluated() && !e.evaluation_missing();
+  r.test_loss = e.test_loss();
+  r.test_accuracy = e.test_accuracy();
+  r.examples_per_second = e.examples_per_second();
+  r.seconds = e.elapsed_seconds();
+  return r;
+}
+
 // The job's final per-epoch results from its coordinator, whose address
 // the launcher lists in `cluster_file`; nullopt when they cannot be read.
 std::optional<History> HistoryFromCoordinator(
@@ -196,17 +212,7 @@ std::optional<History> HistoryFromCoordinator(
     if (!status.ok()) return std::nullopt;
     History history;
     for (const v1::EpochResult& e : status->epochs()) {
-      EpochResult r;
-      r.epoch = e.epoch() + 1;
-      r.steps = e.steps();
-      r.loss = e.loss();
-      r.accuracy = e.accuracy();
-      r.evaluated = e.evaluated() && !e.evaluation_missing();
-      r.test_loss = e.test_loss();
-      r.test_accuracy = e.test_accuracy();
-      r.examples_per_second = e.examples_per_second();
-      r.seconds = e.elapsed_seconds();
-      history.epochs.push_back(r);
+      history.epochs.push_back(FromProto(e));
     }
     return history;
   }
@@ -244,6 +250,33 @@ History HistoryFrom(const json& summary,
     }
   }
   return history;
+}
+
+// Shows the newest epoch of `status` (a job of `epochs` epochs) in
+// *progress (when not null).
+void ShowProgress(const v1::JobStatus& status, int epochs,
+                  FitProgress* progress) {
+  if (progress == nullptr || status.epochs().empty() || epochs < 1) return;
+  const v1::EpochResult& e = *status.epochs().rbegin();
+  progress->epochs = epochs;
+  progress->steps = status.steps_scheduled() / epochs;
+  progress->loss = e.loss();
+  progress->accuracy = e.accuracy();
+  progress->step = e.steps();
+  progress->epoch = e.epoch() + 1;
+}
+
+// The PS tasks' addresses in task order, from a submit summary's cluster.
+std::vector<std::string> PsAddresses(const json& summary) {
+  std::vector<std::string> out;
+  const json& cluster = summary.value("cluster", json::object());
+  if (cluster.is_object() && cluster.contains("ps") &&
+      cluster["ps"].is_array()) {
+    for (const json& a : cluster["ps"]) {
+      if (a.is_string()) out.push_back(a.get<std::string>());
+    }
+  }
+  return out;
 }
 
 absl::Status CheckOptions(const LocalClusterOptions& o, int min_ps) {
@@ -291,14 +324,24 @@ absl::Status CheckFirstExample(const Dataset& data, const Model& model,
 // LocalClusterStrategy -------------------------------------------------------
 
 // Validates everything it can before any process starts, writes the job
-// into the run directory, launches and supervises the cluster, and reads
-// the trained weights back into m.cluster_params.
+// into the run directory, launches and supervises the cluster (or submits
+// the job to the running one and follows it), and reads the trained
+// weights back into m.cluster_params.
 absl::StatusOr<History> LocalClusterStrategy::Fit(
     internal::ModelState& m, const Dataset& train,
     const FitOptions& options) const {
   const LocalClusterOptions& c = options_;
   const internal::ClusterPlan how = Plan();
+  const bool running = !c.coordinator.empty();
   STRATA_RETURN_IF_ERROR(CheckOptions(c, how.min_ps));
+  if (running && !how.read_from_ps && c.export_dir.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "LocalClusterOptions.export_dir: ",
+        how.strategy.value("type", std::string()),
+        " keeps the weights on the workers; on a running cluster, start its "
+        "workers with --export-dir=DIR (a directory readable here) and set "
+        "export_dir to DIR"));
+  }
   if (m.weights_set) {
     return absl::FailedPreconditionError(absl::StrCat(
         "Fit: ", how.strategy.value("type", std::string()),
@@ -327,10 +370,16 @@ absl::StatusOr<History> LocalClusterStrategy::Fit(
                                              "validation data"));
   }
   const std::string bin_dir = c.bin_dir.empty() ? ExecutableDir() : c.bin_dir;
-  STRATA_RETURN_IF_ERROR(CheckDaemons(bin_dir));
+  if (!running) STRATA_RETURN_IF_ERROR(CheckDaemons(bin_dir));
 
-  // The run directory: the job file and the cluster's logs and state.
+  // The run directory: the job file and the cluster's logs and state (and,
+  // for a running cluster, data its workers read: an absolute path).
   std::string dir = c.run_dir;
+  if (!dir.empty()) {
+    std::error_code abs_ec;
+    const fs::path absolute = fs::absolute(dir, abs_ec);
+    if (!abs_ec) dir = absolute.string();
+  }
   const bool temporary = dir.empty();
   std::error_code ec;
   if (temporary) {
@@ -390,39 +439,77 @@ absl::StatusOr<History> LocalClusterStrategy::Fit(
   std::ostream out(&tee);
   std::vector<std::vector<float>> pulled;
   absl::Status read = absl::UnknownError("the job did not succeed");
-  LaunchOptions launch;
-  launch.job_path = job_path;
-  launch.num_ps = c.num_ps;
-  launch.num_workers = c.num_workers;
-  launch.run_dir = dir + "/cluster";
-  launch.bin_dir = bin_dir;
-  launch.restart_servers = c.restart_servers;
-  if (!how.read_from_ps) launch.export_dir = dir + "/export";
-  std::optional<History> from_coordinator;
-  launch.on_finished = [&](const std::vector<std::string>& addresses) {
-    from_coordinator =
-        HistoryFromCoordinator(launch.run_dir + "/cluster.json");
-    if (!how.read_from_ps) return absl::OkStatus();
-    if (addresses.empty()) {
-      read = absl::FailedPreconditionError(
-          "the cluster has no PS task to read the trained variables from");
-    } else {
-      read = how.read_from_ps(addresses, job, m.model(), &pulled);
+  size_t epochs_ended = 0;
+  // Epochs end before the progress shows the next one (as in process).
+  const auto on_status = [&](const v1::JobStatus& status) {
+    for (; options.on_epoch_end &&
+           epochs_ended < static_cast<size_t>(status.epochs_size()) &&
+           EpochComplete(status, job.epochs, epochs_ended);
+         ++epochs_ended) {
+      options.on_epoch_end(FromProto(status.epochs(epochs_ended)));
     }
-    return read;
+    ShowProgress(status, job.epochs, options.progress);
   };
-  absl::StatusOr<json> summary = Launch(launch, out, options.stop);
+  const std::string where =
+      running ? absl::StrCat("Fit on the cluster at ", c.coordinator)
+              : std::string("Fit on a local cluster");
+  absl::StatusOr<json> summary;
+  std::optional<History> from_coordinator;
+  std::string export_dir;
+  if (running) {
+    SubmitOptions submit;
+    submit.coordinator = c.coordinator;
+    submit.job_path = job_path;
+    submit.wait_ps = how.min_ps > 0 ? c.num_ps : 0;
+    submit.wait_workers = c.num_workers;
+    submit.register_timeout = absl::Seconds(c.register_timeout_seconds);
+    submit.wait = true;
+    submit.on_status = on_status;
+    summary = Submit(submit, out, options.stop);
+    if (summary.ok() && how.read_from_ps) {
+      const std::vector<std::string> addresses = PsAddresses(*summary);
+      read = addresses.empty()
+                 ? absl::FailedPreconditionError(
+                       "the coordinator lists no PS task to read the trained "
+                       "variables from")
+                 : how.read_from_ps(addresses, job, m.model(), &pulled);
+    }
+    export_dir = c.export_dir;
+  } else {
+    LaunchOptions launch;
+    launch.job_path = job_path;
+    launch.num_ps = c.num_ps;
+    launch.num_workers = c.num_workers;
+    launch.run_dir = dir + "/cluster";
+    launch.bin_dir = bin_dir;
+    launch.restart_servers = c.restart_servers;
+    if (!how.read_from_ps) launch.export_dir = dir + "/export";
+    export_dir = launch.export_dir;
+    launch.on_status = on_status;
+    launch.on_finished = [&](const std::vector<std::string>& addresses) {
+      from_coordinator =
+          HistoryFromCoordinator(launch.run_dir + "/cluster.json");
+      if (!how.read_from_ps) return absl::OkStatus();
+      if (addresses.empty()) {
+        read = absl::FailedPreconditionError(
+            "the cluster has no PS task to read the trained variables from");
+      } else {
+        read = how.read_from_ps(addresses, job, m.model(), &pulled);
+      }
+      return read;
+    };
+    summary = Launch(launch, out, options.stop);
+  }
   out.flush();
   if (!summary.ok()) {
-    return absl::Status(
-        summary.status().code(),
-        absl::StrCat("Fit on a local cluster: ", summary.status().message(),
-                     " (job and logs in ", dir, ")"));
+    return absl::Status(summary.status().code(),
+                        absl::StrCat(where, ": ", summary.status().message(),
+                                     " (job and logs in ", dir, ")"));
   }
   if (!how.read_from_ps) {
     // The workers have stopped, so the export is complete.
     const json& total = (*summary)["steps_scheduled"];
-    read = ReadExportedWeights(launch.export_dir + "/final_state.pb",
+    read = ReadExportedWeights(export_dir + "/final_state.pb",
                                total.is_number_integer()
                                    ? total.get<int64_t>()
                                    : int64_t{-1},
@@ -430,8 +517,7 @@ absl::StatusOr<History> LocalClusterStrategy::Fit(
   }
   if (!read.ok()) {
     return absl::InternalError(absl::StrCat(
-        "Fit on a local cluster: the job succeeded but its variables were "
-        "not read back: ",
+        where, ": the job succeeded but its variables were not read back: ",
         read.message(), " (job and logs in ", dir, ")"));
   }
   m.cluster_params = std::move(pulled);

@@ -132,14 +132,21 @@ absl::StatusOr<LocalFit> PrepareLocalFit(const ModelState& m,
                                          const FitOptions& options,
                                          nlohmann::json strategy);
 
-// Trains fit.job.epochs epochs with train_epoch(epoch), where `epoch`
-// counts every epoch since Compile (so each gets its own order), evaluating
-// m.params() on the validation data when due and printing a line per epoch.
-// Checks options.stop before each epoch. Errors: train_epoch's and
-// evaluation's; CANCELLED when stopped.
+// Called by an epoch's trainer after each step: the steps done and the
+// example-weighted means so far.
+using StepObserver =
+    std::function<void(int64_t steps_done, const StepStats& so_far)>;
+
+// Trains fit.job.epochs epochs with train_epoch(epoch, on_step), where
+// `epoch` counts every epoch since Compile (so each gets its own order),
+// evaluating m.params() on the validation data when due and printing a line
+// per epoch. `on_step` (null without options.progress) updates
+// options.progress. Checks options.stop before each epoch. Errors:
+// train_epoch's and evaluation's; CANCELLED when stopped.
 absl::StatusOr<History> RunLocalEpochs(
     ModelState& m, const LocalFit& fit, const FitOptions& options,
-    const std::function<absl::StatusOr<StepStats>(int epoch)>& train_epoch);
+    const std::function<absl::StatusOr<StepStats>(
+        int epoch, const StepObserver& on_step)>& train_epoch);
 
 // How a LocalClusterStrategy runs its Fit: what the job says, and where the
 // trained weights are read from afterwards.

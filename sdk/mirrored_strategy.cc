@@ -73,9 +73,12 @@ class MirroredTrainer {
   // One epoch over `train` in the order EpochPermutation(train.size,
   // shuffle_seed, epoch) gives, in global batches of `batch_size`; returns
   // the example-weighted mean loss and accuracy (as LocalTrainer).
+  // Replica 0 calls `on_step` (when set) after each step.
   absl::StatusOr<StepStats> TrainEpoch(const ::strata::Dataset& train,
                                        int64_t batch_size,
-                                       uint64_t shuffle_seed, int epoch) {
+                                       uint64_t shuffle_seed, int epoch,
+                                       const internal::StepObserver& on_step) {
+    on_step_ = &on_step;
     const std::vector<int64_t> perm =
         EpochPermutation(train.size, shuffle_seed, epoch);
     const int n = static_cast<int>(replicas_.size());
@@ -196,6 +199,14 @@ class MirroredTrainer {
         epoch_correct_ += static_cast<double>(flat[num_params_ + 1]) *
                           static_cast<double>(batch);
         epoch_examples_ += batch;
+        if (*on_step_) {
+          StepStats so_far;
+          so_far.examples = epoch_examples_;
+          so_far.loss = epoch_loss_ / static_cast<double>(epoch_examples_);
+          so_far.accuracy =
+              epoch_correct_ / static_cast<double>(epoch_examples_);
+          (*on_step_)(i + 1, so_far);
+        }
       }
     }
     return absl::OkStatus();
@@ -222,7 +233,8 @@ class MirroredTrainer {
   std::vector<int64_t> sizes_;
   int64_t num_params_ = 0;
   collective::CollectiveOptions options_;
-  // Replica 0's sums over the current epoch.
+  // Replica 0's sums over the current epoch, and whom it tells of a step.
+  const internal::StepObserver* on_step_ = nullptr;
   double epoch_loss_ = 0;
   double epoch_correct_ = 0;
   int64_t epoch_examples_ = 0;
@@ -343,9 +355,11 @@ absl::StatusOr<History> MirroredStrategy::Fit(internal::ModelState& m,
   MirroredTrainer trainer(m.model(), *optimizer, fit.job.seed, num_replicas_,
                           std::move(nccl), &*m.mirrored);
   return internal::RunLocalEpochs(
-      m, fit, options, [&](int epoch) -> absl::StatusOr<StepStats> {
+      m, fit, options,
+      [&](int epoch,
+          const internal::StepObserver& on_step) -> absl::StatusOr<StepStats> {
         return trainer.TrainEpoch(*fit.train, fit.job.batch_size,
-                                  fit.job.shuffle_seed, epoch);
+                                  fit.job.shuffle_seed, epoch, on_step);
       });
 }
 

@@ -218,6 +218,22 @@ Optimizer RMSprop(double learning_rate = 0.001, double rho = 0.9,
 // ---------------------------------------------------------------------------
 // Training
 
+// How far a running Fit has got, for another thread to show (Keras's
+// progress bar within an epoch). Fit writes it, any thread reads it at any
+// time. In-process strategies update it after every step; the cluster
+// strategies each time they poll the coordinator (about 10 times a second).
+struct FitProgress {
+  std::atomic<int> epoch{0};      // the epoch running, from 1 (0: not begun)
+  std::atomic<int> epochs{0};     // the Fit's epochs
+  std::atomic<int64_t> step{0};   // steps of that epoch done
+  std::atomic<int64_t> steps{0};  // steps per epoch
+  // Example-weighted means over the epoch's steps done so far.
+  std::atomic<double> loss{0};
+  std::atomic<double> accuracy{0};
+};
+
+struct EpochResult;
+
 struct FitOptions {
   int epochs = 1;
   int64_t batch_size = 32;
@@ -232,6 +248,12 @@ struct FitOptions {
   // epochs under OneDeviceStrategy and MirroredStrategy; the cluster is
   // stopped under the cluster strategies.
   const std::atomic<bool>* stop = nullptr;
+  // Updated as steps complete when set (see FitProgress).
+  FitProgress* progress = nullptr;
+  // When set, called on the thread running Fit with each epoch as it ends
+  // (as History will hold it; the cluster strategies when the coordinator
+  // reports the epoch and its evaluation complete, as the epoch line).
+  std::function<void(const EpochResult&)> on_epoch_end;
 };
 
 // One epoch of a Fit. Epochs are numbered from 1 within each Fit call.
@@ -588,7 +610,7 @@ class MirroredStrategy : public Strategy {
 
 // A local cluster started for each Fit (tools/launcher.h Launch): the
 // coordinator, `num_ps` PS tasks and `num_workers` workers as processes on
-// 127.0.0.1.
+// 127.0.0.1; or, with `coordinator` set, a cluster already running.
 struct LocalClusterOptions {
   // >= 1 where the strategy needs PS tasks (parameter_server,
   // central_storage, multi_worker_mirrored with collective "ps"); ignored
@@ -614,13 +636,31 @@ struct LocalClusterOptions {
   // multi_worker_mirrored: how gradients are all-reduced, "ring" (between
   // the workers) or "ps" (summed through a PS task).
   std::string collective = "ring";
+
+  // A running cluster instead of a local one: its coordinator's host:port
+  // (where strata-ps and strata-worker daemons started by hand or by
+  // Kubernetes registered; TF_CONFIG's chief). Fit then submits the job
+  // there (tools/submit.h), waits until num_ps PS tasks and num_workers
+  // workers are registered, follows the job (the same epoch lines) and
+  // reads the trained weights back from the PS tasks the coordinator lists.
+  // The workers read the job's data files at the same paths; in-memory data
+  // is written under run_dir (a temporary directory when empty), so it must
+  // be a directory they can read. bin_dir and restart_servers do not apply.
+  std::string coordinator;
+  // multi_worker_mirrored on a running cluster: the directory its first
+  // worker writes its final state to (strata-worker --export-dir), readable
+  // here. Required there: the weights live on the workers.
+  std::string export_dir;
+  // How long Fit on a running cluster waits for the tasks to register.
+  int register_timeout_seconds = 600;
 };
 
-// The strategies that start a local cluster for each Fit (below): the
-// options, the replicas in sync (the workers), and the Fit they share
-// (launch, supervise, read the trained weights back). Options are checked
-// by Fit (INVALID_ARGUMENT naming the field; FAILED_PRECONDITION when a
-// daemon is not in bin_dir).
+// The strategies that start a local cluster for each Fit, or submit to a
+// running one (below): the options, the replicas in sync (the workers), and
+// the Fit they share (launch and supervise, or submit and follow; then read
+// the trained weights back). Options are checked by Fit (INVALID_ARGUMENT
+// naming the field; FAILED_PRECONDITION when a daemon is not in bin_dir, or
+// for multi_worker_mirrored on a running cluster without export_dir).
 class LocalClusterStrategy : public Strategy {
  public:
   int num_replicas_in_sync() const override { return options_.num_workers; }

@@ -194,10 +194,22 @@ absl::StatusOr<LocalFit> PrepareLocalFit(const ModelState& m,
 
 absl::StatusOr<History> RunLocalEpochs(
     ModelState& m, const LocalFit& fit, const FitOptions& options,
-    const std::function<absl::StatusOr<StepStats>(int epoch)>& train_epoch) {
+    const std::function<absl::StatusOr<StepStats>(
+        int epoch, const StepObserver& on_step)>& train_epoch) {
   const JobSpec& job = fit.job;
   ProgressStream progress(options);
   const int64_t steps = StepsPerEpoch(fit.train->size, job.batch_size);
+  FitProgress* const bar = options.progress;
+  StepObserver on_step;
+  if (bar != nullptr) {
+    bar->epochs = job.epochs;
+    bar->steps = steps;
+    on_step = [bar](int64_t done, const StepStats& so_far) {
+      bar->loss = so_far.loss;
+      bar->accuracy = so_far.accuracy;
+      bar->step = done;  // last: a reader seeing the step sees its figures
+    };
+  }
   History history;
   for (int e = 0; e < job.epochs; ++e) {
     if (options.stop != nullptr && options.stop->load()) {
@@ -205,9 +217,16 @@ absl::StatusOr<History> RunLocalEpochs(
           absl::StrCat("Fit: stopped after ", e, " of ", job.epochs,
                        " epochs"));
     }
+    if (bar != nullptr) {
+      bar->step = 0;
+      bar->loss = 0;
+      bar->accuracy = 0;
+      bar->epoch = e + 1;
+    }
     const absl::Time start = absl::Now();
     // Epochs of earlier Fit calls count, so each epoch gets a new order.
-    STRATA_ASSIGN_OR_RETURN(StepStats stats, train_epoch(m.epochs_trained));
+    STRATA_ASSIGN_OR_RETURN(StepStats stats,
+                            train_epoch(m.epochs_trained, on_step));
     ++m.epochs_trained;
     const double train_seconds = SecondsSince(start);
     EpochResult r;
@@ -230,6 +249,7 @@ absl::StatusOr<History> RunLocalEpochs(
     r.seconds = SecondsSince(start);
     progress.stream() << EpochLine(r, job.epochs) << std::endl;
     history.epochs.push_back(r);
+    if (options.on_epoch_end) options.on_epoch_end(r);
   }
   return history;
 }
@@ -250,9 +270,11 @@ absl::StatusOr<History> OneDeviceStrategy::Fit(internal::ModelState& m,
       internal::LocalFit fit,
       internal::PrepareLocalFit(m, train, options, {{"type", name()}}));
   return internal::RunLocalEpochs(
-      m, fit, options, [&](int epoch) -> absl::StatusOr<StepStats> {
+      m, fit, options,
+      [&](int epoch,
+          const internal::StepObserver& on_step) -> absl::StatusOr<StepStats> {
         return m.trainer->TrainEpoch(*fit.train, fit.job.batch_size,
-                                     fit.job.shuffle_seed, epoch);
+                                     fit.job.shuffle_seed, epoch, on_step);
       });
 }
 

@@ -27,6 +27,7 @@
 #include "sdk/internal.h"
 #include "sdk/strata.h"
 #include "tests/test_util.h"
+#include "tools/process.h"
 
 extern char** environ;
 
@@ -788,6 +789,50 @@ TEST(SdkTest, EpochLinesRoundTrip) {
   EXPECT_FALSE(internal::ParseEpochLine("strata launch: job").has_value());
 }
 
+// FitOptions.progress follows every step and on_epoch_end sees each epoch
+// as History will hold it, in process (one device and mirrored replicas).
+TEST(SdkTest, FitReportsProgressAndEachEpochAsItEnds) {
+  std::vector<std::shared_ptr<Strategy>> strategies = {
+      std::make_shared<OneDeviceStrategy>()};
+  strategies.push_back(*MirroredStrategy::Create(2));
+  for (const std::shared_ptr<Strategy>& strategy : strategies) {
+    SCOPED_TRACE(strategy->name());
+    auto scope = strategy->Scope();
+    Sequential model = ToyModel();
+    ASSERT_TRUE(model.Compile("adam", "sparse_categorical_crossentropy",
+                              {"accuracy"})
+                    .ok());
+    FitProgress progress;
+    std::vector<EpochResult> ended;
+    std::vector<int64_t> steps_seen;
+    FitOptions fit{/*epochs=*/3, /*batch_size=*/32};
+    fit.verbose = 0;
+    fit.progress = &progress;
+    fit.on_epoch_end = [&](const EpochResult& e) {
+      // Called after the epoch's last step: the progress shows all of it.
+      steps_seen.push_back(progress.step);
+      EXPECT_EQ(progress.epoch, e.epoch);
+      ended.push_back(e);
+    };
+    absl::StatusOr<History> h = model.Fit(ToyData(200, 5), fit);
+    ASSERT_TRUE(h.ok()) << h.status();
+    ASSERT_EQ(ended.size(), 3u);
+    for (size_t i = 0; i < ended.size(); ++i) {
+      EXPECT_EQ(ended[i].epoch, h->epochs[i].epoch);
+      EXPECT_EQ(ended[i].loss, h->epochs[i].loss);
+      EXPECT_EQ(ended[i].accuracy, h->epochs[i].accuracy);
+      EXPECT_EQ(steps_seen[i], 7);  // 200 examples in batches of 32
+    }
+    EXPECT_EQ(progress.epoch, 3);
+    EXPECT_EQ(progress.epochs, 3);
+    EXPECT_EQ(progress.steps, 7);
+    EXPECT_EQ(progress.step, 7);
+    // The running means over the whole epoch are the epoch's figures.
+    EXPECT_NEAR(progress.loss, h->epochs[2].loss, 1e-12);
+    EXPECT_NEAR(progress.accuracy, h->epochs[2].accuracy, 1e-12);
+  }
+}
+
 // --- Local clusters (processes) --------------------------------------------
 
 // In process: the SDK starts a cluster (daemons beside this test binary),
@@ -948,6 +993,111 @@ TEST(SdkClusterTest, MultiWorkerMirroredFitReadsTheExportedWeights) {
     ASSERT_FALSE(trained.empty());
     EXPECT_LT(MaxRelativeDifference(trained, one_device), 1e-5);
   }
+}
+
+// A cluster already running (daemons started by hand, as on Kubernetes):
+// Fit submits the job to its coordinator, follows it (progress and epoch
+// ends as they come) and pulls the trained weights from its PS tasks.
+TEST(SdkClusterTest, ParameterServerFitOnARunningCluster) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string bin = fs::read_symlink("/proc/self/exe").parent_path();
+  const std::string dir =
+      (fs::temp_directory_path() /
+       absl::StrCat("strata_sdk_running_", ::getpid()))
+          .string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<ChildProcess> daemons;
+  daemons.reserve(4);
+  struct StopAll {
+    std::vector<ChildProcess>* daemons;
+    ~StopAll() {
+      for (ChildProcess& d : *daemons) Stop(&d, absl::Seconds(10));
+    }
+  } stop_all{&daemons};
+  daemons.push_back({"coordinator",
+                     {bin + "/strata-coordinator", "--host=127.0.0.1",
+                      "--port=0", "--state-dir=" + dir + "/state"}});
+  daemons.back().log_path = dir + "/coordinator.log";
+  ASSERT_TRUE(Spawn(&daemons.back(), true, absl::Seconds(30)).ok());
+  const std::string coordinator = daemons[0].address;
+  daemons.push_back({"ps:0",
+                     {bin + "/strata-ps", "--host=127.0.0.1", "--port=0",
+                      "--task-index=0", "--checkpoint-dir=" + dir + "/ckpt",
+                      "--coordinator=" + coordinator}});
+  daemons.back().log_path = dir + "/ps.log";
+  ASSERT_TRUE(Spawn(&daemons.back(), true, absl::Seconds(30)).ok());
+  for (int i = 0; i < 2; ++i) {
+    daemons.push_back({absl::StrCat("worker:", i),
+                       {bin + "/strata-worker", "--coordinator=" + coordinator,
+                        absl::StrCat("--task-index=", i)}});
+    daemons.back().log_path = absl::StrCat(dir, "/worker", i, ".log");
+    ASSERT_TRUE(Spawn(&daemons.back(), false, absl::Seconds(30)).ok());
+  }
+
+  LocalClusterOptions options{/*num_ps=*/1, /*num_workers=*/2};
+  options.coordinator = coordinator;
+  options.bin_dir = "/nonexistent";  // not used: nothing is started
+  options.register_timeout_seconds = 60;
+  auto strategy = ParameterServerStrategy::Local(options);
+  auto scope = strategy->Scope();
+  Sequential model({Dense(64, "relu", 784), Dense(10, "softmax")});
+  ASSERT_TRUE(model.Compile(Adam(0.002), "sparse_categorical_crossentropy",
+                            {"accuracy"})
+                  .ok());
+  const std::vector<std::vector<float>> initial = *model.GetWeights();
+  datasets::TrainTest data = datasets::FashionMnist();
+  std::ostringstream out;
+  FitOptions fit{/*epochs=*/2, /*batch_size=*/64,
+                 /*validation=*/data.test.Take(1000)};
+  fit.out = &out;
+  FitProgress progress;
+  fit.progress = &progress;
+  std::vector<EpochResult> ended;
+  fit.on_epoch_end = [&](const EpochResult& e) { ended.push_back(e); };
+  absl::StatusOr<History> h = model.Fit(data.train.Take(6000), fit);
+  ASSERT_TRUE(h.ok()) << h.status() << "\n" << out.str();
+  EXPECT_THAT(out.str(), HasSubstr("strata submit: job 'sequential'"));
+  ASSERT_EQ(h->epochs.size(), 2u) << out.str();
+  ASSERT_EQ(ended.size(), 2u) << out.str();
+  EXPECT_EQ(ended[1].epoch, 2);
+  EXPECT_EQ(ended[1].test_accuracy, h->epochs[1].test_accuracy);
+  EXPECT_EQ(progress.epoch, 2);
+  EXPECT_EQ(progress.steps, 94);
+  EXPECT_EQ(progress.step, 94);
+  ASSERT_TRUE(h->epochs[1].evaluated) << out.str();
+  EXPECT_GT(h->epochs[1].test_accuracy, 0.6) << out.str();
+  EXPECT_NE((*model.GetWeights())[0], initial[0]);
+  absl::StatusOr<EvalResult> r = model.Evaluate(data.test.Take(1000));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->accuracy, h->epochs[1].test_accuracy, 1e-9);
+  fs::remove_all(dir);
+}
+
+TEST(SdkTest, RunningClusterOptionsAreChecked) {
+  // Without export_dir the weights of a multi_worker_mirrored job on a
+  // running cluster could not be read back: refused before submitting.
+  LocalClusterOptions options{/*num_ps=*/1, /*num_workers=*/2};
+  options.coordinator = "127.0.0.1:1";
+  auto strategy = MultiWorkerMirroredStrategy::Local(options);
+  auto scope = strategy->Scope();
+  Sequential model = ToyModel();
+  ASSERT_TRUE(model.Compile("adam", "sparse_categorical_crossentropy").ok());
+  FitOptions quiet;
+  quiet.verbose = 0;
+  EXPECT_THAT(model.Fit(ToyData(50, 1), quiet),
+              StatusIsWithMessage(absl::StatusCode::kFailedPrecondition,
+                                  "LocalClusterOptions.export_dir"));
+  // A coordinator that does not answer: UNAVAILABLE within the timeout,
+  // naming it.
+  options.register_timeout_seconds = 1;
+  auto ps = ParameterServerStrategy::Local(options);
+  auto ps_scope = ps->Scope();
+  Sequential ps_model = ToyModel();
+  ASSERT_TRUE(ps_model.Compile("adam", "sparse_categorical_crossentropy").ok());
+  EXPECT_THAT(ps_model.Fit(ToyData(50, 1), quiet),
+              StatusIsWithMessage(absl::StatusCode::kUnavailable,
+                                  "127.0.0.1:1"));
 }
 
 TEST(SdkTest, CentralStorageAndMultiWorkerMirroredCheckTheirOptions) {

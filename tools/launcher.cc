@@ -468,6 +468,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
     auto s = poll->GetJob();
     if (s.ok()) {
       status = *s;
+      if (options.on_status) options.on_status(status);
       PrintCompletedEpochs(status, job.epochs, &printed, out);
       if (status.state() == v1::JobStatus::SUCCEEDED) break;
       if (status.state() == v1::JobStatus::FAILED) {

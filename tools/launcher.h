@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "strata/v1/coordinator.pb.h"
 
 namespace strata {
 
@@ -56,6 +57,9 @@ struct LaunchOptions {
   // their addresses in task order (to read the trained variables).
   std::function<absl::Status(const std::vector<std::string>& ps_addresses)>
       on_finished;
+  // Called with every job status the launcher reads from the coordinator
+  // (about 10 times a second while the job runs), on the calling thread.
+  std::function<void(const v1::JobStatus&)> on_status;
 };
 
 // Runs the job to the end, printing one line per epoch to `out`. Returns the

@@ -124,17 +124,20 @@ absl::Status WriteSummary(const std::string& path,
   return absl::OkStatus();
 }
 
+bool EpochComplete(const v1::JobStatus& status, int epochs, size_t index) {
+  if (index >= static_cast<size_t>(status.epochs_size())) return false;
+  const int64_t spe = epochs > 0 ? status.steps_scheduled() / epochs : 0;
+  const v1::EpochResult& e = status.epochs(static_cast<int>(index));
+  return e.steps() >= spe &&
+         (e.evaluated() || status.epochs_size() > static_cast<int>(index) + 1 ||
+          status.state() != v1::JobStatus::RUNNING);
+}
+
 void PrintCompletedEpochs(const v1::JobStatus& status, int epochs,
                           size_t* printed, std::ostream& out) {
-  const int64_t spe = epochs > 0 ? status.steps_scheduled() / epochs : 0;
   for (; *printed < static_cast<size_t>(status.epochs_size()); ++*printed) {
     const v1::EpochResult& e = status.epochs(*printed);
-    const bool complete =
-        e.steps() >= spe &&
-        (e.evaluated() ||
-         status.epochs_size() > static_cast<int>(*printed) + 1 ||
-         status.state() != v1::JobStatus::RUNNING);
-    if (!complete) break;
+    if (!EpochComplete(status, epochs, *printed)) break;
     EpochProgress p;
     p.epoch = static_cast<int>(e.epoch()) + 1;
     p.epochs = epochs;
@@ -253,6 +256,7 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
                                              status.job_id(), "', not ",
                                              job_id));
     }
+    if (options.on_status) options.on_status(status);
     PrintCompletedEpochs(status, job.epochs, &printed, out);
     if (status.state() == v1::JobStatus::FAILED) {
       return absl::AbortedError(absl::StrCat("job ", status.job_id(),

@@ -6,6 +6,7 @@
 #define STRATA_TOOLS_SUBMIT_H_
 
 #include <atomic>
+#include <functional>
 #include <iosfwd>
 #include <string>
 
@@ -46,6 +47,9 @@ struct SubmitOptions {
   // TLS and the bearer token (coordinator or admin role: SubmitJob) of
   // every call, to the coordinator and the PS tasks.
   ClientSecurity security;
+  // With `wait`: called with every job status read while following the job
+  // (about 5 times a second), on the calling thread.
+  std::function<void(const v1::JobStatus&)> on_status;
 };
 
 // Writes `summary` (indented JSON) to `path`; nothing when `path` is empty.
@@ -53,10 +57,14 @@ struct SubmitOptions {
 absl::Status WriteSummary(const std::string& path,
                           const nlohmann::json& summary);
 
+// Whether status.epochs(index) (of a job of `epochs` epochs) is complete:
+// all its steps and its evaluation are done (or the next epoch started, or
+// the job ended).
+bool EpochComplete(const v1::JobStatus& status, int epochs, size_t index);
+
 // Writes to `out` the progress line of each epoch of `status` (a job of
-// `epochs` epochs) completed since epoch *printed, and advances *printed.
-// An epoch is complete when all its steps and its evaluation are done (or
-// the next epoch started, or the job ended).
+// `epochs` epochs) completed (EpochComplete) since epoch *printed, and
+// advances *printed.
 void PrintCompletedEpochs(const v1::JobStatus& status, int epochs,
                           size_t* printed, std::ostream& out);
 

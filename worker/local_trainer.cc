@@ -77,10 +77,9 @@ absl::StatusOr<StepStats> LocalTrainer::Step(const float* x, const int32_t* y,
   return stats;
 }
 
-absl::StatusOr<StepStats> LocalTrainer::TrainEpoch(const Dataset& train,
-                                                   int64_t batch_size,
-                                                   uint64_t shuffle_seed,
-                                                   int epoch) {
+absl::StatusOr<StepStats> LocalTrainer::TrainEpoch(
+    const Dataset& train, int64_t batch_size, uint64_t shuffle_seed, int epoch,
+    const std::function<void(int64_t, const StepStats&)>& on_step) {
   if (batch_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("batch_size must be >= 1, got ", batch_size));
@@ -105,6 +104,13 @@ absl::StatusOr<StepStats> LocalTrainer::TrainEpoch(const Dataset& train,
     loss_sum += stats.loss * static_cast<double>(b);
     correct += stats.accuracy * static_cast<double>(b);
     epoch_stats.examples += b;
+    if (on_step) {
+      StepStats so_far;
+      so_far.examples = epoch_stats.examples;
+      so_far.loss = loss_sum / static_cast<double>(epoch_stats.examples);
+      so_far.accuracy = correct / static_cast<double>(epoch_stats.examples);
+      on_step(i + 1, so_far);
+    }
   }
   if (epoch_stats.examples > 0) {
     epoch_stats.loss = loss_sum / static_cast<double>(epoch_stats.examples);

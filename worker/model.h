@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -254,10 +255,13 @@ class LocalTrainer {
   // epoch), batches of `batch_size` (the last one partial), one Step each
   // with consecutive step numbers continuing from iterations(). Returns the
   // example-weighted mean loss and accuracy over the epoch, as Keras reports
-  // them. Errors: as Step.
-  absl::StatusOr<StepStats> TrainEpoch(const Dataset& train,
-                                       int64_t batch_size,
-                                       uint64_t shuffle_seed, int epoch);
+  // them. `on_step`, when set, is called after each step with the steps
+  // done and the means so far. Errors: as Step.
+  absl::StatusOr<StepStats> TrainEpoch(
+      const Dataset& train, int64_t batch_size, uint64_t shuffle_seed,
+      int epoch,
+      const std::function<void(int64_t steps_done, const StepStats& so_far)>&
+          on_step = nullptr);
 
   // Model::Evaluate with the current parameters.
   absl::StatusOr<StepStats> Evaluate(const Dataset& data,

@@ -9,6 +9,16 @@ start a local cluster (a coordinator, PS tasks and workers as processes on
 127.0.0.1) for each ``fit``, sized by the cluster resolver (TF_CONFIG's
 "ps" and "worker" counts) or the constructor's defaults, and read the
 trained weights back, so ``evaluate`` and ``predict`` afterwards run here.
+
+A resolver whose cluster has a "chief" task names a running cluster
+instead (as TF_CONFIG does on Kubernetes or for daemons started by hand):
+Strata's coordinator runs at the chief's address, ``fit`` submits the job
+there, waits for the resolver's PS tasks and workers to register, follows
+the job and reads the weights back. Its workers read the job's data where
+this process writes numpy arrays (a new directory under TMPDIR), so they
+must see that directory; under MultiWorkerMirroredStrategy the first
+worker must export its state (strata-worker --export-dir=DIR) to a
+directory named here by STRATA_EXPORT_DIR.
 """
 import contextlib
 import enum
@@ -78,14 +88,17 @@ class Strategy:
 
     def run(self, fn, args=(), kwargs=None):
         """Calls fn(*args, **kwargs) once per replica of this process (with
-        the replica's context current) and returns a PerReplica of the
-        results, or the single result with one replica."""
+        the replica's context current; a PerReplica among the arguments, at
+        any depth of tuples, lists and dicts, gives each replica its own
+        value) and returns a PerReplica of the results, or the single result
+        with one replica."""
         kwargs = kwargs or {}
+        n = self._local_replicas()
         results = []
-        for r in range(self._local_replicas()):
+        for r in range(n):
             _local.replica = ReplicaContext(self, r)
             try:
-                results.append(fn(*args, **kwargs))
+                results.append(fn(*_select(args, r, n), **_select(kwargs, r, n)))
             finally:
                 _local.replica = None
         return results[0] if len(results) == 1 else PerReplica(results)
@@ -109,14 +122,143 @@ class Strategy:
         return total
 
     def experimental_distribute_dataset(self, dataset, options=None):
-        return dataset
+        """The batched `dataset` split between this process's replicas:
+        iterating gives each global batch with every array replaced by a
+        PerReplica of its rows for each replica (the array itself with one
+        replica), for `run`; `fit` accepts it as the dataset."""
+        return DistributedDataset(dataset, self)
 
     def distribute_datasets_from_function(self, dataset_fn, options=None):
-        return dataset_fn(None)
+        """dataset_fn(InputContext) gives each replica's dataset, batched
+        with the per-replica batch size; returned as a DistributedDataset
+        of this process's input pipeline."""
+        context = InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                               num_replicas_in_sync=self.num_replicas_in_sync)
+        dataset = dataset_fn(context)
+        from . import data as _data
+        if not isinstance(dataset, _data.Dataset):
+            raise TypeError("distribute_datasets_from_function: dataset_fn must "
+                            "return a strata.data.Dataset, got %s"
+                            % type(dataset).__name__)
+        return DistributedDataset(dataset, self, per_replica_batches=True)
 
     def __repr__(self):
         return "<strata.distribute.%s: %d replicas in sync>" % (
             type(self).__name__, self.num_replicas_in_sync)
+
+
+def _select(value, r, n):
+    """`value` with each PerReplica in it replaced by replica r's value."""
+    if isinstance(value, PerReplica):
+        if len(value.values) != n:
+            raise ValueError("run: a PerReplica argument holds %d values for %d "
+                             "replicas" % (len(value.values), n))
+        return value.values[r]
+    if isinstance(value, tuple):
+        return tuple(_select(v, r, n) for v in value)
+    if isinstance(value, list):
+        return [_select(v, r, n) for v in value]
+    if isinstance(value, dict):
+        return {k: _select(v, r, n) for k, v in value.items()}
+    return value
+
+
+def _replica_rows(rows, r, n):
+    """Replica r's rows [begin, end) of a global batch of `rows` split as
+    evenly as possible between n replicas (the first ones take one more)."""
+    base, extra = divmod(rows, n)
+    begin = r * base + min(r, extra)
+    return begin, begin + base + (1 if r < extra else 0)
+
+
+class InputContext:
+    """tf.distribute.InputContext: what an input function is told."""
+
+    def __init__(self, num_input_pipelines=1, input_pipeline_id=0,
+                 num_replicas_in_sync=1):
+        self.num_input_pipelines = num_input_pipelines
+        self.input_pipeline_id = input_pipeline_id
+        self.num_replicas_in_sync = num_replicas_in_sync
+
+    def get_per_replica_batch_size(self, global_batch_size):
+        if global_batch_size % self.num_replicas_in_sync:
+            raise ValueError("The `global_batch_size` %r is not divisible by "
+                             "`num_replicas_in_sync` %r" % (
+                                 global_batch_size, self.num_replicas_in_sync))
+        return global_batch_size // self.num_replicas_in_sync
+
+
+class DistributedDataset:
+    """A batched strata.data.Dataset split between a strategy's replicas
+    in this process (tf.distribute.DistributedDataset).
+
+    Each element is a global batch whose arrays are PerReplica values (the
+    first replicas take one row more where the batch does not divide), or
+    the batch itself with one replica. With per_replica_batches (from
+    distribute_datasets_from_function) each replica gets a whole batch of
+    the dataset, so a global batch is num_replicas of them."""
+
+    def __init__(self, dataset, strategy, per_replica_batches=False):
+        from . import data as _data
+        if isinstance(dataset, DistributedDataset):
+            raise TypeError("experimental_distribute_dataset: the dataset is "
+                            "already distributed")
+        if not isinstance(dataset, _data.Dataset):
+            raise TypeError("experimental_distribute_dataset: `dataset` must be a "
+                            "strata.data.Dataset, got %s" % type(dataset).__name__)
+        if dataset.batch_size is None:
+            raise ValueError("experimental_distribute_dataset: `dataset` must be "
+                             "batched (its batch is the global batch the replicas "
+                             "share); call .batch(global_batch_size) first")
+        self._dataset = dataset
+        self._strategy = strategy
+        self._per_replica_batches = per_replica_batches
+        self.num_replicas = strategy._local_replicas()
+
+    @property
+    def dataset(self):
+        """The dataset before distribution (what fit trains on)."""
+        return self._dataset
+
+    def _global_dataset(self):
+        """The dataset fit trains on: global batches."""
+        if not self._per_replica_batches or self.num_replicas == 1:
+            return self._dataset
+        return self._dataset._with(_batch=self._dataset.batch_size * self.num_replicas)
+
+    def __iter__(self):
+        n = self.num_replicas
+        if n == 1:
+            yield from self._dataset
+            return
+        if self._per_replica_batches:
+            group = []
+            for batch in self._dataset:
+                group.append(batch)
+                if len(group) == n:
+                    yield _per_replica(group)
+                    group = []
+            return
+        for batch in self._dataset:
+            yield _split(batch, n)
+
+    def __repr__(self):
+        return "<DistributedDataset over %d replicas: %r>" % (self.num_replicas,
+                                                                self._dataset)
+
+
+def _split(batch, n):
+    if isinstance(batch, tuple):
+        return tuple(_split(b, n) for b in batch)
+    rows = len(batch)
+    return PerReplica(batch[slice(*_replica_rows(rows, r, n))] for r in range(n))
+
+
+def _per_replica(group):
+    """Replicas' whole batches as one element of PerReplica leaves."""
+    if isinstance(group[0], tuple):
+        return tuple(_per_replica([g[i] for g in group]) for i in range(len(group[0])))
+    return PerReplica(group)
 
 
 def get_strategy():
@@ -220,9 +362,12 @@ def _env_int(name, default):
 
 
 class _LocalCluster(Strategy):
-    def __init__(self, native, num_ps, num_workers):
+    def __init__(self, native, num_ps, num_workers, coordinator=None):
         self.num_ps = num_ps
         self.num_workers = num_workers
+        # host:port of a running cluster's coordinator, or None (a local
+        # cluster per fit).
+        self.coordinator = coordinator
         super().__init__(native)
 
 
@@ -234,19 +379,43 @@ def _sizes(cluster_resolver, ps_default, workers_default):
             spec.num_tasks("worker") or workers_default)
 
 
+def _coordinator(cluster_resolver):
+    """The running cluster's coordinator (its chief task's address) the
+    resolver names, or "" for a local cluster."""
+    if cluster_resolver is None:
+        return ""
+    spec = cluster_resolver.cluster_spec()
+    for job in ("chief", "master"):
+        if spec.num_tasks(job):
+            address = spec.task_address(job, 0)
+            if not isinstance(address, str) or ":" not in address:
+                raise ValueError("cluster_resolver: the %s task's address must be "
+                                 "host:port, got %r" % (job, address))
+            return address
+    return ""
+
+
+def _default_resolver(cluster_resolver):
+    if cluster_resolver is None and os.environ.get("TF_CONFIG"):
+        from .cluster_resolver import TFConfigClusterResolver
+        return TFConfigClusterResolver()
+    return cluster_resolver
+
+
 class ParameterServerStrategy(_LocalCluster):
     """Variables sharded over PS tasks; workers push asynchronously. The
     resolver's "ps" and "worker" counts size the local cluster each fit
-    starts (2 and 2 without a resolver or TF_CONFIG)."""
+    starts (2 and 2 without a resolver or TF_CONFIG); with a "chief" task
+    the resolver names a running cluster (see the module's docstring)."""
 
     def __init__(self, cluster_resolver=None, variable_partitioner=None):
-        if cluster_resolver is None and os.environ.get("TF_CONFIG"):
-            from .cluster_resolver import TFConfigClusterResolver
-            cluster_resolver = TFConfigClusterResolver()
+        cluster_resolver = _default_resolver(cluster_resolver)
         self.cluster_resolver = cluster_resolver
         num_ps, num_workers = _sizes(cluster_resolver, 2, 2)
+        coordinator = _coordinator(cluster_resolver)
         super().__init__(_strata.parameter_server_strategy(
-            num_ps, num_workers, "async", bin_dir()), num_ps, num_workers)
+            num_ps, num_workers, "async", bin_dir(), coordinator=coordinator),
+            num_ps, num_workers, coordinator or None)
 
 
 class CentralStorageStrategy(_LocalCluster):
@@ -262,17 +431,20 @@ class CentralStorageStrategy(_LocalCluster):
 class MultiWorkerMirroredStrategy(_LocalCluster):
     """A copy of the model on every worker, gradients all-reduced (a ring
     between the workers). TF_CONFIG's "worker" count, else
-    STRATA_NUM_WORKERS (default 2), sizes the local cluster."""
+    STRATA_NUM_WORKERS (default 2), sizes the local cluster; with a "chief"
+    task the resolver names a running cluster (see the module's
+    docstring)."""
 
     def __init__(self, cluster_resolver=None, communication_options=None):
-        if cluster_resolver is None and os.environ.get("TF_CONFIG"):
-            from .cluster_resolver import TFConfigClusterResolver
-            cluster_resolver = TFConfigClusterResolver()
+        cluster_resolver = _default_resolver(cluster_resolver)
         self.cluster_resolver = cluster_resolver
         _, num_workers = _sizes(cluster_resolver, 0,
                                 _env_int("STRATA_NUM_WORKERS", 2))
+        coordinator = _coordinator(cluster_resolver)
         super().__init__(_strata.multi_worker_mirrored_strategy(
-            1, num_workers, "ring", bin_dir()), 0, num_workers)
+            1, num_workers, "ring", bin_dir(), coordinator=coordinator,
+            export_dir=os.environ.get("STRATA_EXPORT_DIR", "") if coordinator else ""),
+            0, num_workers, coordinator or None)
 
 
 from . import cluster_resolver  # noqa: E402  (tf.distribute.cluster_resolver)

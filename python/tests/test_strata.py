@@ -272,3 +272,208 @@ def test_seed_program_runs_unchanged():
     assert "Epoch 1/1" in out.stdout
     loss, acc = json.loads(out.stdout.strip().splitlines()[-1])
     assert acc > 0.8
+
+
+class _Tty:
+    """A terminal-like stream (Keras redraws its bar in place there)."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def test_progbar_draws_keras_bars():
+    from strata.keras.models import _Progbar
+    tty = _Tty()
+    bar = _Progbar(2, 1, tty)
+    bar.begin_epoch(0)
+    bar.update(0, 10, 40, {"loss": 0.5, "accuracy": 0.75})
+    bar.update(0, 20, 40, {"loss": 0.25, "accuracy": 0.875})
+    bar.end_epoch(0, 40, 2.0, {"loss": 0.2, "accuracy": 0.9, "val_loss": 0.3,
+                               "val_accuracy": 0.85})
+    lines = tty.text.split("\r")
+    assert lines[0] == "Epoch 1/2\n"
+    assert lines[1].startswith("10/40 [======>.......................] - ETA: ")
+    assert lines[1].endswith(" - loss: 0.5000 - accuracy: 0.7500")
+    assert lines[2].startswith("20/40 [==============>...............] - ETA: ")
+    assert lines[3].startswith("40/40 [==============================] - 2s 50ms/step"
+                               " - loss: 0.2000 - accuracy: 0.9000 - val_loss: 0.3000"
+                               " - val_accuracy: 0.8500")
+    assert lines[3].endswith("\n")
+    # Not a terminal: no redrawing, only the finished bar; verbose=2: a line.
+    plain = _Tty()
+    plain.isatty = lambda: False
+    bar = _Progbar(1, 1, plain)
+    bar.update(0, 10, 40, {"loss": 0.5})
+    bar.end_epoch(0, 40, 1.0, {"loss": 0.5})
+    assert plain.text == ("Epoch 1/1\n40/40 [==============================] - 1s "
+                          "25ms/step - loss: 0.5000\n")
+    two = _Tty()
+    bar = _Progbar(1, 2, two)
+    bar.update(0, 10, 40, {"loss": 0.5})
+    bar.end_epoch(0, 40, 1.0, {"loss": 0.5})
+    assert two.text == "Epoch 1/1\n40/40 - 1s - loss: 0.5000 - 1s/epoch - 25ms/step\n"
+
+
+def test_fit_shows_progress_within_each_epoch(monkeypatch):
+    x, y = toy(2000)
+    model = toy_model()
+    calls = []
+    ends = []
+    # The native Fit reports the progress as it goes and once at its end,
+    # and each epoch as it ends.
+    native = model._native
+    train = tf.data.Dataset.from_tensor_slices((x.astype("float32"), y))
+    result = native.fit(tf._strata.dataset_from_arrays(x.astype("float32"),
+                                                       y.astype("int32")),
+                        2, 16, None, 1, 7, 0,
+                        lambda *a: calls.append(a), lambda e: ends.append(e))
+    assert [dict(e) for e in result] == ends
+    steps = 125  # 2000 / 16
+    assert calls[-1][:4] == (2, 2, steps, steps)
+    assert calls[-1][4] == pytest.approx(ends[-1]["loss"], abs=1e-12)
+    assert calls == sorted(calls, key=lambda c: (c[0], c[2]))  # in order
+    # fit draws the bar on a terminal: the epoch's header, then its end line.
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stdout", tty)
+    model.fit(train.batch(16), epochs=2, verbose=1)
+    monkeypatch.undo()
+    assert tty.text.startswith("Epoch 1/2\n")
+    assert "Epoch 2/2\n" in tty.text
+    assert tty.text.count("125/125 [==============================] - ") == 2
+    # An exception raised by a callback stops the fit and propagates.
+    def boom(*args):
+        raise RuntimeError("stop here")
+    with pytest.raises(RuntimeError, match="stop here"):
+        native.fit(tf._strata.dataset_from_arrays(x.astype("float32"),
+                                                  y.astype("int32")),
+                   50, 16, None, 1, 7, 0, boom, None)
+
+
+def _events(path):
+    """(step, {tag: value}) of every scalar event of a TensorBoard event
+    file, each record's CRCs checked."""
+    import struct
+    from strata.keras import tensorboard as tb
+
+    def varint(buf, i):
+        shift = value = 0
+        while True:
+            b = buf[i]
+            i += 1
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return value, i
+
+    def fields(buf):
+        i = 0
+        while i < len(buf):
+            key, i = varint(buf, i)
+            number, wire = key >> 3, key & 7
+            if wire == 0:
+                value, i = varint(buf, i)
+            elif wire == 1:
+                value, i = buf[i:i + 8], i + 8
+            elif wire == 5:
+                value, i = buf[i:i + 4], i + 4
+            else:
+                n, i = varint(buf, i)
+                value, i = buf[i:i + n], i + n
+            yield number, value
+
+    data = open(path, "rb").read()
+    out, versions, i = [], [], 0
+    while i < len(data):
+        header = data[i:i + 8]
+        (n,) = struct.unpack("<Q", header)
+        assert struct.unpack("<I", data[i + 8:i + 12])[0] == tb.masked_crc32c(header)
+        payload = data[i + 12:i + 12 + n]
+        assert struct.unpack("<I", data[i + 12 + n:i + 16 + n])[0] == \
+            tb.masked_crc32c(payload)
+        i += 16 + n
+        step, scalars = 0, {}
+        for number, value in fields(payload):
+            if number == 2:
+                step = value
+            elif number == 3:
+                versions.append(value)
+            elif number == 5:
+                for _, v in fields(value):
+                    f = dict(fields(v))
+                    scalars[f[1].decode()] = struct.unpack("<f", f[2])[0]
+        if scalars:
+            out.append((step, scalars))
+    assert versions == [b"brain.Event:2"]
+    return out
+
+
+def test_tensorboard_writes_the_epoch_scalars(tmp_path):
+    from strata.keras import tensorboard as tb
+    assert tb.crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
+    x, y = toy(600)
+    model = toy_model()
+    h = model.fit(x[:500], y[:500], batch_size=32, epochs=3, verbose=0,
+                  validation_data=(x[500:], y[500:]),
+                  callbacks=[tf.keras.callbacks.TensorBoard(log_dir=tmp_path / "logs")])
+    train_files = os.listdir(tmp_path / "logs" / "train")
+    val_files = os.listdir(tmp_path / "logs" / "validation")
+    assert len(train_files) == 1 and "tfevents" in train_files[0]
+    train = _events(tmp_path / "logs" / "train" / train_files[0])
+    val = _events(tmp_path / "logs" / "validation" / val_files[0])
+    assert [s for s, _ in train] == [0, 1, 2]
+    for epoch, scalars in train:
+        assert scalars["epoch_loss"] == pytest.approx(h.history["loss"][epoch], rel=1e-6)
+        assert scalars["epoch_accuracy"] == pytest.approx(
+            h.history["accuracy"][epoch], rel=1e-6)
+    assert val[-1][1]["epoch_accuracy"] == pytest.approx(
+        h.history["val_accuracy"][-1], rel=1e-6)
+    with pytest.raises(ValueError, match="`update_freq`"):
+        tf.keras.callbacks.TensorBoard(update_freq="sometimes")
+
+
+def test_distributed_datasets_split_each_global_batch():
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    x = np.arange(46, dtype=np.float32).reshape(23, 2)
+    y = np.arange(23) % 2
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(10)
+    dist = strategy.experimental_distribute_dataset(dataset)
+    batches = list(dist)
+    assert len(batches) == 3
+    xs, ys = batches[2]  # the last, partial batch: 3 rows as 2 + 1
+    assert isinstance(xs, tf.distribute.PerReplica)
+    assert [len(v) for v in xs.values] == [2, 1]
+    np.testing.assert_array_equal(np.concatenate(ys.values), y[20:])
+    # run hands each replica its own share; reduce puts them together.
+    rows = strategy.run(lambda xb, yb: len(xb) + 0 * len(yb), args=batches[0])
+    assert rows.values == (5, 5)
+    assert strategy.reduce("SUM", rows, axis=None) == 10
+    with pytest.raises(ValueError, match="must be batched"):
+        strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices(x))
+    with pytest.raises(TypeError, match="strata.data.Dataset"):
+        strategy.experimental_distribute_dataset([1, 2, 3])
+    # Per-replica batches from a function: a global batch is one per replica.
+    from_fn = strategy.distribute_datasets_from_function(
+        lambda ctx: tf.data.Dataset.from_tensor_slices((x, y)).batch(
+            ctx.get_per_replica_batch_size(8)))
+    first = next(iter(from_fn))
+    assert [len(v) for v in first[0].values] == [4, 4]
+    # One replica: the batches themselves. fit and evaluate take either.
+    one = tf.distribute.OneDeviceStrategy("/cpu:0")
+    plain = next(iter(one.experimental_distribute_dataset(dataset)))
+    assert isinstance(plain[0], np.ndarray) and len(plain[0]) == 10
+    with strategy.scope():
+        model = toy_model()
+    xt, yt = toy(400)
+    h = model.fit(strategy.experimental_distribute_dataset(
+        tf.data.Dataset.from_tensor_slices((xt, yt)).batch(20)), epochs=2, verbose=0)
+    assert len(h.history["loss"]) == 2
+    assert model.evaluate(from_fn, verbose=0)[1] >= 0.0

@@ -1,9 +1,14 @@
 """strata.keras.callbacks: History, EarlyStopping, ModelCheckpoint,
-LambdaCallback. Under OneDeviceStrategy and MirroredStrategy ``fit`` trains
-epoch by epoch in C++ and calls them after each; a cluster strategy's fit
-is one cluster run, after which they see each epoch's logs in turn (so
-they can record and save, but not stop it early)."""
+LambdaCallback, TensorBoard. Under OneDeviceStrategy and MirroredStrategy
+``fit`` trains epoch by epoch in C++ and calls them after each; a cluster
+strategy's fit is one cluster run, whose epochs they see as the
+coordinator reports each ended (so they can record and save, but not stop
+it early)."""
+import os
+
 import numpy as np
+
+from . import tensorboard as _tensorboard
 
 
 class Callback:
@@ -145,3 +150,47 @@ class ModelCheckpoint(Callback):
         self.model.save_weights(path)
         if self.verbose > 0:
             print("Epoch %d: saving model to %s" % (epoch + 1, path))
+
+
+class TensorBoard(Callback):
+    """Keras's TensorBoard callback for the epoch scalars: after each epoch,
+    log_dir/train gets "epoch_loss", "epoch_<metric>", and log_dir/validation
+    the validation figures under the same tags (as Keras writes them), in
+    TensorBoard's event-file format (`tensorboard --logdir LOG_DIR`).
+    Histograms, images, graphs and profiling are not written."""
+
+    def __init__(self, log_dir="logs", histogram_freq=0, write_graph=True,
+                 write_images=False, write_steps_per_second=False, update_freq="epoch",
+                 profile_batch=0, embeddings_freq=0, embeddings_metadata=None, **kwargs):
+        super().__init__()
+        if kwargs:
+            raise TypeError("TensorBoard: unexpected keyword argument(s) %s"
+                            % ", ".join(sorted(kwargs)))
+        if update_freq not in ("epoch", "batch") and not isinstance(update_freq, int):
+            raise ValueError("TensorBoard: `update_freq` must be 'epoch', 'batch' or "
+                             "an integer, got %r" % (update_freq,))
+        self.log_dir = os.fspath(log_dir)
+        self._writers = {}
+
+    def _writer(self, name):
+        if name not in self._writers:
+            self._writers[name] = _tensorboard.EventFileWriter(
+                os.path.join(self.log_dir, name))
+        return self._writers[name]
+
+    def on_epoch_end(self, epoch, logs=None):
+        train, validation = {}, {}
+        for key, value in (logs or {}).items():
+            if key.startswith("val_"):
+                validation["epoch_" + key[4:]] = value
+            else:
+                train["epoch_" + key] = value
+        if train:
+            self._writer("train").scalars(epoch, train)
+        if validation:
+            self._writer("validation").scalars(epoch, validation)
+
+    def on_train_end(self, logs=None):
+        for writer in self._writers.values():
+            writer.close()
+        self._writers = {}

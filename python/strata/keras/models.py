@@ -67,18 +67,95 @@ def _positive(what, name, value):
     return int(value)
 
 
-class _Bar:
-    """Keras's progress line: `steps/steps [=====] - 2s 4ms/step - loss: ...`."""
+class _Progbar:
+    """Keras's progress display for fit.
+
+    verbose=1: "Epoch 3/10", then the bar of the epoch, redrawn in place
+    ("\r") while it trains where the output is a terminal, and ended by
+    "469/469 [==============================] - 2s 4ms/step - loss: ...";
+    verbose=2: one line per epoch, "469/469 - 2s - loss: ... - 2s/epoch -
+    4ms/step"; verbose=0: nothing."""
+
+    WIDTH = 30
+
+    def __init__(self, epochs, verbose, stream=None):
+        self.epochs = epochs
+        self.verbose = verbose
+        self.stream = stream or sys.stdout
+        isatty = getattr(self.stream, "isatty", None)
+        self.dynamic = bool(isatty and isatty()) or "ipykernel" in sys.modules
+        self._epoch = None
+        self._start = None
+        self._last_width = 0
+
+    def _write(self, text):
+        self.stream.write(text)
+        self.stream.flush()
+
+    def begin_epoch(self, epoch):
+        """Epoch `epoch` (from 0) starts: its header line."""
+        if self._epoch == epoch:
+            return
+        self._epoch = epoch
+        self._start = time.monotonic()
+        self._last_width = 0
+        if self.verbose:
+            self._write("Epoch %d/%d\n" % (epoch + 1, self.epochs))
 
     @staticmethod
-    def line(steps, seconds, logs):
+    def _metrics(logs):
+        return "".join(" - %s: %.4f" % (k, v) for k, v in logs.items())
+
+    def _bar(self, step, steps):
+        text = "%*d/%d [" % (len(str(steps)), step, steps)
+        done = int(self.WIDTH * step / steps) if steps else self.WIDTH
+        if done > 0:
+            text += "=" * (done - 1)
+            text += ">" if step < steps else "="
+        return text + "." * (self.WIDTH - done) + "]"
+
+    def update(self, epoch, step, steps, logs):
+        """Within epoch `epoch`: `step` of `steps` done, running means."""
+        self.begin_epoch(epoch)
+        if self.verbose != 1 or not self.dynamic or steps <= 0 or step >= steps:
+            return
+        elapsed = time.monotonic() - self._start
+        eta = elapsed / step * (steps - step) if step else 0.0
+        eta_text = ("%d:%02d:%02d" % (eta // 3600, (eta % 3600) // 60, eta % 60)
+                    if eta > 3600 else "%d:%02d" % (eta // 60, eta % 60)
+                    if eta > 60 else "%ds" % eta)
+        line = "%s - ETA: %s%s" % (self._bar(step, steps), eta_text, self._metrics(logs))
+        pad = max(self._last_width - len(line), 0)
+        self._last_width = len(line)
+        self._write("\r" + line + " " * pad)
+
+    @staticmethod
+    def _per_step(seconds, steps):
         per_step = seconds / max(steps, 1)
-        unit = "%dms/step" % round(per_step * 1e3) if per_step >= 1e-3 else \
-            "%dus/step" % round(per_step * 1e6)
-        parts = ["%d/%d [==============================] - %ds %s" % (
-            steps, steps, round(seconds), unit)]
-        parts += ["%s: %.4f" % (k, v) for k, v in logs.items()]
-        return " - ".join(parts)
+        return ("%dms/step" % round(per_step * 1e3) if per_step >= 1e-3
+                else "%dus/step" % round(per_step * 1e6))
+
+    def end_epoch(self, epoch, steps, seconds, logs):
+        """The epoch's final line (its figures, validation included)."""
+        self.begin_epoch(epoch)
+        if self.verbose == 1:
+            line = "%s - %ds %s%s" % (self._bar(steps, steps), round(seconds),
+                                       self._per_step(seconds, steps),
+                                       self._metrics(logs))
+            pad = max(self._last_width - len(line), 0)
+            self._write(("\r" if self.dynamic else "") + line + " " * pad + "\n")
+        elif self.verbose == 2:
+            self._write("%d/%d - %ds%s - %ds/epoch - %s\n" % (
+                steps, steps, round(seconds), self._metrics(logs), round(seconds),
+                self._per_step(seconds, steps)))
+        self._last_width = 0
+
+    @classmethod
+    def line(cls, steps, seconds, logs):
+        """A finished bar: "313/313 [=====...] - 0s 1ms/step - loss: ..."."""
+        bar = cls(1, 1)
+        return "%s - %ds %s%s" % (bar._bar(steps, steps), round(seconds),
+                                   cls._per_step(seconds, steps), cls._metrics(logs))
 
 
 class Sequential:
@@ -173,6 +250,8 @@ class Sequential:
     # --- data ------------------------------------------------------------
     def _dataset(self, x, y, what, batch_size=None):
         """(native dataset, batch size from the dataset or None, shuffled)."""
+        if isinstance(x, _distribute.DistributedDataset):
+            x = x._global_dataset()
         if isinstance(x, _data.Dataset):
             if y is not None:
                 raise ValueError("%s: `y` argument is not supported when using "
@@ -223,7 +302,7 @@ class Sequential:
             raise ValueError("fit: `validation_split` must be in [0, 1), got %r"
                              % (validation_split,))
         if validation_split and validation_data is None:
-            if isinstance(x, _data.Dataset):
+            if isinstance(x, (_data.Dataset, _distribute.DistributedDataset)):
                 raise ValueError("fit: `validation_split` is only supported for "
                                  "numpy arrays, not datasets")
             xa, ya = np.asarray(x), np.asarray(y)
@@ -236,7 +315,7 @@ class Sequential:
         batch = batch_size or ds_batch or 32
         validation = None
         if validation_data is not None:
-            if isinstance(validation_data, _data.Dataset):
+            if isinstance(validation_data, (_data.Dataset, _distribute.DistributedDataset)):
                 validation = self._dataset(validation_data, None, "fit validation_data")[0]
             elif isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3):
                 validation = self._dataset(validation_data[0], validation_data[1],
@@ -257,6 +336,7 @@ class Sequential:
         local = not isinstance(self._strategy, _distribute._LocalCluster)
         base_seed = self._fits * 100003 + 17
         self._fits += 1
+        bar = _Progbar(epochs, verbose)
 
         def logs_of(e, evaluated):
             logs = {"loss": e["loss"]}
@@ -268,41 +348,65 @@ class Sequential:
                     logs["val_" + name] = e["test_accuracy"]
             return logs
 
+        begun = set()
+        ended = set()
+
+        def begin(epoch):
+            if epoch in begun:
+                return
+            begun.add(epoch)
+            bar.begin_epoch(epoch)
+            for cb in cbs:
+                cb.on_epoch_begin(epoch)
+
         def report(epoch, e):
+            if epoch in ended:
+                return
+            begin(epoch)
+            ended.add(epoch)
             evaluated = validation is not None and e["evaluated"]
             logs = logs_of(e, evaluated)
-            if verbose:
-                print("Epoch %d/%d" % (epoch + 1, epochs))
-                print(_Bar.line(e["steps"], e["seconds"], logs))
-                sys.stdout.flush()
+            bar.end_epoch(epoch, e["steps"], e["seconds"], logs)
             for cb in cbs:
                 cb.on_epoch_end(epoch, logs)
+
+        def run(first_epoch, n, val, seed):
+            """One native Fit of `n` epochs, the first numbered
+            `first_epoch`: its bar and epoch ends shown as they come."""
+            def on_progress(epoch, _epochs, step, steps, loss, accuracy):
+                epoch = first_epoch + epoch - 1
+                if epoch in ended:
+                    return
+                logs = {"loss": loss}
+                for name in self._metric_names:
+                    logs[name] = accuracy
+                begin(epoch)
+                bar.update(epoch, step, steps, logs)
+
+            def on_epoch(e):
+                report(first_epoch + e["epoch"] - 1, e)
+
+            result = native.fit(train, n, batch, val, validation_freq, seed, 0,
+                                on_progress, on_epoch)
+            for i, e in enumerate(result):  # any epoch not shown as it ended
+                report(first_epoch + i, dict(e))
 
         if local:
             # Epoch by epoch (a later Fit continues from the weights and
             # optimizer state reached), so callbacks run between epochs.
             for epoch in range(initial_epoch, epochs):
-                for cb in cbs:
-                    cb.on_epoch_begin(epoch)
+                begin(epoch)
                 validate = validation is not None and (
                     (epoch + 1) % validation_freq == 0 or epoch + 1 == epochs)
-                start = time.monotonic()
-                result = native.fit(train, 1, batch, validation if validate else None, 1,
-                                    base_seed + epoch, 0)
-                e = dict(result[0])
-                e["seconds"] = time.monotonic() - start
-                report(epoch, e)
+                run(epoch, 1, validation if validate else None, base_seed + epoch)
                 if self.stop_training:
                     break
         else:
             if callbacks and any(isinstance(cb, _callbacks.EarlyStopping) for cb in callbacks):
                 print("fit: under %s the whole fit is one cluster run; EarlyStopping "
-                      "sees its epochs afterwards and cannot stop it"
+                      "sees its epochs as they end but cannot stop it"
                       % type(self._strategy).__name__, file=sys.stderr)
-            result = native.fit(train, epochs - initial_epoch, batch, validation,
-                                validation_freq, base_seed, 0)
-            for i, e in enumerate(result):
-                report(initial_epoch + i, e)
+            run(initial_epoch, epochs - initial_epoch, validation, base_seed)
         for cb in cbs:
             cb.on_train_end()
         self.history = history
@@ -323,7 +427,7 @@ class Sequential:
         for name in self._metric_names:
             logs[name] = accuracy
         if verbose == "auto" or verbose:
-            print(_Bar.line(-(-n // batch), time.monotonic() - start, logs))
+            print(_Progbar.line(-(-n // batch), time.monotonic() - start, logs))
         if return_dict:
             return logs
         values = list(logs.values())
@@ -334,6 +438,8 @@ class Sequential:
         native = self._require("predicting")
         if batch_size is not None:
             batch_size = _positive("predict", "batch_size", batch_size)
+        if isinstance(x, _distribute.DistributedDataset):
+            x = x.dataset
         if isinstance(x, _data.Dataset):
             x = x.features
         feats = _features(x, "predict")
