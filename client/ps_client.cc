@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "client/ps_client_streams.h"
+#include "client/push_tag.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "grpcpp/client_context.h"
@@ -130,6 +133,83 @@ absl::StatusOr<v1::ListVariablesResponse> PsClient::ListVariables() {
 
 absl::StatusOr<v1::StatsResponse> PsClient::Stats() {
   return Unary(&v1::ParameterService::Stub::Stats, v1::StatsRequest());
+}
+
+absl::StatusOr<bool> PsClient::CreateTable(const v1::TableSpec& spec) {
+  v1::CreateTableRequest req;
+  *req.mutable_spec() = spec;
+  STRATA_ASSIGN_OR_RETURN(v1::CreateTableResponse resp,
+                          Unary(&v1::ParameterService::Stub::CreateTable, req));
+  return resp.created();
+}
+
+absl::Status PsClient::LookupRows(const std::string& table,
+                                  absl::Span<const int64_t> ids, bool train,
+                                  absl::Span<float> dst) {
+  if (ids.empty()) return absl::OkStatus();
+  if (dst.size() % ids.size() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LookupRows('", table, "'): ", dst.size(),
+        " floats are not whole rows for ", ids.size(), " ids"));
+  }
+  const size_t dim = dst.size() / ids.size();
+  const size_t per_call =
+      std::max<size_t>(1, kMaxTableCallBytes / (dim * sizeof(float)));
+  for (size_t first = 0; first < ids.size(); first += per_call) {
+    const size_t n = std::min(per_call, ids.size() - first);
+    v1::LookupRowsRequest req;
+    req.set_table(table);
+    req.set_train(train);
+    req.mutable_ids()->Add(ids.begin() + first, ids.begin() + first + n);
+    STRATA_ASSIGN_OR_RETURN(
+        v1::LookupRowsResponse resp,
+        Unary(&v1::ParameterService::Stub::LookupRows, req));
+    if (static_cast<size_t>(resp.dim()) != dim ||
+        resp.values().size() != n * dim * sizeof(float)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LookupRows('", table, "'): the table's rows have ", resp.dim(),
+          " floats; the destination holds ", dim, " per id"));
+    }
+    std::memcpy(dst.data() + first * dim, resp.values().data(),
+                resp.values().size());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::PushTableRowsResponse> PsClient::PushTableRows(
+    const std::string& table, absl::Span<const int64_t> ids,
+    absl::Span<const float> gradients, const std::optional<PushTag>& tag) {
+  const size_t bytes =
+      gradients.size() * sizeof(float) + ids.size() * sizeof(int64_t);
+  if (bytes > kMaxTableCallBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PushTableRows('", table, "'): ", bytes, " bytes of ids and "
+        "gradients exceed one call's ", kMaxTableCallBytes,
+        "; push fewer ids per call (each call is one tagged push)"));
+  }
+  v1::PushTableRowsRequest req;
+  req.set_table(table);
+  if (tag.has_value()) *req.mutable_tag() = ToProto(*tag);
+  req.mutable_ids()->Add(ids.begin(), ids.end());
+  req.set_gradients(gradients.data(), gradients.size() * sizeof(float));
+  return Unary(&v1::ParameterService::Stub::PushTableRows, req);
+}
+
+absl::StatusOr<v1::TableStatsResponse> PsClient::TableStats(
+    const std::string& table) {
+  v1::TableStatsRequest req;
+  req.set_table(table);
+  return Unary(&v1::ParameterService::Stub::TableStats, req);
+}
+
+absl::StatusOr<int64_t> PsClient::RestoreTables(
+    const std::vector<std::string>& paths) {
+  v1::RestoreTablesRequest req;
+  for (const std::string& p : paths) req.add_paths(p);
+  STRATA_ASSIGN_OR_RETURN(
+      v1::RestoreTablesResponse resp,
+      Unary(&v1::ParameterService::Stub::RestoreTables, req));
+  return resp.rows();
 }
 
 absl::StatusOr<uint64_t> PsClient::AttachSharedRegion(

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -186,6 +187,34 @@ class PsClient {
       const std::vector<std::string>& paths);
   absl::StatusOr<v1::ListVariablesResponse> ListVariables();
   absl::StatusOr<v1::StatsResponse> Stats();
+
+  // Dynamic embedding tables (TableSpec in parameter_server.proto).
+  // Returns true when created, false when an identical table existed.
+  absl::StatusOr<bool> CreateTable(const v1::TableSpec& spec);
+  // The rows of `ids` into `dst` (ids.size() x dim float32, dim being
+  // dst.size() / ids.size()); `train` counts the lookup toward admission
+  // and creates admitted rows (LookupRowsRequest). Split into calls of at
+  // most kMaxTableCallBytes of rows. Errors: the server's; INVALID_ARGUMENT
+  // when dst does not hold whole rows or the server's dim differs.
+  absl::Status LookupRows(const std::string& table,
+                          absl::Span<const int64_t> ids, bool train,
+                          absl::Span<float> dst);
+  // Pushes gradient rows (ids.size() x dim float32) in one call: tagged
+  // (applied at most once per (job, worker, step), so retried on
+  // UNAVAILABLE) when `tag` is set. Errors: the server's; INVALID_ARGUMENT
+  // when the call would exceed kMaxTableCallBytes (push fewer ids).
+  absl::StatusOr<v1::PushTableRowsResponse> PushTableRows(
+      const std::string& table, absl::Span<const int64_t> ids,
+      absl::Span<const float> gradients, const std::optional<PushTag>& tag);
+  // Every table's counters (only `table` when not empty).
+  absl::StatusOr<v1::TableStatsResponse> TableStats(
+      const std::string& table = "");
+  // Reshards this task's tables from checkpoints of any number of tasks
+  // (RestoreTablesRequest). Returns the rows loaded.
+  absl::StatusOr<int64_t> RestoreTables(const std::vector<std::string>& paths);
+  // The largest lookup answer or push a table call carries (under the
+  // server's 4 MiB message limit).
+  static constexpr size_t kMaxTableCallBytes = size_t{3} << 20;
 
  private:
   struct Conn {

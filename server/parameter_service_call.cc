@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
@@ -86,6 +87,20 @@ bool ServiceCall::End(const absl::Status& status) {
          {"message", std::string(status.message())}});
   }
   return true;
+}
+
+absl::StatusOr<std::string> ScopedCheckpointPath(
+    const ParameterStore& store, const std::optional<Caller>& caller,
+    const std::string& path, const char* what) {
+  STRATA_RETURN_IF_ERROR(store.CheckCheckpointAccess(caller, what));
+  if (!caller.has_value() || caller->Has(Role::kAdmin)) return path;
+  if (path.empty() || path[0] == '/') {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "checkpoint path '", path,
+        "': a job's coordinator may only use relative paths (its job's "
+        "directory under --checkpoint-dir)"));
+  }
+  return absl::StrCat(caller->job, "/", path);
 }
 
 }  // namespace strata

@@ -16,8 +16,10 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/status/statusor.h"
 #include "common/auth.h"
 #include "grpcpp/server_context.h"
+#include "server/parameter_store.h"
 
 namespace strata {
 
@@ -63,6 +65,14 @@ class ServiceCall {
   const char* transport_ = nullptr;
   bool ended_ = false;
 };
+
+// The checkpoint path a caller's Save, Restore or RestoreTables (`what`)
+// uses, once the store allows it: a job's coordinator works under "<job>/"
+// of the checkpoint directory. Errors: those of CheckCheckpointAccess,
+// PERMISSION_DENIED for a coordinator's absolute path.
+absl::StatusOr<std::string> ScopedCheckpointPath(
+    const ParameterStore& store, const std::optional<Caller>& caller,
+    const std::string& path, const char* what);
 
 // Authorizes the call of a new reactor (whose call() is its ServiceCall)
 // for `needed`, then begins it with `args`, or rejects it with the error.

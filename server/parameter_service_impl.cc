@@ -10,26 +10,6 @@
 #include "server/parameter_service_call.h"
 
 namespace strata {
-namespace {
-
-// The checkpoint path a caller's Save or Restore (`what`) uses, once the
-// store allows it: a job's coordinator works under "<job>/" of the
-// checkpoint directory. Errors: PERMISSION_DENIED.
-absl::StatusOr<std::string> ScopedCheckpointPath(
-    const ParameterStore& store, const std::optional<Caller>& caller,
-    const std::string& path, const char* what) {
-  STRATA_RETURN_IF_ERROR(store.CheckCheckpointAccess(caller, what));
-  if (!caller.has_value() || caller->Has(Role::kAdmin)) return path;
-  if (path.empty() || path[0] == '/') {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "checkpoint path '", path,
-        "': a job's coordinator may only use relative paths (its job's "
-        "directory under --checkpoint-dir)"));
-  }
-  return absl::StrCat(caller->job, "/", path);
-}
-
-}  // namespace
 
 ParameterServiceImpl::ParameterServiceImpl(ParameterStore* store,
                                            Logger* logger,

@@ -35,6 +35,11 @@
 namespace strata {
 
 using ParameterServiceBase =
+    v1::ParameterService::WithCallbackMethod_CreateTable<
+    v1::ParameterService::WithCallbackMethod_LookupRows<
+    v1::ParameterService::WithCallbackMethod_PushTableRows<
+    v1::ParameterService::WithCallbackMethod_TableStats<
+    v1::ParameterService::WithCallbackMethod_RestoreTables<
     v1::ParameterService::WithRawCallbackMethod_Lane<
     v1::ParameterService::WithCallbackMethod_AttachSharedRegion<
     v1::ParameterService::WithCallbackMethod_DetachSharedRegion<
@@ -55,7 +60,7 @@ using ParameterServiceBase =
                                             v1::ParameterService::
                                                 WithRawCallbackMethod_PushVariables<
                                                     v1::ParameterService::
-                                                        Service>>>>>>>>>>>>>>>>>;
+                                                        Service>>>>>>>>>>>>>>>>>>>>>>;
 
 struct ParameterServiceOptions {
   // Payload bytes per streamed chunk.
@@ -147,6 +152,24 @@ class ParameterServiceImpl final : public ParameterServiceBase {
       v1::ServeSharedRegionResponse* resp) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Lane(
       grpc::CallbackServerContext* ctx) override;
+
+  // Dynamic embedding tables (server/table_store.h): CreateTable and
+  // RestoreTables need the coordinator role, the others the worker's.
+  grpc::ServerUnaryReactor* CreateTable(grpc::CallbackServerContext* ctx,
+                                        const v1::CreateTableRequest* req,
+                                        v1::CreateTableResponse* resp) override;
+  grpc::ServerUnaryReactor* LookupRows(grpc::CallbackServerContext* ctx,
+                                       const v1::LookupRowsRequest* req,
+                                       v1::LookupRowsResponse* resp) override;
+  grpc::ServerUnaryReactor* PushTableRows(
+      grpc::CallbackServerContext* ctx, const v1::PushTableRowsRequest* req,
+      v1::PushTableRowsResponse* resp) override;
+  grpc::ServerUnaryReactor* TableStats(grpc::CallbackServerContext* ctx,
+                                       const v1::TableStatsRequest* req,
+                                       v1::TableStatsResponse* resp) override;
+  grpc::ServerUnaryReactor* RestoreTables(
+      grpc::CallbackServerContext* ctx, const v1::RestoreTablesRequest* req,
+      v1::RestoreTablesResponse* resp) override;
 
   // An open Lane stream, registered while open so that PrepareShutdown can
   // end the ones waiting for a frame (they would hold the drain).

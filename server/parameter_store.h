@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/auth.h"
+#include "server/table_store.h"
 #include "server/variable.h"
 #include "strata/v1/parameter_server.pb.h"
 
@@ -100,6 +101,17 @@ class ParameterStore {
   // NOT_FOUND, DATA_LOSS, and the device's (nothing changes).
   virtual absl::StatusOr<int64_t> Restore(
       const std::string& path, const std::optional<Caller>& caller) = 0;
+
+  // The dynamic embedding tables (saved and restored with the variables).
+  virtual TableStore* tables() = 0;
+
+  // Loads this task's rows of its tables from the checkpoints at `paths`
+  // (resolved as Restore's; written by any number of tasks): see
+  // TableStore::Reshard. Errors: those of CheckCheckpointAccess, of
+  // resolving and reading each path, and of Reshard (nothing changes).
+  virtual absl::StatusOr<int64_t> RestoreTables(
+      const std::vector<std::string>& paths,
+      const std::optional<Caller>& caller) = 0;
 
   // Largest variable (and so largest push, pull or assign) in bytes.
   virtual uint64_t max_variable_bytes() const = 0;

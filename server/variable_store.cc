@@ -11,7 +11,7 @@
 namespace strata {
 
 VariableStore::VariableStore(VariableStoreOptions options)
-    : options_(std::move(options)) {}
+    : options_(std::move(options)), tables_(options_.tables) {}
 
 VariableStore::~VariableStore() {
   VariableStore::CancelWaiters(
@@ -180,11 +180,15 @@ absl::StatusOr<SaveResult> VariableStore::Save(
     STRATA_ASSIGN_OR_RETURN(CheckpointVariable entry, v->CheckpointEntry());
     ckpt.variables.push_back(std::move(entry));
   }
+  const int64_t num_variables = static_cast<int64_t>(ckpt.variables.size());
+  for (CheckpointVariable& entry : tables_.CheckpointEntries()) {
+    ckpt.variables.push_back(std::move(entry));
+  }
   ckpt.extra["pushes_applied"] = pushes_applied_.load();
   STRATA_ASSIGN_OR_RETURN(int64_t bytes, WriteCheckpointFiles(resolved, ckpt));
   SaveResult result;
   result.path = resolved;
-  result.num_variables = static_cast<int64_t>(ckpt.variables.size());
+  result.num_variables = num_variables;
   result.bytes = bytes;
   return result;
 }
@@ -196,6 +200,7 @@ absl::StatusOr<int64_t> VariableStore::Restore(
   STRATA_ASSIGN_OR_RETURN(Checkpoint ckpt, ReadCheckpointFiles(resolved));
   std::map<std::string, std::shared_ptr<Variable>> fresh;
   for (const CheckpointVariable& entry : ckpt.variables) {
+    if (TableStore::IsTableEntry(entry)) continue;  // restored below
     STRATA_ASSIGN_OR_RETURN(
         std::shared_ptr<Variable> v,
         Variable::FromCheckpoint(entry, options_.max_variable_bytes,
@@ -207,6 +212,7 @@ absl::StatusOr<int64_t> VariableStore::Restore(
     }
   }
   const int64_t n = static_cast<int64_t>(fresh.size());
+  STRATA_RETURN_IF_ERROR(tables_.Restore(ckpt));
   {
     absl::MutexLock lock(&mu_);
     // Another job may have created a variable while the files were read.
@@ -233,6 +239,19 @@ absl::StatusOr<int64_t> VariableStore::Restore(
         "'; pull again")));
   }
   return n;
+}
+
+absl::StatusOr<int64_t> VariableStore::RestoreTables(
+    const std::vector<std::string>& paths,
+    const std::optional<Caller>& caller) {
+  STRATA_RETURN_IF_ERROR(CheckCheckpointAccess(caller, "restore"));
+  std::vector<Checkpoint> checkpoints;
+  for (const std::string& path : paths) {
+    STRATA_ASSIGN_OR_RETURN(std::string resolved, ResolvePath(path));
+    STRATA_ASSIGN_OR_RETURN(Checkpoint ckpt, ReadCheckpointFiles(resolved));
+    checkpoints.push_back(std::move(ckpt));
+  }
+  return tables_.Reshard(checkpoints);
 }
 
 absl::StatusOr<int64_t> VariableStore::WriteCheckpointFiles(

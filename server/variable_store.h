@@ -31,6 +31,8 @@ struct VariableStoreOptions {
   // Relative checkpoint paths resolve under this directory; empty refuses
   // relative paths.
   std::string checkpoint_dir;
+  // The dynamic tables' options (time source of their time-to-live).
+  TableStoreOptions tables;
   // Where variables live: host memory (default) or a CUDA device. The store
   // does not probe the device; creating a variable on an unusable one fails
   // (FAILED_PRECONDITION). PsServer::Start checks it first.
@@ -86,6 +88,11 @@ class VariableStore : public ParameterStore {
     return ResolvePath(path);
   }
 
+  TableStore* tables() override { return &tables_; }
+  absl::StatusOr<int64_t> RestoreTables(
+      const std::vector<std::string>& paths,
+      const std::optional<Caller>& caller) override;
+
   uint64_t max_variable_bytes() const override {
     return options_.max_variable_bytes;
   }
@@ -128,6 +135,7 @@ class VariableStore : public ParameterStore {
       ABSL_GUARDED_BY(mu_);
   // The job owning each variable that has one (servers with credentials).
   absl::flat_hash_map<std::string, std::string> owners_ ABSL_GUARDED_BY(mu_);
+  TableStore tables_;
   std::atomic<int64_t> pushes_applied_{0};
   std::atomic<int64_t> pushes_duplicate_{0};
   std::atomic<int64_t> pulls_{0};
