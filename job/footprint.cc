@@ -96,6 +96,11 @@ using job_internal::Saturating;
 absl::StatusOr<ModelFootprint> ComputeModelFootprint(
     const ModelSpec& model, const OptimizerConfig& optimizer,
     int64_t batch_size) {
+  // The layers' part; the embedding tables live on the PS tasks (or in
+  // local_train's process), bounded by their max_rows, not counted here.
+  if (!model.embeddings.empty()) {
+    return ComputeModelFootprint(DenseModelSpec(model), optimizer, batch_size);
+  }
   absl::StatusOr<std::unique_ptr<Optimizer>> created =
       Optimizer::Create(optimizer);
   if (!created.ok()) {

@@ -112,6 +112,9 @@ absl::Status ParseSplit(const json& value, const std::string& path,
         o.CheckKeys({"images", "labels"}, " for format idx"));
     STRATA_RETURN_IF_ERROR(o.String("images", true, &split->images));
     STRATA_RETURN_IF_ERROR(o.String("labels", true, &split->labels));
+  } else if (format == "criteo") {
+    STRATA_RETURN_IF_ERROR(o.CheckKeys({"path"}, " for format criteo"));
+    STRATA_RETURN_IF_ERROR(o.String("path", true, &split->path));
   } else {
     STRATA_RETURN_IF_ERROR(
         o.CheckKeys({"path", "label_column", "header"}, " for format csv"));
@@ -125,9 +128,16 @@ absl::Status ParseSplit(const json& value, const std::string& path,
 
 absl::Status ParseData(const json& value, DataSpec* data) {
   STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, "job.data"));
-  STRATA_RETURN_IF_ERROR(o.CheckKeys(
-      {"format", "train", "test", "scale", "limit_train", "limit_test"}));
-  STRATA_RETURN_IF_ERROR(o.Enum("format", true, {"idx", "csv"}, &data->format));
+  STRATA_RETURN_IF_ERROR(o.CheckKeys({"format", "train", "test", "scale",
+                                      "limit_train", "limit_test",
+                                      "bad_lines"}));
+  STRATA_RETURN_IF_ERROR(
+      o.Enum("format", true, {"idx", "csv", "criteo"}, &data->format));
+  STRATA_RETURN_IF_ERROR(
+      o.Enum("bad_lines", false, {"stop", "skip"}, &data->bad_lines));
+  if (o.Has("bad_lines") && data->format != "criteo") {
+    return PathError(o.Path("bad_lines"), "applies to format criteo only");
+  }
   STRATA_RETURN_IF_ERROR(o.Required("train"));
   STRATA_RETURN_IF_ERROR(
       ParseSplit(o.At("train"), o.Path("train"), data->format, &data->train));
@@ -300,11 +310,22 @@ absl::StatusOr<JobSpec> ParseJobFields(const json& job, bool full) {
     }
     for (size_t i = 0; i < metrics.size(); ++i) {
       const json& m = metrics[i];
-      if (!m.is_string() || m.get<std::string>() != "accuracy") {
+      if (!m.is_string() || (m.get<std::string>() != "accuracy" &&
+                             m.get<std::string>() != "auc")) {
         return PathError(absl::StrCat(o.Path("metrics"), "[", i, "]"),
-                         absl::StrCat(Show(m), " is not one of accuracy"));
+                         absl::StrCat(Show(m), " is not one of accuracy, auc"));
       }
-      if (spec.metrics.empty()) spec.metrics.push_back("accuracy");
+      const std::string name = m.get<std::string>();
+      if (name == "auc" && o.Has("loss") &&
+          o.At("loss") != json("binary_crossentropy")) {
+        return PathError(absl::StrCat(o.Path("metrics"), "[", i, "]"),
+                         "auc needs loss binary_crossentropy (a binary "
+                         "model)");
+      }
+      if (std::find(spec.metrics.begin(), spec.metrics.end(), name) ==
+          spec.metrics.end()) {
+        spec.metrics.push_back(name);
+      }
     }
   }
 
@@ -367,6 +388,25 @@ absl::StatusOr<JobSpec> ParseJobFields(const json& job, bool full) {
   // The strategy as a whole, as the policy registry sees it.
   STRATA_RETURN_IF_ERROR(PolicyFor(spec).status());
 
+  if (o.Has("model") && o.Has("data")) {
+    const bool criteo = spec.data.format == "criteo";
+    int64_t features = 1;
+    for (int64_t d : spec.model.input_shape) features *= d;
+    if (criteo && (features != 13 || spec.model.categorical_columns != 26)) {
+      return PathError("job.model",
+                       absl::StrCat("criteo data has 13 integer and 26 "
+                                    "categorical columns; the model takes ",
+                                    features, " and ",
+                                    spec.model.categorical_columns,
+                                    " (set input_shape [13] and "
+                                    "categorical_columns 26)"));
+    }
+    if (!criteo && spec.model.categorical_columns > 0) {
+      return PathError("job.model.categorical_columns",
+                       absl::StrCat("format ", spec.data.format,
+                                    " has no categorical columns"));
+    }
+  }
   if (o.Has("model") && o.Has("loss")) {
     STRATA_RETURN_IF_ERROR(ValidateModelAndLoss(spec.model, spec.loss));
     STRATA_ASSIGN_OR_RETURN(

@@ -21,6 +21,7 @@
 #include "common/tensor.h"
 #include "kernels/initializers.h"
 #include "kernels/optimizers.h"
+#include "kernels/row_optimizers.h"
 #include "nlohmann/json.hpp"
 #include "job/job_limits.h"
 #include "strategies/placement_policy.h"
@@ -62,14 +63,57 @@ struct LayerSpec {
   double rate = 0.0;
 };
 
+// An embedding over categorical columns (issue 15): the ids of `columns`
+// (0-based among the model's categorical_columns) are looked up in the
+// dynamic table `table` (int64 ids, no vocabulary, rows of output_dim
+// floats; server/dynamic_table.h) and combined as `combiner`: "concat"
+// (each column its own output_dim values), "sum" or "mean" (the bag of the
+// columns' ids: one output_dim slice). Embeddings naming the same table
+// share it (their output_dim and table options must agree). JSON: {"table"
+// (required), "columns" (required, non-empty), "output_dim" (required, in
+// [1, 4096]), "combiner" ("concat"), "initializer" ("random_uniform" in
+// [-init_scale, init_scale), or "zeros"), "init_scale" (0.05), "min_count"
+// (1: admission after this many training lookups), "max_rows" (0 =
+// unbounded; per table shard), "eviction" ("lru" or "lfu"), "ttl_steps" (0
+// = none), "optimizer" ({"type": "sgd"|"adagrad"|"lazy_adam"|"ftrl",
+// "learning_rate", "epsilon", "initial_accumulator_value", "beta_1",
+// "beta_2", "learning_rate_power", "l1_regularization_strength",
+// "l2_regularization_strength"} or the type; default adagrad)}.
+struct EmbeddingSpec {
+  std::string table;
+  std::vector<int64_t> columns;
+  int64_t output_dim = 0;
+  std::string combiner = "concat";
+  std::string initializer = "random_uniform";
+  double init_scale = 0.05;
+  int64_t min_count = 1;
+  int64_t max_rows = 0;
+  std::string eviction = "lru";
+  int64_t ttl_steps = 0;
+  RowOptimizerConfig optimizer{RowOptimizerType::kAdagrad};
+};
+
 // A Keras Sequential model: the shape of one example (without the batch
-// dimension; every dimension > 0) and the layers in order.
+// dimension; every dimension > 0) and the layers in order. With embeddings
+// (issue 15), input_shape is the dense features', each example also holds
+// `categorical_columns` int64 ids, and the layers take the dense features
+// followed by the embeddings' outputs (DenseModelSpec).
 struct ModelSpec {
   Shape input_shape;
   std::vector<LayerSpec> layers;
+  int64_t categorical_columns = 0;
+  std::vector<EmbeddingSpec> embeddings;
 };
 
-// Files of one split. IDX: `images` and `labels` (gzip or not). CSV: `path`,
+// The floats the embeddings add to each example's input to the layers.
+int64_t EmbeddingWidth(const ModelSpec& model);
+// The layers' model: `model` without embeddings, its input_shape the dense
+// features plus EmbeddingWidth (the model itself when it has none).
+ModelSpec DenseModelSpec(const ModelSpec& model);
+
+// Files of one split. IDX: `images` and `labels` (gzip or not). Criteo
+// (tab-separated: label, 13 integer and 26 categorical columns; gzip or
+// not): `path`. CSV: `path`,
 // the 0-based `label_column` (0) and whether the first line is a `header`
 // (true); the other columns are the features.
 struct DataSplitSpec {
@@ -80,11 +124,16 @@ struct DataSplitSpec {
   bool header = true;
 };
 
-// data: {"format": "idx"|"csv", "train": {...} (required), "test": {...}
+// data: {"format": "idx"|"csv"|"criteo", "train": {...} (required), "test": {...}
 // (optional), "scale" (> 0, default 1: features are divided by it),
-// "limit_train", "limit_test" (>= 0; use only the first N examples, 0 = all)}.
+// "limit_train", "limit_test" (>= 0; use only the first N examples, 0 = all),
+// "bad_lines" (criteo: "stop" or "skip")}. Criteo data needs a model with
+// input_shape [13] and categorical_columns 26.
 struct DataSpec {
-  std::string format;  // "idx" or "csv"
+  std::string format;  // "idx", "csv" or "criteo"
+  // criteo: a malformed line stops the run ("stop", naming the file, line
+  // and column) or is skipped and counted ("skip").
+  std::string bad_lines = "stop";
   DataSplitSpec train;
   bool has_test = false;
   DataSplitSpec test;
@@ -161,7 +210,7 @@ struct JobSpec {
   // "sparse_categorical_crossentropy", "categorical_crossentropy",
   // "binary_crossentropy" or "mse" ("mean_squared_error" is stored as "mse").
   std::string loss;
-  std::vector<std::string> metrics;  // [] or ["accuracy"]
+  std::vector<std::string> metrics;  // of "accuracy", "auc" (binary)
   // optimizer: {"type": "sgd"|"adam"|"adagrad"|"rmsprop", "learning_rate",
   // "momentum", "nesterov", "beta_1", "beta_2", "epsilon", "amsgrad",
   // "initial_accumulator_value", "rho", "centered"}, or just the type name.

@@ -1,5 +1,7 @@
 // The model part of a job: layers, activations, initializers, and the
 // model's validation against its loss.
+#include <limits>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -136,9 +138,149 @@ absl::Status ParseLayer(const json& value, const std::string& path,
   return absl::OkStatus();
 }
 
+// One embedding (see EmbeddingSpec), its columns checked against
+// `categorical_columns`.
+absl::Status ParseEmbedding(const json& value, const std::string& path,
+                            int64_t categorical_columns, EmbeddingSpec* e) {
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, path));
+  STRATA_RETURN_IF_ERROR(o.CheckKeys(
+      {"table", "columns", "output_dim", "combiner", "initializer",
+       "init_scale", "min_count", "max_rows", "eviction", "ttl_steps",
+       "optimizer"}));
+  STRATA_RETURN_IF_ERROR(o.String("table", true, &e->table));
+  if (!ValidLayerName(e->table)) {
+    return PathError(o.Path("table"),
+                     absl::StrCat(Quote(e->table),
+                                  " may only hold letters, digits, '_', '-' "
+                                  "and '.'"));
+  }
+  STRATA_RETURN_IF_ERROR(o.Required("columns"));
+  const json& columns = o.At("columns");
+  if (!columns.is_array() || columns.empty()) {
+    return PathError(o.Path("columns"),
+                     absl::StrCat("expected a non-empty array of column "
+                                  "indices, got ",
+                                  Show(columns)));
+  }
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const json& c = columns[i];
+    if (!c.is_number_integer() || c.get<int64_t>() < 0 ||
+        c.get<int64_t>() >= categorical_columns) {
+      return PathError(absl::StrCat(o.Path("columns"), "[", i, "]"),
+                       absl::StrCat("expected a categorical column in [0, ",
+                                    categorical_columns, "), got ", Show(c)));
+    }
+    e->columns.push_back(c.get<int64_t>());
+  }
+  STRATA_RETURN_IF_ERROR(o.Int("output_dim", true, 1, 4096, &e->output_dim));
+  STRATA_RETURN_IF_ERROR(
+      o.Enum("combiner", false, {"concat", "sum", "mean"}, &e->combiner));
+  STRATA_RETURN_IF_ERROR(o.Enum("initializer", false,
+                                {"random_uniform", "zeros"}, &e->initializer));
+  STRATA_RETURN_IF_ERROR(
+      o.Number("init_scale", false, 0, 1e6, true, &e->init_scale));
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  STRATA_RETURN_IF_ERROR(o.Int("min_count", false, 1, kMax, &e->min_count));
+  STRATA_RETURN_IF_ERROR(o.Int("max_rows", false, 0, kMax, &e->max_rows));
+  STRATA_RETURN_IF_ERROR(
+      o.Enum("eviction", false, {"lru", "lfu"}, &e->eviction));
+  STRATA_RETURN_IF_ERROR(o.Int("ttl_steps", false, 0, kMax, &e->ttl_steps));
+  if (o.Has("optimizer")) {
+    const json& opt = o.At("optimizer");
+    const std::string opath = o.Path("optimizer");
+    std::string type;
+    RowOptimizerConfig& c = e->optimizer;
+    if (opt.is_string()) {
+      type = opt.get<std::string>();
+    } else {
+      STRATA_ASSIGN_OR_RETURN(Object p, Object::Make(opt, opath));
+      STRATA_RETURN_IF_ERROR(p.CheckKeys(
+          {"type", "learning_rate", "epsilon", "initial_accumulator_value",
+           "beta_1", "beta_2", "learning_rate_power",
+           "l1_regularization_strength", "l2_regularization_strength"}));
+      STRATA_RETURN_IF_ERROR(p.String("type", true, &type));
+      const double inf = std::numeric_limits<double>::infinity();
+      STRATA_RETURN_IF_ERROR(p.Number("learning_rate", false, 0, inf, true,
+                                      &c.learning_rate));
+      STRATA_RETURN_IF_ERROR(
+          p.Number("epsilon", false, 0, inf, true, &c.epsilon));
+      STRATA_RETURN_IF_ERROR(p.Number("initial_accumulator_value", false, 0,
+                                      inf, true, &c.initial_accumulator_value));
+      STRATA_RETURN_IF_ERROR(p.Number("beta_1", false, 0, 1, true, &c.beta_1));
+      STRATA_RETURN_IF_ERROR(p.Number("beta_2", false, 0, 1, true, &c.beta_2));
+      STRATA_RETURN_IF_ERROR(p.Number("learning_rate_power", false, -inf, 0,
+                                      false, &c.learning_rate_power));
+      STRATA_RETURN_IF_ERROR(p.Number("l1_regularization_strength", false, 0,
+                                      inf, true,
+                                      &c.l1_regularization_strength));
+      STRATA_RETURN_IF_ERROR(p.Number("l2_regularization_strength", false, 0,
+                                      inf, true,
+                                      &c.l2_regularization_strength));
+    }
+    absl::StatusOr<RowOptimizerType> parsed = ParseRowOptimizerType(type);
+    if (!parsed.ok()) {
+      return PathError(opath, absl::StrCat(Quote(type), " is not one of sgd, "
+                                           "adagrad, lazy_adam, ftrl"));
+    }
+    c.type = *parsed;
+    absl::StatusOr<std::unique_ptr<RowOptimizer>> created =
+        RowOptimizer::Create(c);
+    if (!created.ok()) return PathError(opath, created.status().message());
+  }
+  return absl::OkStatus();
+}
+
+// Embeddings naming one table agree on its width and options.
+absl::Status CheckSharedTables(const std::vector<EmbeddingSpec>& embeddings) {
+  for (size_t i = 0; i < embeddings.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      const EmbeddingSpec& a = embeddings[j];
+      const EmbeddingSpec& b = embeddings[i];
+      if (a.table != b.table) continue;
+      if (a.output_dim != b.output_dim || a.initializer != b.initializer ||
+          a.init_scale != b.init_scale || a.min_count != b.min_count ||
+          a.max_rows != b.max_rows || a.eviction != b.eviction ||
+          a.ttl_steps != b.ttl_steps ||
+          a.optimizer.type != b.optimizer.type ||
+          a.optimizer.learning_rate != b.optimizer.learning_rate) {
+        return PathError(
+            absl::StrCat("job.model.embeddings[", i, "]"),
+            absl::StrCat("shares table ", Quote(b.table),
+                         " with embeddings[", j,
+                         "] but not its output_dim and table options"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseModel(const json& value, ModelSpec* model) {
   STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, "job.model"));
-  STRATA_RETURN_IF_ERROR(o.CheckKeys({"input_shape", "layers"}));
+  STRATA_RETURN_IF_ERROR(o.CheckKeys(
+      {"input_shape", "layers", "categorical_columns", "embeddings"}));
+  STRATA_RETURN_IF_ERROR(o.Int("categorical_columns", false, 0, 1 << 16,
+                               &model->categorical_columns));
+  model->embeddings.clear();
+  if (o.Has("embeddings")) {
+    const json& embeddings = o.At("embeddings");
+    if (!embeddings.is_array()) {
+      return PathError(o.Path("embeddings"),
+                       absl::StrCat("expected an array, got ",
+                                    Show(embeddings)));
+    }
+    if (!embeddings.empty() && model->categorical_columns < 1) {
+      return PathError(o.Path("categorical_columns"),
+                       "must be >= 1 for a model with embeddings");
+    }
+    for (size_t i = 0; i < embeddings.size(); ++i) {
+      EmbeddingSpec e;
+      STRATA_RETURN_IF_ERROR(ParseEmbedding(
+          embeddings[i], absl::StrCat(o.Path("embeddings"), "[", i, "]"),
+          model->categorical_columns, &e));
+      model->embeddings.push_back(std::move(e));
+    }
+    STRATA_RETURN_IF_ERROR(CheckSharedTables(model->embeddings));
+  }
   STRATA_RETURN_IF_ERROR(o.Required("input_shape"));
   const json& shape = o.At("input_shape");
   if (!shape.is_array() || shape.empty()) {
@@ -229,8 +371,34 @@ std::string LayerTypeName(LayerType type) {
   return absl::StrCat("unknown(", static_cast<int>(type), ")");
 }
 
+int64_t EmbeddingWidth(const ModelSpec& model) {
+  int64_t width = 0;
+  for (const EmbeddingSpec& e : model.embeddings) {
+    width += e.combiner == "concat"
+                 ? static_cast<int64_t>(e.columns.size()) * e.output_dim
+                 : e.output_dim;
+  }
+  return width;
+}
+
+ModelSpec DenseModelSpec(const ModelSpec& model) {
+  if (model.embeddings.empty()) return model;
+  ModelSpec dense;
+  int64_t features = 1;
+  for (int64_t d : model.input_shape) features *= d;
+  dense.input_shape = {features + EmbeddingWidth(model)};
+  dense.layers = model.layers;
+  return dense;
+}
+
 absl::Status ValidateModelAndLoss(const ModelSpec& model,
                                   absl::string_view loss) {
+  if (!model.embeddings.empty()) {
+    if (model.input_shape.empty()) {
+      return PathError("job.model.input_shape", "must not be empty");
+    }
+    return ValidateModelAndLoss(DenseModelSpec(model), loss);
+  }
   if (model.input_shape.empty()) {
     return PathError("job.model.input_shape", "must not be empty");
   }

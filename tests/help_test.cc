@@ -411,7 +411,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(StrataCliTest, HelpListsTheCommands) {
   const Output help = RunBinary("strata", {"--help"});
   ExpectCleanHelp("strata --help", help, "strata");
-  for (const char* command : {"launch", "submit", "tfconfig", "certs"}) {
+  for (const char* command :
+       {"launch", "submit", "tfconfig", "certs", "datagen"}) {
     EXPECT_THAT(help.out, HasSubstr(absl::StrCat("\n  ", command, " ")));
   }
   EXPECT_THAT(help.out, HasSubstr("--tls-ca"));  // the shared flags
@@ -426,7 +427,9 @@ TEST(StrataCliTest, EachCommandHasItsHelp) {
       {"submit", {"job", "coordinator", "wait", "wait-ps", "tls-ca",
                   "auth-token"}},
       {"tfconfig", {"task-type", "task-index"}},
-      {"certs", {"dir", "san", "days"}}};
+      {"certs", {"dir", "san", "days"}},
+      {"datagen", {"out", "examples", "seed", "cardinalities",
+                   "max-cardinality", "gzip", "zipf-exponent"}}};
   for (const auto& [command, names] : flags) {
     const Output help = RunBinary("strata", {"help", command});
     ExpectCleanHelp("strata help " + command, help, "strata " + command);
@@ -468,7 +471,7 @@ using Documented = std::map<std::string, std::set<std::string>>;
 
 bool IsCommand(absl::string_view word) {
   return word == "launch" || word == "submit" || word == "tfconfig" ||
-         word == "certs";
+         word == "certs" || word == "datagen";
 }
 
 // "build/bin/strata-ps," -> "strata-ps" where that is a binary, else "".

@@ -443,8 +443,11 @@ TEST(JobTest, OtherFieldErrorsNamePath) {
   j["seed"] = -1;
   ExpectError(j, "job.seed: expected an integer in [0, 2^64), got -1");
   j = ReferenceJob();
-  j["metrics"] = {"auc"};
-  ExpectError(j, "job.metrics[0]: \"auc\" is not one of accuracy");
+  j["metrics"] = {"precision"};
+  ExpectError(j, "job.metrics[0]: \"precision\" is not one of accuracy, auc");
+  j = ReferenceJob();
+  j["metrics"] = {"accuracy", "auc"};
+  ExpectError(j, "job.metrics[1]: auc needs loss binary_crossentropy");
   j = ReferenceJob();
   j["model"]["input_shape"] = {28, 0};
   ExpectError(j, "job.model.input_shape[1]: expected a positive integer");

@@ -5,15 +5,20 @@
 //                 [--summary FILE] [--wait-ps N] [--wait-workers N]
 //   strata tfconfig [--task-type T] [--task-index I]
 //   strata certs --dir DIR [--san DNS:name,...] [--days N]
+//   strata datagen --out PATH --examples N [--seed S]
+//                  [--cardinalities C1,...,C26 | --max-cardinality M]
+//                  [--gzip] [--zipf-exponent X] [--latent-dim D] ...
 //   strata help [COMMAND], strata [COMMAND] --help, strata --version
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -22,6 +27,7 @@
 #include "common/security_flags.h"
 #include "common/tf_config.h"
 #include "nlohmann/json.hpp"
+#include "tools/datagen.h"
 #include "tools/launcher.h"
 #include "tools/submit.h"
 
@@ -63,6 +69,28 @@ ABSL_FLAG(std::string, san, "", "certs: more names for the server "
 ABSL_FLAG(int, days, 10950, "certs: validity in days");
 ABSL_FLAG(std::string, task_type, "", "tfconfig: overrides task.type");
 ABSL_FLAG(int, task_index, -1, "tfconfig: overrides task.index");
+ABSL_FLAG(std::string, out, "", "datagen: the TSV file to write (the "
+          "summary goes to PATH.summary.json)");
+ABSL_FLAG(int64_t, examples, 0, "datagen: how many examples (lines)");
+ABSL_FLAG(uint64_t, seed, 1, "datagen: the seed; the output is a function "
+          "of the flags alone");
+ABSL_FLAG(std::string, cardinalities, "", "datagen: 26 comma-separated "
+          "distinct-id counts of the categorical columns, each in [1, 2^32] "
+          "(default: see --max-cardinality)");
+ABSL_FLAG(int64_t, max_cardinality, 0, "datagen: the 26 cardinalities "
+          "spread geometrically from M^(1/3) to M (default: 1000000); not "
+          "with --cardinalities");
+ABSL_FLAG(bool, gzip, false, "datagen: write gzip");
+ABSL_FLAG(double, zipf_exponent, 1.05, "datagen: the Zipf exponent of the "
+          "ids' frequencies");
+ABSL_FLAG(int, latent_dim, 8, "datagen: the dimension of the hidden "
+          "per-id vectors behind the labels");
+ABSL_FLAG(double, noise, 0.5, "datagen: the scale of the N(0,1) noise "
+          "added to the label logit");
+ABSL_FLAG(double, missing_rate, 0.02, "datagen: the probability that a "
+          "field is empty");
+ABSL_FLAG(double, positive_rate, 0.25, "datagen: the target fraction of "
+          "positive labels");
 
 namespace {
 
@@ -238,6 +266,60 @@ int TfConfig() {
   return 0;
 }
 
+// strata datagen: synthetic Criteo-format data (tools/datagen.h); prints
+// the summary. Exit codes: 0 written, 2 bad flags, 1 the write failed.
+int Datagen() {
+  strata::DatagenOptions options;
+  options.path = absl::GetFlag(FLAGS_out);
+  if (options.path.empty()) {
+    std::cerr << "strata datagen: --out PATH is required\n";
+    return 2;
+  }
+  options.examples = absl::GetFlag(FLAGS_examples);
+  if (options.examples < 1) {
+    std::cerr << "strata datagen: --examples N (>= 1) is required\n";
+    return 2;
+  }
+  options.seed = absl::GetFlag(FLAGS_seed);
+  const std::string cardinalities = absl::GetFlag(FLAGS_cardinalities);
+  const int64_t max_cardinality = absl::GetFlag(FLAGS_max_cardinality);
+  if (!cardinalities.empty()) {
+    if (max_cardinality != 0) {
+      std::cerr << "strata datagen: give --cardinalities or "
+                   "--max-cardinality, not both\n";
+      return 2;
+    }
+    auto parsed = strata::ParseCardinalities(cardinalities);
+    if (!parsed.ok()) {
+      std::cerr << "strata datagen: " << parsed.status().message() << "\n";
+      return 2;
+    }
+    options.cardinalities = *std::move(parsed);
+  } else if (max_cardinality != 0) {
+    if (max_cardinality < 1 || max_cardinality > (int64_t{1} << 32)) {
+      std::cerr << "strata datagen: --max-cardinality must be in [1, 2^32]\n";
+      return 2;
+    }
+    options.cardinalities = strata::DefaultCardinalities(max_cardinality);
+  } else {
+    options.cardinalities = strata::DefaultCardinalities();
+  }
+  options.gzip = absl::GetFlag(FLAGS_gzip);
+  options.zipf_exponent = absl::GetFlag(FLAGS_zipf_exponent);
+  options.latent_dim = absl::GetFlag(FLAGS_latent_dim);
+  options.noise = absl::GetFlag(FLAGS_noise);
+  options.missing_rate = absl::GetFlag(FLAGS_missing_rate);
+  options.positive_rate = absl::GetFlag(FLAGS_positive_rate);
+  auto summary = strata::GenerateCriteoData(options);
+  if (!summary.ok()) {
+    std::cerr << "strata datagen: " << summary.status().message() << "\n";
+    return summary.status().code() == absl::StatusCode::kInvalidArgument ? 2
+                                                                        : 1;
+  }
+  std::cout << strata::DatagenSummaryJson(options, *summary);
+  return 0;
+}
+
 }  // namespace
 
 namespace {
@@ -252,8 +334,8 @@ strata::CliSpec Cli() {
   cli.usage = "strata COMMAND [flags]";
   cli.description =
       "The Strata command-line tool: trains a job on a local cluster of "
-      "processes, submits one to a running cluster, resolves TF_CONFIG and "
-      "makes TLS certificates.";
+      "processes, submits one to a running cluster, resolves TF_CONFIG, "
+      "makes TLS certificates and generates synthetic click data.";
   cli.groups = {{"Transport security (strata submit)", security.flags}};
   cli.commands = {
       {"launch",
@@ -285,7 +367,19 @@ strata::CliSpec Cli() {
        "make a CA, server and client certificates for a local cluster "
        "(needs openssl)",
        "strata certs --dir DIR [--san DNS:name,IP:addr,...] [--days N]",
-       {{"Certificates", {"dir", "san", "days"}}}}};
+       {{"Certificates", {"dir", "san", "days"}}}},
+      {"datagen",
+       "write synthetic click data in the Criteo TSV format (Zipf-distributed "
+       "ids, labels from a hidden model), deterministic from the seed, and "
+       "report the best achievable AUC",
+       "strata datagen --out PATH --examples N [--seed S] "
+       "[--cardinalities C1,...,C26 | --max-cardinality M] [--gzip] "
+       "[--zipf-exponent X] [--latent-dim D] [--noise X] [--missing-rate X] "
+       "[--positive-rate X]",
+       {{"Output", {"out", "examples", "seed", "gzip"}},
+        {"Ids", {"cardinalities", "max_cardinality", "zipf_exponent",
+                 "missing_rate"}},
+        {"Labels", {"latent_dim", "noise", "positive_rate"}}}}};
   return cli;
 }
 
@@ -298,6 +392,7 @@ int main(int argc, char** argv) {
   if (command == "submit") return Submit();
   if (command == "tfconfig") return TfConfig();
   if (command == "certs") return Certs(argv[0]);
+  if (command == "datagen") return Datagen();
   std::cerr << "strata: unknown command '" << command
             << "' (see strata --help)\n";
   return 2;

@@ -317,10 +317,14 @@ absl::StatusOr<Dataset> LoadSplit(const JobSpec& job,
   } else if (job.data.format == "idx") {
     data = LoadIdxFiles(split.images, split.labels, job.data.scale, limit,
                         fields);
+  } else if (job.data.format == "criteo") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job.data.format: criteo data is streamed from its file "
+        "(worker/criteo_data.h), not loaded into a Dataset"));
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("job.data.format: '", job.data.format,
-                     "' is not one of idx, csv"));
+                     "' is not one of idx, csv, criteo"));
   }
   if (!data.ok()) return data.status();
   STRATA_RETURN_IF_ERROR(CheckFeatures(job, *data, name));
@@ -605,12 +609,12 @@ absl::Status CheckDataFiles(const JobSpec& job) {
     if (job.data.format == "idx") {
       STRATA_RETURN_IF_ERROR(CheckDataFile(split->images, fields.images));
       STRATA_RETURN_IF_ERROR(CheckDataFile(split->labels, fields.labels));
-    } else if (job.data.format == "csv") {
+    } else if (job.data.format == "csv" || job.data.format == "criteo") {
       STRATA_RETURN_IF_ERROR(CheckDataFile(split->path, fields.path));
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("job.data.format: '", job.data.format,
-                       "' is not one of idx, csv"));
+                       "' is not one of idx, csv, criteo"));
     }
   }
   return absl::OkStatus();

@@ -24,7 +24,9 @@
 #include "absl/time/time.h"
 #include "common/cli.h"
 #include "nlohmann/json.hpp"
+#include "worker/criteo_data.h"
 #include "worker/dataset.h"
+#include "worker/embedding_model.h"
 #include "job/job.h"
 #include "worker/model.h"
 #include "worker/progress.h"
@@ -206,10 +208,119 @@ nlohmann::json Summary(const strata::JobSpec& job, const RunStats& run,
 
 }  // namespace
 
+// A job with embeddings over Criteo data: the files streamed each epoch,
+// the tables in this process, AUC and log loss on the test split.
+int TrainEmbeddings(const strata::JobSpec& job) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<strata::EmbeddingTrainer>> trainer =
+      strata::EmbeddingTrainer::Create(job);
+  if (!trainer.ok()) return Fail(2, trainer.status().message());
+  strata::CriteoReaderOptions options;
+  options.bad_line_policy = job.data.bad_lines == "skip"
+                                ? strata::BadLinePolicy::kSkip
+                                : strata::BadLinePolicy::kStop;
+  auto open = [&](const std::string& path)
+      -> absl::StatusOr<std::unique_ptr<strata::CriteoReader>> {
+    return strata::CriteoReader::Create(path, options);
+  };
+  absl::StatusOr<std::unique_ptr<strata::CriteoReader>> train =
+      open(job.data.train.path);
+  if (!train.ok()) return Fail(1, train.status().message());
+  std::unique_ptr<strata::CriteoReader> test;
+  if (job.data.has_test) {
+    absl::StatusOr<std::unique_ptr<strata::CriteoReader>> t =
+        open(job.data.test.path);
+    if (!t.ok()) return Fail(1, t.status().message());
+    test = *std::move(t);
+  }
+  std::printf("job %s: embeddings over %s, %lld parameters in the layers, "
+              "tables in this process\n",
+              job.name.c_str(), job.data.train.path.c_str(),
+              static_cast<long long>(
+                  (*trainer)->layers().model().num_parameters()));
+  RunStats run;
+  std::optional<strata::BinaryEvaluation> last;
+  for (int epoch = 0; epoch < job.epochs; ++epoch) {
+    const absl::Time epoch_start = absl::Now();
+    absl::StatusOr<strata::StepStats> stats = (*trainer)->TrainEpoch(**train);
+    if (!stats.ok()) {
+      return Fail(1, absl::StrCat("epoch ", epoch + 1, ": ",
+                                  stats.status().message()));
+    }
+    const double train_seconds = Seconds(epoch_start);
+    run.train_seconds += train_seconds;
+    run.train_examples += stats->examples;
+    run.last_train = *stats;
+    std::string line = absl::StrFormat(
+        "Epoch %d/%d - %lld examples - loss: %.4f - accuracy: %.4f",
+        epoch + 1, job.epochs, static_cast<long long>(stats->examples),
+        stats->loss, stats->accuracy);
+    const bool evaluate =
+        test != nullptr && ((job.evaluation.every_epochs > 0 &&
+                             (epoch + 1) % job.evaluation.every_epochs == 0) ||
+                            epoch + 1 == job.epochs);
+    if (evaluate) {
+      absl::StatusOr<strata::BinaryEvaluation> e = (*trainer)->Evaluate(*test);
+      if (!e.ok()) {
+        return Fail(1, absl::StrCat("evaluation: ", e.status().message()));
+      }
+      last = *e;
+      absl::StrAppendFormat(&line,
+                            " - test_loss: %.4f - test_accuracy: %.4f - "
+                            "test_auc: %.4f",
+                            e->loss, e->accuracy, e->auc);
+    }
+    if ((*train)->lines_skipped() > 0) {
+      absl::StrAppendFormat(&line, " - skipped lines: %lld",
+                            static_cast<long long>((*train)->lines_skipped()));
+    }
+    absl::StrAppendFormat(&line, " - %.0f examples/s - %.1f s",
+                          static_cast<double>(stats->examples) / train_seconds,
+                          Seconds(epoch_start));
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+  nlohmann::json tables = nlohmann::json::object();
+  for (const auto& [name, s] : (*trainer)->tables().Stats()) {
+    tables[name] = {{"rows", s.rows},
+                    {"bytes", s.bytes},
+                    {"lookups", s.lookups},
+                    {"admissions", s.admissions},
+                    {"evictions", s.evictions},
+                    {"gradients_dropped", s.gradients_dropped}};
+  }
+  const double wall_seconds = Seconds(start);
+  if (last) {
+    std::printf("test_auc: %.4f - test_log_loss: %.4f - test_accuracy: %.4f "
+                "- %lld steps - %.1f s\n",
+                last->auc, last->log_loss, last->accuracy,
+                static_cast<long long>((*trainer)->iterations()), wall_seconds);
+  }
+  const std::string summary_path = absl::GetFlag(FLAGS_summary);
+  if (!summary_path.empty()) {
+    nlohmann::json summary =
+        Summary(job, run, (*trainer)->iterations(), wall_seconds, 0);
+    if (last) {
+      summary["test_loss"] = last->loss;
+      summary["test_accuracy"] = last->accuracy;
+      summary["test_auc"] = last->auc;
+      summary["test_log_loss"] = last->log_loss;
+    }
+    summary["tables"] = tables;
+    summary["train_lines_skipped"] = (*train)->lines_skipped();
+    std::ofstream out(summary_path);
+    out << summary.dump(2) << "\n";
+    out.close();
+    if (!out) return Fail(1, absl::StrCat("cannot write ", summary_path));
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   strata::ParseCli(argc, argv, Cli());
   strata::JobSpec job;
   if (int code = ResolveJob(&job); code != 0) return code;
+  if (!job.model.embeddings.empty()) return TrainEmbeddings(job);
 
   const absl::Time load_start = absl::Now();
   strata::Dataset train;

@@ -57,7 +57,8 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
 }
 
 absl::StatusOr<StepStats> LocalTrainer::Step(const float* x, const int32_t* y,
-                                             int64_t batch, int64_t step) {
+                                             int64_t batch, int64_t step,
+                                             float* input_grad) {
   if (step < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("step must be >= 0, got ", step));
@@ -67,7 +68,7 @@ absl::StatusOr<StepStats> LocalTrainer::Step(const float* x, const int32_t* y,
       StepStats stats,
       model_.TrainStep(views, x, y, batch,
                        Mix64(seed_ ^ Mix64(static_cast<uint64_t>(step))),
-                       &grads_, &workspace_));
+                       &grads_, &workspace_, input_grad));
   for (size_t v = 0; v < params_.size(); ++v) {
     STRATA_RETURN_IF_ERROR(optimizer_->ApplyDense(
         DType::kFloat32, step, params_[v].data(), slot_ptrs_[v],

@@ -146,6 +146,8 @@ std::shared_ptr<const GpuModelPlan> Model::MakeGpuPlan(int device) const {
 
 absl::StatusOr<Model> Model::Build(const ModelSpec& spec,
                                    const std::string& loss, uint64_t seed) {
+  // With embeddings: the layers, whose input holds their outputs.
+  if (!spec.embeddings.empty()) return Build(DenseModelSpec(spec), loss, seed);
   STRATA_RETURN_IF_ERROR(CheckCpu());
   const std::string canonical_loss =
       loss == "mean_squared_error" ? std::string("mse") : loss;

@@ -141,11 +141,14 @@ class Model {
   // outputs; not 0 or 1 for binary_crossentropy). On a GPU also the CUDA
   // and cuBLAS errors (FAILED_PRECONDITION, RESOURCE_EXHAUSTED, INTERNAL),
   // each naming the failed call with its file and line.
+  // `input_grad`, when not null, gets the gradient of the loss with
+  // respect to x (batch x num_features(); embedding models feed it to their
+  // rows); on a GPU that is FAILED_PRECONDITION.
   absl::StatusOr<StepStats> TrainStep(
       const std::vector<absl::Span<const float>>& params, const float* x,
       const int32_t* y, int64_t batch, uint64_t dropout_seed,
       std::vector<std::vector<float>>* grads,
-      ModelWorkspace* workspace = nullptr) const;
+      ModelWorkspace* workspace = nullptr, float* input_grad = nullptr) const;
 
   // Loss and accuracy over all of `data`, in batches of `batch`, without
   // dropout. An empty dataset gives zeros. Errors: as TrainStep, plus
@@ -248,8 +251,10 @@ class LocalTrainer {
   // update with iterations = `step` (the number of updates before this
   // one). Dropout's seed derives from the model seed and `step`.
   // Errors: as Model::TrainStep and Optimizer::ApplyDense.
+  // `input_grad` as Model::TrainStep's.
   absl::StatusOr<StepStats> Step(const float* x, const int32_t* y,
-                                 int64_t batch, int64_t step);
+                                 int64_t batch, int64_t step,
+                                 float* input_grad = nullptr);
 
   // One epoch over `train`: EpochPermutation(train.size, shuffle_seed,
   // epoch), batches of `batch_size` (the last one partial), one Step each

@@ -214,7 +214,8 @@ void Model::Loss(const float* out, const int32_t* y, int64_t batch,
 absl::StatusOr<StepStats> Model::TrainStep(
     const std::vector<absl::Span<const float>>& params, const float* x,
     const int32_t* y, int64_t batch, uint64_t dropout_seed,
-    std::vector<std::vector<float>>* grads, ModelWorkspace* workspace) const {
+    std::vector<std::vector<float>>* grads, ModelWorkspace* workspace,
+    float* input_grad) const {
   const ScopedFlushDenormals flush_denormals;
   STRATA_RETURN_IF_ERROR(CheckParams(params));
   if (batch < 1) {
@@ -230,6 +231,10 @@ absl::StatusOr<StepStats> Model::TrainStep(
     (*grads)[i].resize(static_cast<size_t>(NumElements(variables_[i].shape)));
   }
   if (gpu_ != nullptr) {
+    if (input_grad != nullptr) {
+      return absl::FailedPreconditionError(
+          "input gradients (embedding models) are computed on the CPU only");
+    }
     return GpuTrainStep(*gpu_, params, x, y, batch, dropout_seed, grads,
                         &ws->gpu_);
   }
@@ -244,14 +249,16 @@ absl::StatusOr<StepStats> Model::TrainStep(
   int64_t correct = 0;
   Loss(ws->output_ptrs_.back(), y, batch, batch, &loss_sum, &correct, top);
 
-  for (int s = num_stages - 1; s >= first_trainable_stage_; --s) {
+  // Down to the first trainable stage, or to the input for input_grad.
+  const int lowest = input_grad != nullptr ? 0 : first_trainable_stage_;
+  for (int s = num_stages - 1; s >= lowest; --s) {
     const Stage& st = stages_[s];
     float* g = ws->gradients_[s].data();
-    const bool need_input_grad = s > first_trainable_stage_;
     float* below =
-        need_input_grad
-            ? ws->gradients_[s - 1].Resize(static_cast<size_t>(batch * st.in))
-            : nullptr;
+        s > lowest ? ws->gradients_[s - 1].Resize(static_cast<size_t>(
+                         batch * st.in))
+        : s == 0   ? input_grad
+                   : nullptr;
     if (st.type == LayerType::kDense) {
       const float* in = s == 0 ? x : ws->output_ptrs_[s - 1];
       MatrixMap dz(g, batch, st.out);
