@@ -83,6 +83,8 @@ struct EpochStats {
   bool evaluation_missing = false;  // evaluated without figures
   double test_loss = 0;
   double test_accuracy = 0;
+  bool has_test_auc = false;
+  double test_auc = 0;
   absl::Time start = absl::InfinitePast();  // first step handed out
   absl::Time end = absl::InfinitePast();    // last step completed
 };

@@ -87,6 +87,8 @@ json EpochsToJson(const std::vector<EpochStats>& epochs) {
                    {"evaluation_missing", e.evaluation_missing},
                    {"test_loss", DoubleToJson(e.test_loss)},
                    {"test_accuracy", DoubleToJson(e.test_accuracy)},
+                   {"has_test_auc", e.has_test_auc},
+                   {"test_auc", DoubleToJson(e.test_auc)},
                    {"start_us", TimeToJson(e.start)},
                    {"end_us", TimeToJson(e.end)}});
   }
@@ -110,6 +112,9 @@ absl::Status EpochsFromJson(const json& value, size_t count,
     e.evaluation_missing = j.value("evaluation_missing", false);
     e.test_loss = DoubleFromJson(j.at("test_loss"));
     e.test_accuracy = DoubleFromJson(j.at("test_accuracy"));
+    // Absent in state written before test AUCs.
+    e.has_test_auc = j.value("has_test_auc", false);
+    if (e.has_test_auc) e.test_auc = DoubleFromJson(j.at("test_auc"));
     e.start = TimeFromJson(j.at("start_us"));
     e.end = TimeFromJson(j.at("end_us"));
     epochs->push_back(e);

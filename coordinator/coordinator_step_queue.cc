@@ -167,6 +167,8 @@ v1::EpochResult EpochResult(const CoordinatorCore& core, int64_t epoch)
   if (e.evaluated && !e.evaluation_missing) {
     r.set_test_loss(e.test_loss);
     r.set_test_accuracy(e.test_accuracy);
+    r.set_has_test_auc(e.has_test_auc);
+    r.set_test_auc(e.test_auc);
   }
   if (e.start != absl::InfinitePast()) {
     const absl::Time end = e.end != absl::InfinitePast() ? e.end : core.Now();
@@ -530,6 +532,8 @@ absl::Status ApplyValidReport(CoordinatorCore& core, const TaskKey& task,
     stats.evaluation_missing = report.evaluation_missing();
     stats.test_loss = stats.evaluation_missing ? 0 : report.test_loss();
     stats.test_accuracy = stats.evaluation_missing ? 0 : report.test_accuracy();
+    stats.has_test_auc = !stats.evaluation_missing && report.has_test_auc();
+    stats.test_auc = stats.has_test_auc ? report.test_auc() : 0;
     if (stats.evaluation_missing) {
       core.logger->Warning("evaluation_missing",
                            {{"job", job.id},

@@ -387,6 +387,14 @@ absl::StatusOr<JobSpec> ParseJobFields(const json& job, bool full) {
 
   // The strategy as a whole, as the policy registry sees it.
   STRATA_RETURN_IF_ERROR(PolicyFor(spec).status());
+  if (!spec.model.embeddings.empty() &&
+      spec.strategy.type != "parameter_server" &&
+      spec.strategy.type != "one_device") {
+    return PathError("job.model.embeddings",
+                     absl::StrCat("strategy ", spec.strategy.type,
+                                  " does not train embedding tables yet "
+                                  "(parameter_server and one_device do)"));
+  }
 
   if (o.Has("model") && o.Has("data")) {
     const bool criteo = spec.data.format == "criteo";

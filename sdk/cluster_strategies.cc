@@ -507,13 +507,24 @@ absl::StatusOr<History> LocalClusterStrategy::Fit(
                                      " (job and logs in ", dir, ")"));
   }
   if (!how.read_from_ps) {
-    // The workers have stopped, so the export is complete.
+    // A local cluster's workers have stopped, so the export is complete. A
+    // running cluster's first worker writes it as it leaves the job, which
+    // may be just after the coordinator reported the job done: wait for it
+    // (bounded).
     const json& total = (*summary)["steps_scheduled"];
-    read = ReadExportedWeights(export_dir + "/final_state.pb",
-                               total.is_number_integer()
-                                   ? total.get<int64_t>()
-                                   : int64_t{-1},
-                               m.model(), &pulled);
+    const absl::Time give_up = absl::Now() + absl::Seconds(running ? 60 : 0);
+    while (true) {
+      read = ReadExportedWeights(export_dir + "/final_state.pb",
+                                 total.is_number_integer()
+                                     ? total.get<int64_t>()
+                                     : int64_t{-1},
+                                 m.model(), &pulled);
+      if (read.ok() || absl::Now() >= give_up ||
+          (options.stop != nullptr && options.stop->load())) {
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
   }
   if (!read.ok()) {
     return absl::InternalError(absl::StrCat(

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <vector>
 
@@ -487,10 +488,12 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   nlohmann::json summary;
   if (result.ok()) {
     double test_accuracy = 0, test_loss = 0;
+    std::optional<double> test_auc;
     for (const auto& e : status.epochs()) {
       if (e.evaluated() && !e.evaluation_missing()) {
         test_accuracy = e.test_accuracy();
         test_loss = e.test_loss();
+        if (e.has_test_auc()) test_auc = e.test_auc();
       }
     }
     auto ps_applied = PsAppliedSteps(ps, security.launcher);
@@ -515,6 +518,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
         {"batch_size", job.batch_size},
         {"test_accuracy", test_accuracy},
         {"test_loss", test_loss},
+        {"test_auc", test_auc ? nlohmann::json(*test_auc) : nlohmann::json()},
         {"steps_scheduled", status.steps_scheduled()},
         {"steps_applied", status.steps_completed()},
         {"steps_applied_ps", ps_applied.ok() ? *ps_applied : -1},
@@ -542,6 +546,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
       if (e.evaluated() && !e.evaluation_missing()) {
         row["test_loss"] = e.test_loss();
         row["test_accuracy"] = e.test_accuracy();
+        if (e.has_test_auc()) row["test_auc"] = e.test_auc();
       }
       if (e.evaluation_missing()) row["evaluation_missing"] = true;
       summary["epochs_detail"].push_back(row);

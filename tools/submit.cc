@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <vector>
 
@@ -147,6 +148,8 @@ void PrintCompletedEpochs(const v1::JobStatus& status, int epochs,
     p.evaluated = e.evaluated() && !e.evaluation_missing();
     p.test_loss = e.test_loss();
     p.test_accuracy = e.test_accuracy();
+    p.has_test_auc = e.has_test_auc();
+    p.test_auc = e.test_auc();
     p.examples_per_second = e.examples_per_second();
     p.seconds = e.elapsed_seconds();
     out << FormatEpochLine(p, "s elapsed");
@@ -275,6 +278,7 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
                                    status.steps_scheduled());
   }
   double test_accuracy = 0, test_loss = 0;
+    std::optional<double> test_auc;
   nlohmann::json epochs = nlohmann::json::array();
   for (const auto& e : status.epochs()) {
     nlohmann::json row = {{"epoch", e.epoch() + 1},
@@ -286,8 +290,10 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
     if (e.evaluated() && !e.evaluation_missing()) {
       test_accuracy = e.test_accuracy();
       test_loss = e.test_loss();
+      if (e.has_test_auc()) test_auc = e.test_auc();
       row["test_loss"] = e.test_loss();
       row["test_accuracy"] = e.test_accuracy();
+      if (e.has_test_auc()) row["test_auc"] = e.test_auc();
     }
     if (e.evaluation_missing()) row["evaluation_missing"] = true;
     epochs.push_back(row);
@@ -304,6 +310,7 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
       {"batch_size", job.batch_size},
       {"test_accuracy", test_accuracy},
       {"test_loss", test_loss},
+      {"test_auc", test_auc ? nlohmann::json(*test_auc) : nlohmann::json()},
       {"steps_scheduled", status.steps_scheduled()},
       {"steps_applied", status.steps_completed()},
       {"steps_applied_ps", ps_applied},

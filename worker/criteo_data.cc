@@ -377,4 +377,41 @@ absl::StatusOr<bool> CriteoReader::Next(CriteoBatch* batch,
   return batch->size > 0;
 }
 
+absl::StatusOr<CriteoBatch> LoadCriteo(const std::string& path,
+                                       const CriteoReaderOptions& options,
+                                       int64_t limit, int64_t* skipped) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CriteoReader> reader,
+                          CriteoReader::Create(path, options));
+  CriteoBatch all;
+  CriteoBatch part;
+  constexpr int64_t kChunk = 65536;
+  while (limit <= 0 || all.size < limit) {
+    const int64_t want = limit > 0 ? std::min(kChunk, limit - all.size) : kChunk;
+    STRATA_ASSIGN_OR_RETURN(bool more, reader->Next(&part, want));
+    if (!more) break;
+    all.labels.insert(all.labels.end(), part.labels.begin(), part.labels.end());
+    all.dense.insert(all.dense.end(), part.dense.begin(), part.dense.end());
+    all.categorical.insert(all.categorical.end(), part.categorical.begin(),
+                           part.categorical.end());
+    all.size += part.size;
+  }
+  if (skipped != nullptr) *skipped = reader->lines_skipped();
+  return all;
+}
+
+absl::StatusOr<int64_t> CountCriteoExamples(const std::string& path,
+                                            const CriteoReaderOptions& options,
+                                            int64_t limit) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CriteoReader> reader,
+                          CriteoReader::Create(path, options));
+  CriteoBatch part;
+  int64_t n = 0;
+  while (limit <= 0 || n < limit) {
+    STRATA_ASSIGN_OR_RETURN(bool more, reader->Next(&part, 65536));
+    if (!more) break;
+    n += part.size;
+  }
+  return limit > 0 ? std::min(n, limit) : n;
+}
+
 }  // namespace strata

@@ -155,6 +155,21 @@ class CriteoReader {
   std::vector<std::string> skipped_errors_;
 };
 
+// Reads the first `limit` examples of `path` (0: all) into one batch, for
+// a worker that serves any batch of an epoch (about 260 bytes an example).
+// *skipped (when set) gets the lines skipped under kSkip. Errors: those of
+// CriteoReader.
+absl::StatusOr<CriteoBatch> LoadCriteo(const std::string& path,
+                                       const CriteoReaderOptions& options,
+                                       int64_t limit,
+                                       int64_t* skipped = nullptr);
+
+// Counts the examples of `path` (at most `limit`, 0: all) by reading it
+// through. Errors: those of CriteoReader.
+absl::StatusOr<int64_t> CountCriteoExamples(const std::string& path,
+                                            const CriteoReaderOptions& options,
+                                            int64_t limit);
+
 }  // namespace strata
 
 #endif  // STRATA_WORKER_CRITEO_DATA_H_

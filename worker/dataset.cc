@@ -27,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "worker/criteo_data.h"
 
 namespace strata {
 namespace {
@@ -591,7 +592,21 @@ absl::StatusOr<Dataset> LoadTest(const JobSpec& job) {
   return LoadSplit(job, job.data.test, job.data.limit_test, "test");
 }
 
+CriteoReaderOptions CriteoOptionsFor(const JobSpec& job) {
+  CriteoReaderOptions options;
+  options.bad_line_policy = job.data.bad_lines == "skip"
+                                ? BadLinePolicy::kSkip
+                                : BadLinePolicy::kStop;
+  return options;
+}
+
 absl::StatusOr<int64_t> CountTrainExamples(const JobSpec& job) {
+  if (job.data.format == "criteo") {
+    absl::StatusOr<int64_t> n = CountCriteoExamples(
+        job.data.train.path, CriteoOptionsFor(job), job.data.limit_train);
+    if (!n.ok()) return InField(n.status(), FieldsOf("train").path);
+    return *n;
+  }
   if (job.data.format == "idx") {
     absl::StatusOr<int64_t> n = CountIdxExamples(job.data.train.images);
     if (!n.ok()) return InField(n.status(), FieldsOf("train").images);

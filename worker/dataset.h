@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "job/job.h"
+#include "worker/criteo_data.h"
 
 namespace strata {
 
@@ -72,8 +73,12 @@ absl::StatusOr<Dataset> LoadCsv(const std::string& path, int64_t label_column,
 absl::StatusOr<Dataset> LoadTrain(const JobSpec& job);
 absl::StatusOr<Dataset> LoadTest(const JobSpec& job);
 
+// The reader options of a job's criteo data (its bad_lines policy).
+CriteoReaderOptions CriteoOptionsFor(const JobSpec& job);
+
 // The number of training examples the job uses (after limit_train), cheaply
-// for IDX (header only); CSV files are read in full. Errors as LoadTrain.
+// for IDX (header only); CSV and criteo files are read in full. Errors as
+// LoadTrain (criteo: CriteoReader's, naming job.data.train.path).
 absl::StatusOr<int64_t> CountTrainExamples(const JobSpec& job);
 
 // Checks, without reading them, that every data file the job names (train,

@@ -12,6 +12,9 @@ std::string FormatEpochLine(const EpochProgress& p,
   if (p.evaluated) {
     absl::StrAppendFormat(&line, " - test_loss: %.4f - test_accuracy: %.4f",
                           p.test_loss, p.test_accuracy);
+    if (p.has_test_auc) {
+      absl::StrAppendFormat(&line, " - test_auc: %.4f", p.test_auc);
+    }
   }
   absl::StrAppendFormat(&line, " - %.0f examples/s - %.1f%s",
                         p.examples_per_second, p.seconds, seconds_suffix);

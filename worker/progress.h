@@ -24,6 +24,8 @@ struct EpochProgress {
   bool evaluated = false;  // test_* are set
   double test_loss = 0;
   double test_accuracy = 0;
+  bool has_test_auc = false;  // binary models with embeddings
+  double test_auc = 0;
   double examples_per_second = 0;
   double seconds = 0;
 };

@@ -1,6 +1,7 @@
 #include "worker/ps_worker.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -264,13 +265,18 @@ absl::Status PsWorker::WorkLoop(StepContext* ctx) {
       }
       case v1::WorkItem::EVALUATE: {
         double loss = 0, accuracy = 0;
-        absl::Status s = EvaluateEpoch(*item, ctx, &loss, &accuracy);
+        std::optional<double> auc;
+        absl::Status s = EvaluateEpoch(*item, ctx, &loss, &accuracy, &auc);
         if (!s.ok()) {
           report.set_error(s.ToString());
           absl::SleepFor(absl::Milliseconds(100));
         } else {
           report.set_test_loss(loss);
           report.set_test_accuracy(accuracy);
+          if (auc.has_value()) {
+            report.set_has_test_auc(true);
+            report.set_test_auc(*auc);
+          }
         }
         break;
       }
@@ -288,10 +294,27 @@ absl::Status PsWorker::Setup(const v1::JobStatus& status) {
   STRATA_RETURN_IF_ERROR(CheckPsJob(job_));
   STRATA_ASSIGN_OR_RETURN(Model model, BuildModelForJob(job_));
   model_ = std::make_unique<Model>(std::move(model));
-  STRATA_ASSIGN_OR_RETURN(train_, LoadTrain(job_));
-  if (job_.data.has_test) {
-    STRATA_ASSIGN_OR_RETURN(test_, LoadTest(job_));
-    has_test_ = true;
+  if (!job_.model.embeddings.empty()) {
+    // Any batch of an epoch may come here: the splits are held in memory
+    // (about 260 bytes an example), read once.
+    STRATA_ASSIGN_OR_RETURN(EmbeddingModel embedding,
+                            EmbeddingModel::Create(job_.model));
+    embedding_ = std::make_unique<EmbeddingModel>(std::move(embedding));
+    STRATA_ASSIGN_OR_RETURN(
+        sparse_train_, LoadCriteo(job_.data.train.path, CriteoOptionsFor(job_),
+                                  job_.data.limit_train));
+    if (job_.data.has_test) {
+      STRATA_ASSIGN_OR_RETURN(
+          sparse_test_, LoadCriteo(job_.data.test.path, CriteoOptionsFor(job_),
+                                   job_.data.limit_test));
+      has_test_ = true;
+    }
+  } else {
+    STRATA_ASSIGN_OR_RETURN(train_, LoadTrain(job_));
+    if (job_.data.has_test) {
+      STRATA_ASSIGN_OR_RETURN(test_, LoadTest(job_));
+      has_test_ = true;
+    }
   }
   STRATA_ASSIGN_OR_RETURN(v1::GetClusterSpecResponse spec,
                           coordinator_->GetClusterSpec());
@@ -335,7 +358,8 @@ absl::Status PsWorker::Setup(const v1::JobStatus& status) {
   logger_->Log(LogLevel::kInfo, "job_setup",
                {{"job", status.job_id()},
                 {"ps", ps},
-                {"train_examples", train_.size},
+                {"train_examples", train_size()},
+                {"embeddings", static_cast<int64_t>(job_.model.embeddings.size())},
                 {"device", model_->device()},
                 {"parameters", model_->num_parameters()}});
   return absl::OkStatus();
@@ -348,18 +372,19 @@ absl::Status PsWorker::CreateVariables() {
                             PlaceFor(job_, shape, cluster_->num_ps()));
     STRATA_RETURN_IF_ERROR(cluster_->CreateVariableOn(spec, shards).status());
   }
+  if (embedding_ != nullptr) {
+    STRATA_RETURN_IF_ERROR(
+        PsEmbeddingTables::CreateTables(*cluster_, job_.model, job_.seed));
+  }
   return absl::OkStatus();
 }
 
 absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
   if (item.epoch() != ctx->cached_epoch) {
     ctx->permutation =
-        EpochPermutation(train_.size, job_.shuffle_seed, item.epoch());
+        EpochPermutation(train_size(), job_.shuffle_seed, item.epoch());
     ctx->cached_epoch = item.epoch();
   }
-  GatherBatch(train_, ctx->permutation, item.batch(), job_.batch_size,
-              &ctx->batch_x, &ctx->batch_y);
-  const int64_t batch = static_cast<int64_t>(ctx->batch_y.size());
   // Async: every step is its own update. Sync: step s is replica
   // s % R of aggregated step s / R, which reads the variables after every
   // earlier aggregated step was applied.
@@ -377,12 +402,20 @@ absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
     STRATA_RETURN_IF_ERROR(cluster_->PullLatest(ctx->lane, names_, dsts, pull));
   }
   ctx->prefetched = false;
-  STRATA_ASSIGN_OR_RETURN(
-      ctx->stats,
-      model_->TrainStep(Model::Views(ctx->params), ctx->batch_x.data(),
-                        ctx->batch_y.data(), batch,
-                        job_.seed * 1000003 + static_cast<uint64_t>(item.step()),
-                        &ctx->grads, &ctx->workspace));
+  if (embedding_ != nullptr) {
+    STRATA_RETURN_IF_ERROR(SparseStep(item, ctx));
+  } else {
+    GatherBatch(train_, ctx->permutation, item.batch(), job_.batch_size,
+                &ctx->batch_x, &ctx->batch_y);
+    const int64_t batch = static_cast<int64_t>(ctx->batch_y.size());
+    STRATA_ASSIGN_OR_RETURN(
+        ctx->stats,
+        model_->TrainStep(
+            Model::Views(ctx->params), ctx->batch_x.data(),
+            ctx->batch_y.data(), batch,
+            job_.seed * 1000003 + static_cast<uint64_t>(item.step()),
+            &ctx->grads, &ctx->workspace));
+  }
   std::vector<const void*> grads;
   for (auto& g : ctx->grads) grads.push_back(g.data());
   // Tagged by step, not by worker: whoever runs a step, it is applied once.
@@ -406,7 +439,7 @@ absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
   // The job's last step may end a partial group: it stands in for the
   // missing replicas so that the group is applied.
   const int64_t total = static_cast<int64_t>(job_.epochs) *
-                        StepsPerEpoch(train_.size, job_.batch_size);
+                        StepsPerEpoch(train_size(), job_.batch_size);
   if (item.step() == total - 1) {
     for (int64_t r = replica + 1; r < replicas; ++r) {
       STRATA_RETURN_IF_ERROR(
@@ -417,9 +450,54 @@ absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
   return absl::OkStatus();
 }
 
+absl::Status PsWorker::SparseStep(const v1::WorkItem& item,
+                                  StepContext* ctx) {
+  const CriteoBatch& data = sparse_train_;
+  const int64_t first = item.batch() * job_.batch_size;
+  const int64_t n = std::max<int64_t>(
+      0, std::min(job_.batch_size, data.size - first));
+  constexpr int64_t kDense = kCriteoDenseColumns;
+  constexpr int64_t kIds = kCriteoCategoricalColumns;
+  ctx->dense.resize(static_cast<size_t>(n * kDense));
+  ctx->ids.resize(static_cast<size_t>(n * kIds));
+  ctx->batch_y.resize(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t e = ctx->permutation[static_cast<size_t>(first + k)];
+    std::copy_n(data.dense.begin() + e * kDense, kDense,
+                ctx->dense.begin() + k * kDense);
+    std::copy_n(data.categorical.begin() + e * kIds, kIds,
+                ctx->ids.begin() + k * kIds);
+    ctx->batch_y[static_cast<size_t>(k)] =
+        static_cast<int32_t>(data.labels[static_cast<size_t>(e)]);
+  }
+  if (ctx->tables == nullptr) {
+    ctx->tables =
+        std::make_unique<PsEmbeddingTables>(cluster_.get(), item.job_id());
+  }
+  STRATA_RETURN_IF_ERROR(embedding_->Gather(*ctx->tables, ctx->dense.data(),
+                                            ctx->ids.data(), n, /*train=*/true,
+                                            &ctx->batch_x, &ctx->plan));
+  ctx->x_grad.resize(ctx->batch_x.size());
+  STRATA_ASSIGN_OR_RETURN(
+      ctx->stats,
+      model_->TrainStep(Model::Views(ctx->params), ctx->batch_x.data(),
+                        ctx->batch_y.data(), n,
+                        job_.seed * 1000003 + static_cast<uint64_t>(item.step()),
+                        &ctx->grads, &ctx->workspace, ctx->x_grad.data()));
+  embedding_->Scatter(ctx->plan, ctx->x_grad.data(), &ctx->table_grads);
+  // Row updates apply as they arrive (under sync too: the aggregation is
+  // the dense variables'), once per step.
+  for (const TableGradients& g : ctx->table_grads) {
+    STRATA_RETURN_IF_ERROR(
+        ctx->tables->Push(g.table, g.ids, g.gradients, item.step()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PsWorker::EvaluateEpoch(const v1::WorkItem& item,
                                      StepContext* ctx, double* loss,
-                                     double* accuracy) {
+                                     double* accuracy,
+                                     std::optional<double>* auc) {
   if (!has_test_) {
     *loss = 0;
     *accuracy = 0;
@@ -428,6 +506,48 @@ absl::Status PsWorker::EvaluateEpoch(const v1::WorkItem& item,
   std::vector<void*> dsts;
   for (auto& p : ctx->params) dsts.push_back(p.data());
   STRATA_RETURN_IF_ERROR(cluster_->PullLatest(ctx->lane, names_, dsts));
+  if (embedding_ != nullptr) {
+    if (ctx->tables == nullptr) {
+      ctx->tables =
+          std::make_unique<PsEmbeddingTables>(cluster_.get(), item.job_id());
+    }
+    const CriteoBatch& data = sparse_test_;
+    BinaryMetrics metrics;
+    double loss_sum = 0, correct = 0;
+    std::vector<float> probabilities;
+    constexpr int64_t kBatch = 4096;
+    for (int64_t first = 0; first < data.size; first += kBatch) {
+      const int64_t n = std::min(kBatch, data.size - first);
+      STRATA_RETURN_IF_ERROR(embedding_->Gather(
+          *ctx->tables, data.dense.data() + first * kCriteoDenseColumns,
+          data.categorical.data() + first * kCriteoCategoricalColumns, n,
+          /*train=*/false, &ctx->batch_x, &ctx->plan));
+      STRATA_RETURN_IF_ERROR(model_->Predict(Model::Views(ctx->params),
+                                             ctx->batch_x.data(), n,
+                                             &probabilities));
+      const absl::Span<const float> labels =
+          absl::MakeConstSpan(data.labels).subspan(
+              static_cast<size_t>(first), static_cast<size_t>(n));
+      STRATA_RETURN_IF_ERROR(metrics.Add(probabilities, labels));
+      for (int64_t i = 0; i < n; ++i) {
+        const double p = std::clamp<double>(
+            probabilities[static_cast<size_t>(i)], 1e-7, 1 - 1e-7);
+        const double y = labels[static_cast<size_t>(i)];
+        loss_sum += -(y * std::log(p) + (1 - y) * std::log(1 - p));
+        correct += (p >= 0.5) == (y >= 0.5) ? 1 : 0;
+      }
+    }
+    const double count = static_cast<double>(std::max<int64_t>(data.size, 1));
+    *loss = loss_sum / count;
+    *accuracy = correct / count;
+    *auc = metrics.Auc();
+    logger_->Log(LogLevel::kInfo, "evaluated",
+                 {{"epoch", item.epoch()},
+                  {"test_loss", *loss},
+                  {"test_accuracy", *accuracy},
+                  {"test_auc", **auc}});
+    return absl::OkStatus();
+  }
   STRATA_ASSIGN_OR_RETURN(
       StepStats stats,
       model_->Evaluate(Model::Views(ctx->params), test_, 1024,

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,10 @@
 #include "common/logging.h"
 #include "worker/dataset.h"
 #include "job/job.h"
+#include "worker/criteo_data.h"
+#include "worker/embedding_model.h"
 #include "worker/model.h"
+#include "worker/ps_embedding_tables.h"
 #include "worker/work_feed.h"
 
 namespace strata {
@@ -110,6 +114,14 @@ class PsWorker {
     std::vector<float> batch_x;
     std::vector<int32_t> batch_y;
     StepStats stats;
+    // Models with embeddings: the batch's examples, its rows' plan, the
+    // gradient of the layers' input and the tables' gradient rows.
+    std::unique_ptr<PsEmbeddingTables> tables;
+    std::vector<float> dense;
+    std::vector<int64_t> ids;
+    GatherPlan plan;
+    std::vector<float> x_grad;
+    std::vector<TableGradients> table_grads;
   };
 
   absl::Status Setup(const v1::JobStatus& job);
@@ -117,8 +129,18 @@ class PsWorker {
   // Takes and runs work items until DONE or stop.
   absl::Status WorkLoop(StepContext* ctx);
   absl::Status Train(const v1::WorkItem& item, StepContext* ctx);
+  // Train's computation for a model with embeddings: the batch's rows
+  // looked up, the layers' step, the rows' gradients pushed (tagged by the
+  // step). ctx->params hold the layers' values.
+  absl::Status SparseStep(const v1::WorkItem& item, StepContext* ctx);
+  // The test split's metrics; `auc` is set for a model with embeddings.
   absl::Status EvaluateEpoch(const v1::WorkItem& item, StepContext* ctx,
-                             double* loss, double* accuracy);
+                             double* loss, double* accuracy,
+                             std::optional<double>* auc);
+  // Examples of the training split.
+  int64_t train_size() const {
+    return embedding_ != nullptr ? sparse_train_.size : train_.size;
+  }
   bool Stopping() const;
 
   CoordinatorClient* const coordinator_;
@@ -135,6 +157,10 @@ class PsWorker {
   Dataset train_;
   Dataset test_;
   bool has_test_ = false;
+  // Models with embeddings: the splits (criteo data) in memory instead.
+  std::unique_ptr<EmbeddingModel> embedding_;
+  CriteoBatch sparse_train_;
+  CriteoBatch sparse_test_;
   std::unique_ptr<PsCluster> cluster_;
   std::vector<v1::VariableSpec> specs_;
   std::vector<std::string> names_;
