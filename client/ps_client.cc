@@ -195,6 +195,79 @@ absl::StatusOr<v1::PushTableRowsResponse> PsClient::PushTableRows(
   return Unary(&v1::ParameterService::Stub::PushTableRows, req);
 }
 
+absl::Status PsClient::LookupTables(
+    const std::vector<std::string>& tables,
+    const std::vector<absl::Span<const int64_t>>& ids, bool train,
+    const std::vector<absl::Span<float>>& dsts) {
+  size_t bytes = 0;
+  for (const auto& d : dsts) bytes += d.size() * sizeof(float);
+  if (bytes > kMaxTableCallBytes || tables.size() == 1) {
+    for (size_t t = 0; t < tables.size(); ++t) {
+      STRATA_RETURN_IF_ERROR(LookupRows(tables[t], ids[t], train, dsts[t]));
+    }
+    return absl::OkStatus();
+  }
+  v1::LookupRowsRequest req;
+  req.set_train(train);
+  for (size_t t = 0; t < tables.size(); ++t) {
+    v1::TableRows* part = req.add_tables();
+    part->set_table(tables[t]);
+    part->mutable_ids()->Add(ids[t].begin(), ids[t].end());
+  }
+  STRATA_ASSIGN_OR_RETURN(v1::LookupRowsResponse resp,
+                          Unary(&v1::ParameterService::Stub::LookupRows, req));
+  if (resp.values().size() != bytes ||
+      resp.dims_size() != static_cast<int>(tables.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LookupTables: the server answered ", resp.values().size(),
+        " bytes for ", tables.size(), " tables; the destinations hold ",
+        bytes));
+  }
+  size_t offset = 0;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    if (!ids[t].empty() &&
+        static_cast<size_t>(resp.dims(static_cast<int>(t))) * ids[t].size() !=
+            dsts[t].size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LookupTables('", tables[t], "'): rows of ",
+          resp.dims(static_cast<int>(t)), " floats do not fill ",
+          dsts[t].size(), " for ", ids[t].size(), " ids"));
+    }
+    std::memcpy(dsts[t].data(), resp.values().data() + offset,
+                dsts[t].size() * sizeof(float));
+    offset += dsts[t].size() * sizeof(float);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::PushTables(
+    const std::vector<std::string>& tables,
+    const std::vector<absl::Span<const int64_t>>& ids,
+    const std::vector<absl::Span<const float>>& gradients,
+    const std::optional<PushTag>& tag) {
+  size_t bytes = 0;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    bytes += gradients[t].size() * sizeof(float) + ids[t].size() * 8;
+  }
+  if (bytes > kMaxTableCallBytes || tables.size() == 1) {
+    for (size_t t = 0; t < tables.size(); ++t) {
+      STRATA_RETURN_IF_ERROR(
+          PushTableRows(tables[t], ids[t], gradients[t], tag).status());
+    }
+    return absl::OkStatus();
+  }
+  v1::PushTableRowsRequest req;
+  if (tag.has_value()) *req.mutable_tag() = ToProto(*tag);
+  for (size_t t = 0; t < tables.size(); ++t) {
+    v1::TableRows* part = req.add_tables();
+    part->set_table(tables[t]);
+    part->mutable_ids()->Add(ids[t].begin(), ids[t].end());
+    part->set_gradients(gradients[t].data(),
+                        gradients[t].size() * sizeof(float));
+  }
+  return Unary(&v1::ParameterService::Stub::PushTableRows, req).status();
+}
+
 absl::StatusOr<v1::TableStatsResponse> PsClient::TableStats(
     const std::string& table) {
   v1::TableStatsRequest req;

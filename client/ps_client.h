@@ -206,6 +206,19 @@ class PsClient {
   absl::StatusOr<v1::PushTableRowsResponse> PushTableRows(
       const std::string& table, absl::Span<const int64_t> ids,
       absl::Span<const float> gradients, const std::optional<PushTag>& tag);
+  // Several tables of this task in one call: table i's rows of ids[i] into
+  // dsts[i] (ids[i].size() x its dim). Beyond kMaxTableCallBytes, one
+  // LookupRows per table instead.
+  absl::Status LookupTables(const std::vector<std::string>& tables,
+                            const std::vector<absl::Span<const int64_t>>& ids,
+                            bool train, const std::vector<absl::Span<float>>& dsts);
+  // Several tables' gradient rows in one call with one tag (each table
+  // takes it at most once); beyond kMaxTableCallBytes, one PushTableRows
+  // per table with the same tag (equally exactly once).
+  absl::Status PushTables(const std::vector<std::string>& tables,
+                          const std::vector<absl::Span<const int64_t>>& ids,
+                          const std::vector<absl::Span<const float>>& gradients,
+                          const std::optional<PushTag>& tag);
   // Every table's counters (only `table` when not empty).
   absl::StatusOr<v1::TableStatsResponse> TableStats(
       const std::string& table = "");

@@ -38,13 +38,27 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::LookupRows(
   return Unary(ctx, "LookupRows", Role::kWorker, RunOn::kCallbackThread,
                [&](const ServiceCall&) -> absl::Status {
                  std::vector<float> rows;
-                 STRATA_RETURN_IF_ERROR(store_->tables()->Lookup(
-                     req->table(), req->ids(), req->train(), &rows));
-                 resp->set_dim(req->ids().empty()
-                                   ? 0
-                                   : static_cast<int64_t>(rows.size()) /
-                                         req->ids_size());
-                 resp->set_values(rows.data(), rows.size() * sizeof(float));
+                 if (req->tables_size() == 0) {
+                   STRATA_RETURN_IF_ERROR(store_->tables()->Lookup(
+                       req->table(), req->ids(), req->train(), &rows));
+                   resp->set_dim(req->ids().empty()
+                                     ? 0
+                                     : static_cast<int64_t>(rows.size()) /
+                                           req->ids_size());
+                   resp->set_values(rows.data(), rows.size() * sizeof(float));
+                 } else {
+                   std::string* values = resp->mutable_values();
+                   for (const v1::TableRows& part : req->tables()) {
+                     STRATA_RETURN_IF_ERROR(store_->tables()->Lookup(
+                         part.table(), part.ids(), req->train(), &rows));
+                     resp->add_dims(part.ids().empty()
+                                        ? 0
+                                        : static_cast<int64_t>(rows.size()) /
+                                              part.ids_size());
+                     values->append(reinterpret_cast<const char*>(rows.data()),
+                                    rows.size() * sizeof(float));
+                   }
+                 }
                  store_->RecordPull(static_cast<int64_t>(resp->values().size()));
                  return absl::OkStatus();
                });
@@ -56,22 +70,50 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::PushTableRows(
   return Unary(
       ctx, "PushTableRows", Role::kWorker, RunOn::kCallbackThread,
       [&](const ServiceCall&) -> absl::Status {
-        const std::string& bytes = req->gradients();
-        if (bytes.size() % sizeof(float) != 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "table '", req->table(), "': gradients hold ", bytes.size(),
-              " bytes, not a whole number of float32 values"));
+        const PushMeta meta = PushMetaFromTag(req->has_tag(), req->tag());
+        // The parts: this request's own, or its `tables`.
+        std::vector<const std::string*> names;
+        std::vector<absl::Span<const int64_t>> ids;
+        std::vector<std::vector<float>> grads;
+        auto add = [&](const std::string& table,
+                       const google::protobuf::RepeatedField<int64_t>& part_ids,
+                       const std::string& bytes) -> absl::Status {
+          if (bytes.size() % sizeof(float) != 0) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "table '", table, "': gradients hold ", bytes.size(),
+                " bytes, not a whole number of float32 values"));
+          }
+          names.push_back(&table);
+          ids.emplace_back(part_ids.data(), part_ids.size());
+          grads.emplace_back(bytes.size() / sizeof(float));
+          if (!bytes.empty()) {
+            std::memcpy(grads.back().data(), bytes.data(), bytes.size());
+          }
+          return absl::OkStatus();
+        };
+        if (req->tables_size() == 0) {
+          STRATA_RETURN_IF_ERROR(add(req->table(), req->ids(), req->gradients()));
+        } else {
+          for (const v1::TableRows& part : req->tables()) {
+            STRATA_RETURN_IF_ERROR(
+                add(part.table(), part.ids(), part.gradients()));
+          }
         }
-        std::vector<float> grads(bytes.size() / sizeof(float));
-        if (!bytes.empty()) std::memcpy(grads.data(), bytes.data(), bytes.size());
-        STRATA_ASSIGN_OR_RETURN(
-            TablePushOutcome outcome,
-            store_->tables()->Push(req->table(),
-                                   PushMetaFromTag(req->has_tag(), req->tag()),
-                                   req->ids(), grads));
-        resp->set_duplicate(outcome.duplicate);
-        resp->set_rows_applied(outcome.rows_applied);
-        resp->set_rows_dropped(outcome.rows_dropped);
+        // Every part checked before any is applied.
+        for (size_t i = 0; i < names.size(); ++i) {
+          STRATA_RETURN_IF_ERROR(
+              store_->tables()->CheckPush(*names[i], meta, ids[i], grads[i]));
+        }
+        bool duplicate = !names.empty();
+        for (size_t i = 0; i < names.size(); ++i) {
+          STRATA_ASSIGN_OR_RETURN(
+              TablePushOutcome outcome,
+              store_->tables()->Push(*names[i], meta, ids[i], grads[i]));
+          duplicate = duplicate && outcome.duplicate;
+          resp->set_rows_applied(resp->rows_applied() + outcome.rows_applied);
+          resp->set_rows_dropped(resp->rows_dropped() + outcome.rows_dropped);
+        }
+        resp->set_duplicate(duplicate);
         return absl::OkStatus();
       });
 }

@@ -387,9 +387,10 @@ absl::Status TableStore::Lookup(const std::string& name,
   return shard->table->Lookup(ids, absl::MakeSpan(*out), train);
 }
 
-absl::StatusOr<TablePushOutcome> TableStore::Push(
-    const std::string& name, const PushMeta& meta,
-    absl::Span<const int64_t> ids, absl::Span<const float> gradients) {
+absl::Status TableStore::CheckPush(const std::string& name,
+                                   const PushMeta& meta,
+                                   absl::Span<const int64_t> ids,
+                                   absl::Span<const float> gradients) const {
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, Get(name));
   const size_t dim = static_cast<size_t>(shard->spec.dim());
   if (gradients.size() != ids.size() * dim) {
@@ -414,6 +415,15 @@ absl::StatusOr<TablePushOutcome> TableStore::Push(
           " holds a NaN or infinite value; nothing was applied"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TablePushOutcome> TableStore::Push(
+    const std::string& name, const PushMeta& meta,
+    absl::Span<const int64_t> ids, absl::Span<const float> gradients) {
+  STRATA_RETURN_IF_ERROR(CheckPush(name, meta, ids, gradients));
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Shard> shard, Get(name));
+  const size_t dim = static_cast<size_t>(shard->spec.dim());
   // Duplicate ids summed, in first-seen order.
   std::vector<int64_t> unique;
   std::vector<float> summed;

@@ -77,6 +77,11 @@ class TableStore {
                                         const PushMeta& meta,
                                         absl::Span<const int64_t> ids,
                                         absl::Span<const float> gradients);
+  // Push's checks alone (table, sizes, step, shard, NaN/Inf), so a call
+  // naming several tables applies none when one would fail.
+  absl::Status CheckPush(const std::string& table, const PushMeta& meta,
+                         absl::Span<const int64_t> ids,
+                         absl::Span<const float> gradients) const;
 
   // Every table's normalized spec and counters (only `name` when not
   // empty). Errors: NOT_FOUND for an unknown `name`.

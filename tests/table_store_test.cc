@@ -354,5 +354,48 @@ TEST(TableServiceTest, TablesOverGrpcSurviveASaveAndRestoreOnDisk) {
   fs::remove_all(dir);
 }
 
+// Several tables in one call: lookups answer each table's rows in order; a
+// push is checked whole before any table applies it (a NaN in the second
+// part changes neither), and each table takes its tag once.
+TEST(TableServiceTest, OneCallCarriesSeveralTables) {
+  std::ostringstream log;
+  Logger logger("ps:test", &log);
+  absl::StatusOr<std::unique_ptr<PsServer>> server =
+      PsServer::Start(PsServerOptions{}, &logger);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<PsClient> client = PsClient::Connect((*server)->address());
+  ASSERT_TRUE(client->CreateTable(Spec("a", 2)).ok());
+  ASSERT_TRUE(client->CreateTable(Spec("b", 3)).ok());
+  const std::vector<int64_t> a_ids = {1, 2}, b_ids = {7};
+  std::vector<float> a_rows(4), b_rows(3);
+  STRATA_ASSERT_OK(client->LookupTables(
+      {"a", "b"}, {a_ids, b_ids}, true,
+      {absl::MakeSpan(a_rows), absl::MakeSpan(b_rows)}));
+  std::vector<float> a_one(4), b_one(3);
+  STRATA_ASSERT_OK(client->LookupRows("a", a_ids, false, absl::MakeSpan(a_one)));
+  STRATA_ASSERT_OK(client->LookupRows("b", b_ids, false, absl::MakeSpan(b_one)));
+  EXPECT_EQ(a_rows, a_one);
+  EXPECT_EQ(b_rows, b_one);
+  const std::vector<float> a_grad = {1, 1, 1, 1};
+  const std::vector<float> bad = {1, std::nanf(""), 1};
+  EXPECT_THAT(client->PushTables({"a", "b"}, {a_ids, b_ids}, {a_grad, bad},
+                                 PushTag{"job", 0, 1}),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument, "NaN"));
+  STRATA_ASSERT_OK(client->LookupRows("a", a_ids, false, absl::MakeSpan(a_one)));
+  EXPECT_EQ(a_one, a_rows);  // unchanged
+  const std::vector<float> b_grad = {2, 2, 2};
+  STRATA_ASSERT_OK(client->PushTables({"a", "b"}, {a_ids, b_ids},
+                                      {a_grad, b_grad}, PushTag{"job", 0, 1}));
+  STRATA_ASSERT_OK(client->PushTables({"a", "b"}, {a_ids, b_ids},
+                                      {a_grad, b_grad}, PushTag{"job", 0, 1}));
+  STRATA_ASSERT_OK(client->LookupRows("a", a_ids, false, absl::MakeSpan(a_one)));
+  STRATA_ASSERT_OK(client->LookupRows("b", b_ids, false, absl::MakeSpan(b_one)));
+  for (int k = 0; k < 4; ++k) EXPECT_FLOAT_EQ(a_one[k], a_rows[k] - 0.5f);
+  for (int k = 0; k < 3; ++k) EXPECT_FLOAT_EQ(b_one[k], b_rows[k] - 1.0f);
+  absl::StatusOr<v1::TableStatsResponse> stats = client->TableStats("a");
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->tables(0).pushes_duplicate(), 1);
+}
+
 }  // namespace
 }  // namespace strata

@@ -13,6 +13,27 @@
 
 namespace strata {
 
+// EmbeddingTables ------------------------------------------------------------
+
+absl::Status EmbeddingTables::LookupAll(
+    const std::vector<std::string>& tables,
+    const std::vector<std::vector<int64_t>>& ids, bool train,
+    std::vector<std::vector<float>>* rows) {
+  for (size_t t = 0; t < tables.size(); ++t) {
+    STRATA_RETURN_IF_ERROR(
+        Lookup(tables[t], ids[t], train, absl::MakeSpan((*rows)[t])));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddingTables::PushAll(const std::vector<TableGradients>& grads,
+                                      int64_t step) {
+  for (const TableGradients& g : grads) {
+    STRATA_RETURN_IF_ERROR(Push(g.table, g.ids, g.gradients, step));
+  }
+  return absl::OkStatus();
+}
+
 // LocalEmbeddingTables -------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<LocalEmbeddingTables>>
@@ -136,9 +157,9 @@ absl::Status EmbeddingModel::Gather(EmbeddingTables& tables,
   for (size_t t = 0; t < num_tables; ++t) {
     plan->rows[t].resize(plan->ids[t].size() *
                          static_cast<size_t>(table_dims_[t]));
-    STRATA_RETURN_IF_ERROR(tables.Lookup(table_names_[t], plan->ids[t], train,
-                                         absl::MakeSpan(plan->rows[t])));
   }
+  STRATA_RETURN_IF_ERROR(
+      tables.LookupAll(table_names_, plan->ids, train, &plan->rows));
   x->assign(static_cast<size_t>(batch * width_), 0.0f);
   for (int64_t b = 0; b < batch; ++b) {
     float* out = x->data() + b * width_;
@@ -246,9 +267,7 @@ absl::StatusOr<StepStats> EmbeddingTrainer::Step(const CriteoBatch& batch,
       StepStats stats,
       layers_->Step(x_.data(), labels_.data(), n, step, x_grad_.data()));
   model_.Scatter(plan_, x_grad_.data(), &table_grads_);
-  for (const TableGradients& g : table_grads_) {
-    STRATA_RETURN_IF_ERROR(tables_->Push(g.table, g.ids, g.gradients, step));
-  }
+  STRATA_RETURN_IF_ERROR(tables_->PushAll(table_grads_, step));
   return stats;
 }
 

@@ -30,6 +30,8 @@
 
 namespace strata {
 
+struct TableGradients;
+
 // Where an embedding model's rows live.
 class EmbeddingTables {
  public:
@@ -44,6 +46,15 @@ class EmbeddingTables {
                             absl::Span<const int64_t> ids,
                             absl::Span<const float> gradients,
                             int64_t step) = 0;
+  // Several tables at once: (*rows)[i] (sized by the caller) gets table
+  // i's rows of ids[i]. Default: a Lookup each.
+  virtual absl::Status LookupAll(const std::vector<std::string>& tables,
+                                 const std::vector<std::vector<int64_t>>& ids,
+                                 bool train,
+                                 std::vector<std::vector<float>>* rows);
+  // Each table's gradient rows at `step`. Default: a Push each.
+  virtual absl::Status PushAll(const std::vector<TableGradients>& grads,
+                               int64_t step);
 };
 
 // The tables of a model in this process: a DynamicTable and its row

@@ -116,4 +116,92 @@ absl::Status PsEmbeddingTables::Push(const std::string& table,
   return absl::OkStatus();
 }
 
+absl::Status PsEmbeddingTables::LookupAll(
+    const std::vector<std::string>& tables,
+    const std::vector<std::vector<int64_t>>& ids, bool train,
+    std::vector<std::vector<float>>* rows) {
+  const int n = cluster_->num_ps();
+  const size_t num_tables = tables.size();
+  // Per task: per table, the positions of its ids there.
+  std::vector<std::vector<std::vector<size_t>>> pos(
+      static_cast<size_t>(n), std::vector<std::vector<size_t>>(num_tables));
+  for (size_t t = 0; t < num_tables; ++t) {
+    for (size_t i = 0; i < ids[t].size(); ++i) {
+      pos[static_cast<size_t>(DynamicTable::ShardOf(ids[t][i], n))][t]
+          .push_back(i);
+    }
+  }
+  for (int ps = 0; ps < n; ++ps) {
+    std::vector<std::string> names;
+    std::vector<std::vector<int64_t>> part_ids;
+    std::vector<std::vector<float>> part_rows;
+    std::vector<size_t> which;
+    for (size_t t = 0; t < num_tables; ++t) {
+      const std::vector<size_t>& p = pos[static_cast<size_t>(ps)][t];
+      if (p.empty()) continue;
+      const size_t dim = (*rows)[t].size() / ids[t].size();
+      names.push_back(tables[t]);
+      part_ids.emplace_back();
+      for (size_t i : p) part_ids.back().push_back(ids[t][i]);
+      part_rows.emplace_back(p.size() * dim);
+      which.push_back(t);
+    }
+    if (names.empty()) continue;
+    std::vector<absl::Span<const int64_t>> id_spans;
+    std::vector<absl::Span<float>> dsts;
+    for (size_t k = 0; k < names.size(); ++k) {
+      id_spans.emplace_back(part_ids[k]);
+      dsts.push_back(absl::MakeSpan(part_rows[k]));
+    }
+    STRATA_RETURN_IF_ERROR(
+        cluster_->ps(ps)->LookupTables(names, id_spans, train, dsts));
+    for (size_t k = 0; k < names.size(); ++k) {
+      const size_t t = which[k];
+      const size_t dim = (*rows)[t].size() / ids[t].size();
+      const std::vector<size_t>& p = pos[static_cast<size_t>(ps)][t];
+      for (size_t j = 0; j < p.size(); ++j) {
+        std::memcpy((*rows)[t].data() + p[j] * dim,
+                    part_rows[k].data() + j * dim, dim * sizeof(float));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsEmbeddingTables::PushAll(
+    const std::vector<TableGradients>& grads, int64_t step) {
+  const int n = cluster_->num_ps();
+  for (int ps = 0; ps < n; ++ps) {
+    std::vector<std::string> names;
+    std::vector<std::vector<int64_t>> part_ids;
+    std::vector<std::vector<float>> part_grads;
+    for (const TableGradients& g : grads) {
+      if (g.ids.empty()) continue;
+      const size_t dim = g.gradients.size() / g.ids.size();
+      std::vector<int64_t> ids;
+      std::vector<float> values;
+      for (size_t i = 0; i < g.ids.size(); ++i) {
+        if (DynamicTable::ShardOf(g.ids[i], n) != ps) continue;
+        ids.push_back(g.ids[i]);
+        values.insert(values.end(), g.gradients.begin() + i * dim,
+                      g.gradients.begin() + (i + 1) * dim);
+      }
+      if (ids.empty()) continue;
+      names.push_back(g.table);
+      part_ids.push_back(std::move(ids));
+      part_grads.push_back(std::move(values));
+    }
+    if (names.empty()) continue;
+    std::vector<absl::Span<const int64_t>> id_spans;
+    std::vector<absl::Span<const float>> grad_spans;
+    for (size_t k = 0; k < names.size(); ++k) {
+      id_spans.emplace_back(part_ids[k]);
+      grad_spans.emplace_back(part_grads[k]);
+    }
+    STRATA_RETURN_IF_ERROR(cluster_->ps(ps)->PushTables(
+        names, id_spans, grad_spans, PushTag{job_id_, 0, step}));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace strata

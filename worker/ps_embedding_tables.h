@@ -40,6 +40,13 @@ class PsEmbeddingTables final : public EmbeddingTables {
                       bool train, absl::Span<float> out) override;
   absl::Status Push(const std::string& table, absl::Span<const int64_t> ids,
                     absl::Span<const float> gradients, int64_t step) override;
+  // One call per task for all the tables (LookupTables / PushTables).
+  absl::Status LookupAll(const std::vector<std::string>& tables,
+                         const std::vector<std::vector<int64_t>>& ids,
+                         bool train,
+                         std::vector<std::vector<float>>* rows) override;
+  absl::Status PushAll(const std::vector<TableGradients>& grads,
+                       int64_t step) override;
 
  private:
   // ids[i]'s task for each i, grouped: per task the positions it holds.

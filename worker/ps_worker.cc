@@ -487,11 +487,7 @@ absl::Status PsWorker::SparseStep(const v1::WorkItem& item,
   embedding_->Scatter(ctx->plan, ctx->x_grad.data(), &ctx->table_grads);
   // Row updates apply as they arrive (under sync too: the aggregation is
   // the dense variables'), once per step.
-  for (const TableGradients& g : ctx->table_grads) {
-    STRATA_RETURN_IF_ERROR(
-        ctx->tables->Push(g.table, g.ids, g.gradients, item.step()));
-  }
-  return absl::OkStatus();
+  return ctx->tables->PushAll(ctx->table_grads, item.step());
 }
 
 absl::Status PsWorker::EvaluateEpoch(const v1::WorkItem& item,
