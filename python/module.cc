@@ -13,7 +13,6 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -26,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "python/binding_util.h"
 #include "sdk/strata.h"
 #include "worker/dataset.h"
@@ -177,17 +177,18 @@ class PyModel {
       shown_step = step;
       on_progress(epoch, epochs_total, step, steps, loss, accuracy);
     };
-    std::atomic<bool> done{false};
+    // Notified when the Fit returns, so that the wait ends at once (a
+    // local strategy's fit runs one Fit per epoch).
+    absl::Notification done;
     std::optional<absl::StatusOr<sdk::History>> result;
     std::optional<py::error_already_set> raised;
     {
       py::gil_scoped_release release;
       std::thread fit([&] {
         result.emplace(model_->Fit(train, options));
-        done = true;
+        done.Notify();
       });
-      while (!done) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
         py::gil_scoped_acquire acquire;
         if (PyErr_CheckSignals() != 0) {
           // Keep the KeyboardInterrupt; stop the Fit and wait for it.

@@ -386,8 +386,12 @@ class Sequential:
             def on_epoch(e):
                 report(first_epoch + e["epoch"] - 1, e)
 
+            # The bar needs the progress; a local strategy's one-epoch Fit
+            # returns its epoch as it ends, a cluster's are reported as each
+            # ends. Without them the C++ Fit runs without the hooks.
             result = native.fit(train, n, batch, val, validation_freq, seed, 0,
-                                on_progress, on_epoch)
+                                on_progress if verbose == 1 else None,
+                                on_epoch if not local else None)
             for i, e in enumerate(result):  # any epoch not shown as it ended
                 report(first_epoch + i, dict(e))
 
