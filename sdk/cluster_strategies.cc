@@ -31,6 +31,10 @@
 #include "tools/submit.h"
 #include "job/job.h"
 #include "worker/model.h"
+#include "server/checkpoint.h"
+#include "server/table_store.h"
+#include "worker/embedding_model.h"
+#include "worker/ps_embedding_tables.h"
 #include "worker/ps_worker.h"
 
 namespace strata::sdk {
@@ -190,10 +194,40 @@ EpochResult FromProto(const v1::EpochResult& e) {
   r.evaluated = e.evaluated() && !e.evaluation_missing();
   r.test_loss = e.test_loss();
   r.test_accuracy = e.test_accuracy();
+  if (r.evaluated && e.has_test_auc()) r.test_auc = e.test_auc();
   r.examples_per_second = e.examples_per_second();
   r.seconds = e.elapsed_seconds();
   return r;
 }
+
+// Tables read back from the PS tasks' checkpoints, in this process.
+class StoreTables final : public EmbeddingTables {
+ public:
+  explicit StoreTables(std::unique_ptr<TableStore> store)
+      : store_(std::move(store)) {}
+
+  absl::Status Lookup(const std::string& table, absl::Span<const int64_t> ids,
+                      bool train, absl::Span<float> out) override {
+    STRATA_RETURN_IF_ERROR(store_->Lookup(table, ids, train, &buffer_));
+    if (buffer_.size() != out.size()) {
+      return absl::InternalError(absl::StrCat(
+          "table ", table, ": ", buffer_.size(), " values for ", out.size()));
+    }
+    std::copy(buffer_.begin(), buffer_.end(), out.begin());
+    return absl::OkStatus();
+  }
+  absl::Status Push(const std::string& table, absl::Span<const int64_t> ids,
+                    absl::Span<const float> gradients, int64_t step) override {
+    PushMeta meta;
+    meta.step = step;
+    meta.tagged = false;
+    return store_->Push(table, meta, ids, gradients).status();
+  }
+
+ private:
+  std::unique_ptr<TableStore> store_;
+  std::vector<float> buffer_;
+};
 
 // The job's final per-epoch results from its coordinator, whose address
 // the launcher lists in `cluster_file`; nullopt when they cannot be read.
@@ -237,6 +271,9 @@ History HistoryFrom(const json& summary,
       r.evaluated = e.contains("test_loss");
       r.test_loss = e.value("test_loss", 0.0);
       r.test_accuracy = e.value("test_accuracy", 0.0);
+      if (e.contains("test_auc") && e["test_auc"].is_number()) {
+        r.test_auc = e["test_auc"].get<double>();
+      }
       r.examples_per_second = e.value("examples_per_second", 0.0);
       r.seconds = e.value("elapsed_seconds", 0.0);
       history.epochs.push_back(r);
@@ -364,10 +401,15 @@ absl::StatusOr<History> LocalClusterStrategy::Fit(
     STRATA_RETURN_IF_ERROR(
         internal::DataJson(train, options.validation).status());
   }
-  STRATA_RETURN_IF_ERROR(CheckFirstExample(train, m.model(), "training data"));
-  if (options.validation.has_value()) {
-    STRATA_RETURN_IF_ERROR(CheckFirstExample(*options.validation, m.model(),
-                                             "validation data"));
+  if (!m.inputs.has_value()) {
+    // (Criteo files are checked by the job: their format against the
+    // model's columns.)
+    STRATA_RETURN_IF_ERROR(
+        CheckFirstExample(train, m.model(), "training data"));
+    if (options.validation.has_value()) {
+      STRATA_RETURN_IF_ERROR(CheckFirstExample(*options.validation, m.model(),
+                                               "validation data"));
+    }
   }
   const std::string bin_dir = c.bin_dir.empty() ? ExecutableDir() : c.bin_dir;
   if (!running) STRATA_RETURN_IF_ERROR(CheckDaemons(bin_dir));
@@ -473,6 +515,9 @@ absl::StatusOr<History> LocalClusterStrategy::Fit(
                        "the coordinator lists no PS task to read the trained "
                        "variables from")
                  : how.read_from_ps(addresses, job, m.model(), &pulled);
+      if (read.ok() && m.inputs.has_value()) {
+        read = internal::ReadTablesFromPs(m, addresses, job, dir + "/tables");
+      }
     }
     export_dir = c.export_dir;
   } else {
@@ -495,6 +540,10 @@ absl::StatusOr<History> LocalClusterStrategy::Fit(
             "the cluster has no PS task to read the trained variables from");
       } else {
         read = how.read_from_ps(addresses, job, m.model(), &pulled);
+        if (read.ok() && m.inputs.has_value()) {
+          read = internal::ReadTablesFromPs(m, addresses, job,
+                                            dir + "/tables");
+        }
       }
       return read;
     };
@@ -536,6 +585,42 @@ absl::StatusOr<History> LocalClusterStrategy::Fit(
   if (temporary && !c.keep_run_dir) fs::remove_all(dir, ec);
   return HistoryFrom(*summary, from_coordinator, tee.lines());
 }
+
+namespace internal {
+
+absl::Status ReadTablesFromPs(ModelState& m,
+                              const std::vector<std::string>& addresses,
+                              const JobSpec& job, const std::string& dir) {
+  std::vector<Checkpoint> checkpoints;
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    std::unique_ptr<PsClient> ps = PsClient::Connect(addresses[i]);
+    const std::string path = absl::StrCat(dir, "/ps-", i);
+    absl::StatusOr<v1::SaveResponse> saved = ps->Save(path);
+    if (!saved.ok()) {
+      return absl::Status(saved.status().code(),
+                          absl::StrCat("saving the tables of PS task ", i,
+                                       " to ", path, ": ",
+                                       saved.status().message()));
+    }
+    STRATA_ASSIGN_OR_RETURN(Checkpoint checkpoint,
+                            ReadCheckpoint(saved->path()));
+    checkpoints.push_back(std::move(checkpoint));
+  }
+  auto store = std::make_unique<TableStore>();
+  for (const v1::TableSpec& spec : TableSpecsFor(job.model, job.seed, 0, 1)) {
+    STRATA_RETURN_IF_ERROR(store->Create(spec).status());
+  }
+  STRATA_RETURN_IF_ERROR(store->Reshard(checkpoints).status());
+  STRATA_ASSIGN_OR_RETURN(std::vector<v1::TableInfo> infos, store->Stats(""));
+  m.cluster_table_rows.clear();
+  for (const v1::TableInfo& info : infos) {
+    m.cluster_table_rows.emplace_back(info.spec().name(), info.rows());
+  }
+  m.cluster_tables = std::make_unique<StoreTables>(std::move(store));
+  return absl::OkStatus();
+}
+
+}  // namespace internal
 
 // ParameterServerStrategy ----------------------------------------------------
 

@@ -47,6 +47,7 @@ nlohmann::json SplitJson(const Dataset::Source& s) {
   if (s.kind == Kind::kIdx) {
     return {{"images", s.images}, {"labels", s.labels}};
   }
+  if (s.kind == Kind::kCriteo) return {{"path", s.path}};
   return {{"path", s.path}, {"label_column", s.label_column},
           {"header", s.header}};
 }
@@ -61,6 +62,12 @@ absl::Status CheckForJob(const Dataset& d, absl::string_view what) {
   if (internal::DatasetAccess::take(d) == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": Take(0) selects no examples"));
+  }
+  if (s.kind == Kind::kCriteo && internal::DatasetAccess::take(d) > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": Take() applies to datasets loaded whole; a criteo file is "
+              "streamed as it is (write a shorter one, e.g. strata datagen "
+              "--rows N)"));
   }
   return absl::OkStatus();
 }
@@ -80,6 +87,8 @@ const char* FormatName(Kind kind) {
       return "csv";
     case Kind::kArrays:
       return "in-memory";
+    case Kind::kCriteo:
+      return "criteo";
   }
   return "unknown";
 }
@@ -115,6 +124,9 @@ std::string Dataset::DebugString() const {
       out = absl::StrCat("arrays(", s.arrays->size, " examples of ",
                          s.arrays->features, " features)");
       break;
+    case Kind::kCriteo:
+      out = absl::StrCat("criteo(", s.path, ", bad lines: ", s.bad_lines, ")");
+      break;
   }
   if (s.scale != 1.0) absl::StrAppend(&out, ", scale ", s.scale);
   if (take_ >= 0) absl::StrAppend(&out, ", take ", take_);
@@ -147,6 +159,11 @@ absl::StatusOr<std::shared_ptr<const ::strata::Dataset>> Dataset::Load()
       STRATA_ASSIGN_OR_RETURN(loaded, LoadArrays(*s.arrays, limit));
       break;
     }
+    case Kind::kCriteo:
+      return absl::InvalidArgumentError(absl::StrCat(
+          DebugString(),
+          ": criteo files are streamed by models with embeddings "
+          "(Sequential(Inputs, layers)); they have no dense in-memory form"));
   }
   cache_->data = std::make_shared<const ::strata::Dataset>(std::move(loaded));
   return cache_->data;
@@ -181,6 +198,14 @@ Dataset Csv(std::string path, int64_t label_column, bool header,
   return internal::DatasetAccess::Make(std::move(source));
 }
 
+Dataset Criteo(std::string path, std::string bad_lines) {
+  auto source = std::make_shared<Dataset::Source>();
+  source->kind = Kind::kCriteo;
+  source->path = std::move(path);
+  source->bad_lines = std::move(bad_lines);
+  return internal::DatasetAccess::Make(std::move(source));
+}
+
 Dataset FromArrays(std::vector<float> x, std::vector<int32_t> labels,
                    int64_t features) {
   auto arrays = std::make_shared<::strata::Dataset>();
@@ -205,6 +230,7 @@ absl::StatusOr<nlohmann::json> DataJson(const Dataset& train,
   nlohmann::json data = {{"format", FormatName(tr.kind)},
                          {"train", SplitJson(tr)},
                          {"scale", tr.scale}};
+  if (tr.kind == Kind::kCriteo) data["bad_lines"] = tr.bad_lines;
   if (DatasetAccess::take(train) > 0) {
     data["limit_train"] = DatasetAccess::take(train);
   }
@@ -223,6 +249,12 @@ absl::StatusOr<nlohmann::json> DataJson(const Dataset& train,
           "training data has ",
           tr.scale, ", the validation data ", te.scale));
     }
+    if (te.kind == Kind::kCriteo && te.bad_lines != tr.bad_lines) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "validation data: a job holds one bad-lines policy for both "
+          "splits; the training data has ",
+          tr.bad_lines, ", the validation data ", te.bad_lines));
+    }
     data["test"] = SplitJson(te);
     if (DatasetAccess::take(*test) > 0) {
       data["limit_test"] = DatasetAccess::take(*test);
@@ -239,6 +271,27 @@ absl::StatusOr<Dataset> WriteAsIdx(const Dataset& data,
   const std::string labels = prefix + "-labels.idx";
   STRATA_RETURN_IF_ERROR(::strata::WriteIdx(*examples, images, labels));
   return datasets::Idx(images, labels);
+}
+
+absl::StatusOr<std::unique_ptr<CriteoReader>> OpenCriteo(
+    const Dataset& data, absl::string_view what) {
+  const Dataset::Source& s = DatasetAccess::source(data);
+  if (s.kind != Kind::kCriteo) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": a model with embeddings reads criteo files "
+              "(datasets::Criteo), not ",
+        data.DebugString()));
+  }
+  STRATA_RETURN_IF_ERROR(CheckForJob(data, what));
+  if (s.bad_lines != "stop" && s.bad_lines != "skip") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": bad_lines must be \"stop\" or \"skip\", got \"",
+        s.bad_lines, "\""));
+  }
+  CriteoReaderOptions options;
+  options.bad_line_policy =
+      s.bad_lines == "skip" ? BadLinePolicy::kSkip : BadLinePolicy::kStop;
+  return CriteoReader::Create(s.path, options);
 }
 
 absl::Status CheckFeatures(const ::strata::Dataset& data, const Model& model,

@@ -20,7 +20,9 @@
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "sdk/strata.h"
+#include "worker/criteo_data.h"
 #include "worker/dataset.h"
+#include "worker/embedding_model.h"
 #include "job/job.h"
 #include "worker/model.h"
 
@@ -28,11 +30,12 @@ namespace strata::sdk {
 
 // Where a Dataset's examples come from.
 struct Dataset::Source {
-  enum class Kind { kIdx, kCsv, kArrays };
+  enum class Kind { kIdx, kCsv, kArrays, kCriteo };
   Kind kind = Kind::kArrays;
   std::string images;  // idx
   std::string labels;  // idx
-  std::string path;    // csv
+  std::string path;    // csv, criteo
+  std::string bad_lines = "stop";  // criteo
   int64_t label_column = 0;
   bool header = true;
   double scale = 1.0;
@@ -74,11 +77,19 @@ absl::StatusOr<Dataset> WriteAsIdx(const Dataset& data,
 absl::Status CheckFeatures(const ::strata::Dataset& data, const Model& model,
                            absl::string_view what);
 
+// A reader of a datasets::Criteo file with its bad-lines policy.
+// Errors: INVALID_ARGUMENT naming `what` for any other dataset or Take();
+// CriteoReader::Create's.
+absl::StatusOr<std::unique_ptr<CriteoReader>> OpenCriteo(
+    const Dataset& data, absl::string_view what);
+
 // The state behind a Sequential. Thread-compatible.
 struct ModelState {
   std::vector<Layer> layers;
   ModelOptions options;
   std::shared_ptr<const Strategy> strategy;
+  // The input-columns form (a model with embeddings).
+  std::optional<Inputs> inputs;
 
   // Set by a successful Compile.
   bool compiled = false;
@@ -87,6 +98,13 @@ struct ModelState {
   std::string loss;
   std::vector<std::string> metrics;
   std::unique_ptr<LocalTrainer> trainer;  // model, weights, optimizer slots
+  // With embeddings, instead of `trainer`: the layers and the tables in
+  // this process.
+  std::unique_ptr<EmbeddingTrainer> embedding;
+  // The tables read back from the PS tasks after a cluster Fit (they then
+  // replace the embedding trainer's).
+  std::unique_ptr<EmbeddingTables> cluster_tables;
+  std::vector<std::pair<std::string, int64_t>> cluster_table_rows;
   int epochs_trained = 0;  // by every Fit since Compile
   // Weights read back from a cluster after a Fit under a cluster strategy;
   // they replace the trainer's.
@@ -104,10 +122,18 @@ struct ModelState {
   };
   std::optional<ReplicaState> mirrored;
 
-  const Model& model() const { return trainer->model(); }
+  LocalTrainer& local_layers() const {
+    return embedding != nullptr ? embedding->layers() : *trainer;
+  }
+  const Model& model() const { return local_layers().model(); }
   const std::vector<std::vector<float>>& params() const {
     if (mirrored) return mirrored->params;
-    return cluster_params ? *cluster_params : trainer->params();
+    return cluster_params ? *cluster_params : local_layers().params();
+  }
+  // Where Evaluate and Predict find the embedding rows.
+  EmbeddingTables& tables() const {
+    if (cluster_tables != nullptr) return *cluster_tables;
+    return embedding->mutable_tables();
   }
 
   // The job JSON of the compiled model with `data` and `strategy` (JSON
@@ -162,9 +188,25 @@ struct ClusterPlan {
       read_from_ps;
 };
 
-// The model's layers as the job's "model" object. Errors: INVALID_ARGUMENT
-// for a missing input shape or one on a layer other than the first.
-absl::StatusOr<nlohmann::json> ModelJson(const std::vector<Layer>& layers);
+// The model's layers as the job's "model" object (with `inputs`, the
+// input-columns form: its dense features, categorical columns and
+// embeddings). Errors: INVALID_ARGUMENT for a missing input shape or one on
+// a layer other than the first (or, with `inputs`, on any layer).
+absl::StatusOr<nlohmann::json> ModelJson(const std::vector<Layer>& layers,
+                                         const std::optional<Inputs>& inputs);
+
+// Fits a model with embeddings in this process (OneDeviceStrategy): the
+// Criteo files streamed each epoch, the tables in the embedding trainer.
+absl::StatusOr<History> FitEmbeddingsHere(ModelState& m, const Dataset& train,
+                                          const FitOptions& options,
+                                          nlohmann::json strategy);
+
+// After a cluster Fit of a model with embeddings: each PS task saves its
+// state under `dir` and the tables' rows are loaded from those checkpoints
+// into m.cluster_tables. Errors: those of Save and of the checkpoints.
+absl::Status ReadTablesFromPs(ModelState& m,
+                              const std::vector<std::string>& addresses,
+                              const JobSpec& job, const std::string& dir);
 // The job's "optimizer" object (only the keys the type takes).
 nlohmann::json OptimizerJson(const Optimizer& optimizer);
 

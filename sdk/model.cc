@@ -16,11 +16,40 @@ namespace {
 using nlohmann::json;
 
 // Validation of a compiled model needs a data section; Fit supplies the
-// real one.
-const json& PlaceholderData() {
-  static const json* const kData = new json{
-      {"format", "csv"}, {"train", {{"path", "(supplied by Fit)"}}}};
-  return *kData;
+// real one (criteo files for a model with embeddings).
+json PlaceholderData(bool embeddings) {
+  return json{{"format", embeddings ? "criteo" : "csv"},
+              {"train", {{"path", "(supplied by Fit)"}}}};
+}
+
+json TableOptimizerJson(const TableOptimizer& o) {
+  json j = {{"type", o.type}};
+  const auto put = [&j](const char* key, const std::optional<double>& v) {
+    if (v.has_value()) j[key] = *v;
+  };
+  put("learning_rate", o.learning_rate);
+  put("epsilon", o.epsilon);
+  put("initial_accumulator_value", o.initial_accumulator_value);
+  put("beta_1", o.beta_1);
+  put("beta_2", o.beta_2);
+  put("learning_rate_power", o.learning_rate_power);
+  put("l1_regularization_strength", o.l1_regularization_strength);
+  put("l2_regularization_strength", o.l2_regularization_strength);
+  return j;
+}
+
+json EmbeddingJson(const Embedding& e) {
+  return json{{"table", e.table},
+              {"columns", e.columns},
+              {"output_dim", e.output_dim},
+              {"combiner", e.combiner},
+              {"initializer", e.initializer},
+              {"init_scale", e.init_scale},
+              {"min_count", e.min_count},
+              {"max_rows", e.max_rows},
+              {"eviction", e.eviction},
+              {"ttl_steps", e.ttl_steps},
+              {"optimizer", TableOptimizerJson(e.optimizer)}};
 }
 
 absl::Status RequireCompiled(const internal::ModelState& state,
@@ -77,6 +106,19 @@ Layer Flatten(std::vector<int64_t> input_shape) {
   return layer;
 }
 
+std::vector<Embedding> EmbeddingPerColumn(int64_t categorical,
+                                          int64_t output_dim,
+                                          TableOptimizer optimizer,
+                                          const std::string& table_prefix) {
+  std::vector<Embedding> out;
+  for (int64_t c = 0; c < categorical; ++c) {
+    Embedding e(absl::StrCat(table_prefix, c + 1), {c}, output_dim);
+    e.optimizer = optimizer;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 // Optimizers -----------------------------------------------------------------
 
 Optimizer SGD(double learning_rate, double momentum, bool nesterov) {
@@ -122,12 +164,18 @@ Optimizer RMSprop(double learning_rate, double rho, double momentum,
 
 namespace internal {
 
-absl::StatusOr<json> ModelJson(const std::vector<Layer>& layers) {
+absl::StatusOr<json> ModelJson(const std::vector<Layer>& layers,
+                               const std::optional<Inputs>& inputs) {
   if (layers.empty()) {
     return absl::InvalidArgumentError(
         "job.model.layers: a Sequential model needs at least one layer");
   }
-  if (layers[0].input_shape.empty()) {
+  if (inputs.has_value() && !layers[0].input_shape.empty()) {
+    return absl::InvalidArgumentError(
+        "job.model.layers[0]: a model with Inputs takes its input shape from "
+        "them (Inputs.dense and the embeddings), not from the first layer");
+  }
+  if (!inputs.has_value() && layers[0].input_shape.empty()) {
     return absl::InvalidArgumentError(
         "job.model.input_shape: the first layer needs an input shape, e.g. "
         "Dense(units, activation, input_dim) or Flatten({28, 28})");
@@ -152,7 +200,17 @@ absl::StatusOr<json> ModelJson(const std::vector<Layer>& layers) {
     if (!l.name.empty()) j["name"] = l.name;
     out_layers.push_back(std::move(j));
   }
-  return json{{"input_shape", layers[0].input_shape},
+  if (!inputs.has_value()) {
+    return json{{"input_shape", layers[0].input_shape},
+                {"layers", std::move(out_layers)}};
+  }
+  json embeddings = json::array();
+  for (const Embedding& e : inputs->embeddings) {
+    embeddings.push_back(EmbeddingJson(e));
+  }
+  return json{{"input_shape", json::array({inputs->dense})},
+              {"categorical_columns", inputs->categorical},
+              {"embeddings", std::move(embeddings)},
               {"layers", std::move(out_layers)}};
 }
 
@@ -208,6 +266,12 @@ Sequential::Sequential(std::vector<Layer> layers, ModelOptions options)
   state_->strategy = GetStrategy();
 }
 
+Sequential::Sequential(Inputs inputs, std::vector<Layer> layers,
+                       ModelOptions options)
+    : Sequential(std::move(layers), std::move(options)) {
+  state_->inputs = std::move(inputs);
+}
+
 Sequential::~Sequential() = default;
 Sequential::Sequential(Sequential&&) noexcept = default;
 Sequential& Sequential::operator=(Sequential&&) noexcept = default;
@@ -217,21 +281,29 @@ absl::Status Sequential::Compile(Optimizer optimizer, std::string loss,
   internal::ModelState& s = *state_;
   s.compiled = false;
   s.trainer.reset();
+  s.embedding.reset();
+  s.cluster_tables.reset();
+  s.cluster_table_rows.clear();
   s.cluster_params.reset();
   s.mirrored.reset();
   s.weights_set = false;
   s.epochs_trained = 0;
-  STRATA_ASSIGN_OR_RETURN(json model_json, internal::ModelJson(s.layers));
+  STRATA_ASSIGN_OR_RETURN(json model_json,
+                          internal::ModelJson(s.layers, s.inputs));
   json optimizer_json = internal::OptimizerJson(optimizer);
   const json job = {{"name", s.options.name},
                     {"model", model_json},
                     {"loss", loss},
                     {"metrics", metrics},
                     {"optimizer", optimizer_json},
-                    {"data", PlaceholderData()},
+                    {"data", PlaceholderData(s.inputs.has_value())},
                     {"seed", s.options.seed}};
   STRATA_ASSIGN_OR_RETURN(JobSpec spec, ParseJob(job));
-  STRATA_ASSIGN_OR_RETURN(s.trainer, LocalTrainer::Create(spec));
+  if (s.inputs.has_value()) {
+    STRATA_ASSIGN_OR_RETURN(s.embedding, EmbeddingTrainer::Create(spec));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(s.trainer, LocalTrainer::Create(spec));
+  }
   s.model_json = std::move(model_json);
   s.optimizer_json = std::move(optimizer_json);
   s.loss = std::move(loss);
@@ -253,6 +325,22 @@ absl::StatusOr<EvalResult> Sequential::Evaluate(const Dataset& data,
     return absl::InvalidArgumentError(
         absl::StrCat("Evaluate: batch_size must be >= 1, got ", batch_size));
   }
+  if (state_->inputs.has_value()) {
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CriteoReader> reader,
+                            internal::OpenCriteo(data, "Evaluate"));
+    STRATA_ASSIGN_OR_RETURN(
+        BinaryEvaluation e,
+        EvaluateBinary(state_->embedding->embedding_model(), state_->tables(),
+                       state_->model(), Model::Views(state_->params()),
+                       *reader, batch_size));
+    EvalResult r;
+    r.loss = e.loss;
+    r.accuracy = e.accuracy;
+    r.examples = e.examples;
+    r.auc = e.auc;
+    r.log_loss = e.log_loss;
+    return r;
+  }
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const ::strata::Dataset> loaded,
                           data.Load());
   STRATA_RETURN_IF_ERROR(
@@ -261,7 +349,11 @@ absl::StatusOr<EvalResult> Sequential::Evaluate(const Dataset& data,
       StepStats stats,
       state_->model().Evaluate(Model::Views(state_->params()), *loaded,
                                batch_size));
-  return EvalResult{stats.loss, stats.accuracy, stats.examples};
+  EvalResult r;
+  r.loss = stats.loss;
+  r.accuracy = stats.accuracy;
+  r.examples = stats.examples;
+  return r;
 }
 
 absl::StatusOr<std::vector<float>> Sequential::Predict(
@@ -270,6 +362,17 @@ absl::StatusOr<std::vector<float>> Sequential::Predict(
   if (batch_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("Predict: batch_size must be >= 1, got ", batch_size));
+  }
+  if (state_->inputs.has_value()) {
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CriteoReader> reader,
+                            internal::OpenCriteo(data, "Predict"));
+    std::vector<float> out;
+    STRATA_RETURN_IF_ERROR(
+        EvaluateBinary(state_->embedding->embedding_model(), state_->tables(),
+                       state_->model(), Model::Views(state_->params()),
+                       *reader, batch_size, &out)
+            .status());
+    return out;
   }
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const ::strata::Dataset> loaded,
                           data.Load());
@@ -295,6 +398,11 @@ absl::StatusOr<std::vector<float>> Sequential::Predict(
 absl::StatusOr<std::vector<float>> Sequential::Predict(
     absl::Span<const float> x) const {
   STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "Predict"));
+  if (state_->inputs.has_value()) {
+    return absl::InvalidArgumentError(
+        "Predict: a model with embeddings takes categorical ids beside the "
+        "dense features; pass a datasets::Criteo dataset");
+  }
   const Model& model = state_->model();
   const int64_t features = model.num_features();
   if (static_cast<int64_t>(x.size()) % features != 0) {
@@ -331,7 +439,7 @@ absl::Status Sequential::SetWeights(std::vector<std::vector<float>> weights) {
   // Checked (and, without a cluster's or the replicas' copy, applied) by
   // the trainer.
   std::vector<std::vector<float>> checked = weights;
-  absl::Status st = s.trainer->SetParams(std::move(checked));
+  absl::Status st = s.local_layers().SetParams(std::move(checked));
   if (!st.ok()) return absl::InvalidArgumentError(
       absl::StrCat("SetWeights: ", st.message()));
   if (s.cluster_params) s.cluster_params = weights;
@@ -365,12 +473,26 @@ absl::StatusOr<std::string> Sequential::Summary() const {
   const std::vector<std::string> names = ResolveLayerNames(spec);
   int64_t width = 1;
   for (int64_t d : s.layers[0].input_shape) width *= d;
+  if (s.inputs.has_value()) width = s.model().num_features();
   const std::string rule(65, '=');
   std::string out = absl::StrFormat("Model: \"%s\" (%s, %d replicas in sync)\n",
                                     s.options.name, s.strategy->name(),
                                     s.strategy->num_replicas_in_sync());
   absl::StrAppendFormat(&out, "%-30s%-20s%s\n%s\n", "Layer (type)",
                         "Output Shape", "Param #", rule);
+  if (s.inputs.has_value()) {
+    // Tables have no vocabulary: their rows come and go as ids are seen.
+    for (const Embedding& e : s.inputs->embeddings) {
+      const int64_t dim =
+          e.combiner == "concat"
+              ? e.output_dim * static_cast<int64_t>(e.columns.size())
+              : e.output_dim;
+      absl::StrAppendFormat(&out, "%-30s%-20s%s\n",
+                            absl::StrCat(e.table, " (Embedding)"),
+                            ShapeString(dim),
+                            absl::StrCat(e.output_dim, " per row"));
+    }
+  }
   for (size_t i = 0; i < s.layers.size(); ++i) {
     const Layer& l = s.layers[i];
     int64_t params = 0;
@@ -385,6 +507,17 @@ absl::StatusOr<std::string> Sequential::Summary() const {
   }
   absl::StrAppendFormat(&out, "%s\nTotal params: %d\n", rule,
                         s.model().num_parameters());
+  return out;
+}
+
+std::vector<std::pair<std::string, int64_t>> Sequential::TableRows() const {
+  const internal::ModelState& s = *state_;
+  if (s.cluster_tables != nullptr) return s.cluster_table_rows;
+  std::vector<std::pair<std::string, int64_t>> out;
+  if (s.embedding == nullptr) return out;
+  for (const auto& [name, stats] : s.embedding->tables().Stats()) {
+    out.emplace_back(name, stats.rows);
+  }
   return out;
 }
 

@@ -149,6 +149,14 @@ Dataset Idx(std::string images, std::string labels, double scale = 1.0);
 Dataset Csv(std::string path, int64_t label_column = 0, bool header = true,
             double scale = 1.0);
 
+// A Criteo display-ads TSV file (gzip or not: label, 13 integer and 26 hex
+// categorical columns; `strata datagen` writes such files), read as a
+// stream each epoch by models with embeddings (Sequential(Inputs, ...)).
+// `bad_lines`: "stop" (a malformed line fails the Fit naming its line and
+// column) or "skip" (skipped and counted). Such a dataset has no in-memory
+// form: Load() is INVALID_ARGUMENT, and Take() is refused by Fit.
+Dataset Criteo(std::string path, std::string bad_lines = "stop");
+
 // Examples in memory: `x` holds labels.size() rows of `features` values.
 // Consistency is checked by Load(). Usable under every strategy (a local
 // cluster's Fit writes them as IDX files into its run directory).
@@ -216,6 +224,74 @@ Optimizer RMSprop(double learning_rate = 0.001, double rho = 0.9,
                   bool centered = false);
 
 // ---------------------------------------------------------------------------
+// Embeddings (sparse models)
+
+// The optimizer of an embedding table's rows, applied where the rows live
+// (this process, or the PS tasks), with its slots per row: "sgd",
+// "adagrad", "lazy_adam" or "ftrl" (Keras's Ftrl formulas). Unset fields
+// take the type's defaults (job/job.h EmbeddingSpec). Implicitly built from
+// a type name.
+struct TableOptimizer {
+  TableOptimizer(const char* optimizer_type) : type(optimizer_type) {}  // NOLINT
+  TableOptimizer(std::string optimizer_type)                             // NOLINT
+      : type(std::move(optimizer_type)) {}
+
+  std::string type;
+  std::optional<double> learning_rate;
+  std::optional<double> epsilon;                    // adagrad, lazy_adam
+  std::optional<double> initial_accumulator_value;  // adagrad, ftrl
+  std::optional<double> beta_1;                     // lazy_adam
+  std::optional<double> beta_2;                     // lazy_adam
+  std::optional<double> learning_rate_power;        // ftrl (<= 0)
+  std::optional<double> l1_regularization_strength;  // ftrl
+  std::optional<double> l2_regularization_strength;  // ftrl
+};
+
+// An embedding over categorical input columns: the int64 ids of `columns`
+// (0-based among Inputs::categorical) are looked up in the dynamic table
+// `table` (no vocabulary: a row is made from (seed, table, id) on first
+// touch, once admitted) and combined as `combiner`: "concat" (output_dim
+// values per column), "sum" or "mean" (the bag of the columns' rows: one
+// output_dim slice). Embeddings naming the same table share it.
+struct Embedding {
+  Embedding(std::string table_name, std::vector<int64_t> input_columns,
+            int64_t dim, std::string combine = "concat")
+      : table(std::move(table_name)),
+        columns(std::move(input_columns)),
+        output_dim(dim),
+        combiner(std::move(combine)) {}
+
+  std::string table;
+  std::vector<int64_t> columns;
+  int64_t output_dim = 0;  // [1, 4096]
+  std::string combiner = "concat";
+  std::string initializer = "random_uniform";  // in [-init_scale, init_scale)
+  double init_scale = 0.05;
+  int64_t min_count = 1;  // admission after this many training lookups
+  int64_t max_rows = 0;   // per table shard; 0: unbounded
+  std::string eviction = "lru";  // or "lfu" (when max_rows is reached)
+  int64_t ttl_steps = 0;  // evict rows not updated for this many steps
+  TableOptimizer optimizer = "adagrad";
+};
+
+// The input-columns form of a model with embeddings: each example holds
+// `dense` float features and `categorical` int64 ids; the layers take the
+// dense features followed by the embeddings' outputs. Criteo data has 13
+// and 26.
+struct Inputs {
+  int64_t dense = 0;
+  int64_t categorical = 0;
+  std::vector<Embedding> embeddings;
+};
+
+// One embedding per categorical column c (0-based), table
+// "<table_prefix><c + 1>", of `output_dim` values (the usual Criteo model).
+std::vector<Embedding> EmbeddingPerColumn(int64_t categorical,
+                                          int64_t output_dim,
+                                          TableOptimizer optimizer = "adagrad",
+                                          const std::string& table_prefix = "C");
+
+// ---------------------------------------------------------------------------
 // Training
 
 // How far a running Fit has got, for another thread to show (Keras's
@@ -265,6 +341,8 @@ struct EpochResult {
   bool evaluated = false;  // test_* hold the validation results
   double test_loss = 0;
   double test_accuracy = 0;
+  // Models with embeddings and the "auc" metric: the validation AUC.
+  std::optional<double> test_auc;
   double examples_per_second = 0;
   double seconds = 0;  // the epoch's wall time (cluster: elapsed since start)
 };
@@ -278,6 +356,9 @@ struct EvalResult {
   double loss = 0;
   double accuracy = 0;
   int64_t examples = 0;
+  // Models with embeddings (binary): the exact AUC and the log loss.
+  std::optional<double> auc;
+  std::optional<double> log_loss;
 };
 
 struct ModelOptions {
@@ -290,6 +371,15 @@ struct ModelOptions {
 class Sequential {
  public:
   explicit Sequential(std::vector<Layer> layers, ModelOptions options = {});
+  // A model with embeddings over categorical columns (issue 15): `inputs`
+  // gives the example's columns and embeddings, so the first layer takes
+  // no input shape. Trained under OneDeviceStrategy (the tables in this
+  // process) or ParameterServerStrategy (the tables on the PS tasks, read
+  // back after Fit so Evaluate and Predict run here) on datasets::Criteo
+  // files; the loss is "binary_crossentropy", and the metrics may hold
+  // "auc". Evaluate and Predict take such a dataset too.
+  Sequential(Inputs inputs, std::vector<Layer> layers,
+             ModelOptions options = {});
   ~Sequential();
   Sequential(Sequential&&) noexcept;
   Sequential& operator=(Sequential&&) noexcept;
@@ -346,6 +436,9 @@ class Sequential {
   int64_t num_features() const;
   int64_t num_outputs() const;
   const Strategy& strategy() const;
+  // Rows of each embedding table held here (in this process, or read back
+  // from the PS tasks after a cluster Fit); empty without embeddings.
+  std::vector<std::pair<std::string, int64_t>> TableRows() const;
 
  private:
   std::unique_ptr<internal::ModelState> state_;

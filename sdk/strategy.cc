@@ -18,7 +18,9 @@
 #include "sdk/internal.h"
 #include "sdk/strata.h"
 #include "strategies/placement_policy.h"
+#include "worker/criteo_data.h"
 #include "worker/dataset.h"
+#include "worker/embedding_model.h"
 #include "job/job.h"
 #include "worker/model.h"
 #include "worker/progress.h"
@@ -175,6 +177,13 @@ absl::StatusOr<LocalFit> PrepareLocalFit(const ModelState& m,
   // is a placeholder and any dataset (in memory too) works.
   const nlohmann::json data = {{"format", "csv"},
                                {"train", {{"path", "(in-process)"}}}};
+  if (m.inputs.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job.model.embeddings: strategy ",
+        strategy.value("type", std::string()),
+        " does not train embedding tables yet (parameter_server and "
+        "one_device do)"));
+  }
   LocalFit fit;
   STRATA_ASSIGN_OR_RETURN(
       fit.job, ParseJob(m.JobJson(options, data, std::move(strategy))));
@@ -254,6 +263,99 @@ absl::StatusOr<History> RunLocalEpochs(
   return history;
 }
 
+absl::StatusOr<History> FitEmbeddingsHere(ModelState& m, const Dataset& train,
+                                          const FitOptions& options,
+                                          nlohmann::json strategy) {
+  // The files are read here; the job validates the options.
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<CriteoReader> train_reader,
+                          OpenCriteo(train, "training data"));
+  std::unique_ptr<CriteoReader> test_reader;
+  if (options.validation.has_value()) {
+    STRATA_ASSIGN_OR_RETURN(test_reader,
+                            OpenCriteo(*options.validation, "validation data"));
+  }
+  STRATA_ASSIGN_OR_RETURN(nlohmann::json data,
+                          DataJson(train, options.validation));
+  STRATA_ASSIGN_OR_RETURN(
+      JobSpec job,
+      ParseJob(m.JobJson(options, std::move(data), std::move(strategy))));
+  const bool auc = std::find(m.metrics.begin(), m.metrics.end(), "auc") !=
+                   m.metrics.end();
+  EmbeddingTrainer& trainer = *m.embedding;
+  ProgressStream progress(options);
+  FitProgress* const bar = options.progress;
+  if (bar != nullptr) {
+    bar->epochs = job.epochs;
+    bar->steps = 0;  // streamed: the steps of an epoch are not known ahead
+  }
+  History history;
+  CriteoBatch batch;
+  for (int e = 0; e < job.epochs; ++e) {
+    if (options.stop != nullptr && options.stop->load()) {
+      return absl::CancelledError(absl::StrCat(
+          "Fit: stopped after ", e, " of ", job.epochs, " epochs"));
+    }
+    if (bar != nullptr) {
+      bar->step = 0;
+      bar->loss = 0;
+      bar->accuracy = 0;
+      bar->epoch = e + 1;
+    }
+    const absl::Time start = absl::Now();
+    STRATA_RETURN_IF_ERROR(train_reader->Rewind());
+    double loss_sum = 0, correct = 0;
+    int64_t examples = 0, steps = 0;
+    while (true) {
+      absl::StatusOr<bool> more = train_reader->Next(&batch, job.batch_size);
+      if (!more.ok()) {
+        return absl::Status(more.status().code(),
+                            absl::StrCat("epoch ", e + 1, ": ",
+                                         more.status().message()));
+      }
+      if (!*more) break;
+      STRATA_ASSIGN_OR_RETURN(StepStats st,
+                              trainer.Step(batch, trainer.iterations()));
+      loss_sum += st.loss * static_cast<double>(batch.size);
+      correct += st.accuracy * static_cast<double>(batch.size);
+      examples += batch.size;
+      ++steps;
+      if (bar != nullptr) {
+        bar->loss = loss_sum / static_cast<double>(examples);
+        bar->accuracy = correct / static_cast<double>(examples);
+        bar->step = steps;
+      }
+    }
+    if (examples == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "training data: ", train.DebugString(), " holds no examples"));
+    }
+    ++m.epochs_trained;
+    const double train_seconds = SecondsSince(start);
+    EpochResult r;
+    r.epoch = e + 1;
+    r.steps = steps;
+    r.loss = loss_sum / static_cast<double>(examples);
+    r.accuracy = correct / static_cast<double>(examples);
+    r.examples_per_second =
+        train_seconds > 0 ? static_cast<double>(examples) / train_seconds : 0;
+    const int freq = job.evaluation.every_epochs;
+    if (test_reader != nullptr &&
+        ((freq > 0 && (e + 1) % freq == 0) || e + 1 == job.epochs)) {
+      STRATA_ASSIGN_OR_RETURN(BinaryEvaluation t,
+                              trainer.Evaluate(*test_reader));
+      r.evaluated = true;
+      r.test_loss = t.loss;
+      r.test_accuracy = t.accuracy;
+      if (auc) r.test_auc = t.auc;
+    }
+    r.seconds = SecondsSince(start);
+    progress.stream() << EpochLine(r, job.epochs) << std::endl;
+    history.epochs.push_back(r);
+    if (options.on_epoch_end) options.on_epoch_end(r);
+  }
+  return history;
+}
+
 }  // namespace internal
 
 // OneDeviceStrategy ----------------------------------------------------------
@@ -266,6 +368,9 @@ absl::StatusOr<History> OneDeviceStrategy::Fit(internal::ModelState& m,
                                                 const Dataset& train,
                                                 const FitOptions& options)
     const {
+  if (m.inputs.has_value()) {
+    return internal::FitEmbeddingsHere(m, train, options, {{"type", name()}});
+  }
   STRATA_ASSIGN_OR_RETURN(
       internal::LocalFit fit,
       internal::PrepareLocalFit(m, train, options, {{"type", name()}}));
@@ -297,6 +402,8 @@ std::string EpochLine(const EpochResult& e, int epochs) {
   p.evaluated = e.evaluated;
   p.test_loss = e.test_loss;
   p.test_accuracy = e.test_accuracy;
+  p.has_test_auc = e.evaluated && e.test_auc.has_value();
+  p.test_auc = e.test_auc.value_or(0.0);
   p.examples_per_second = e.examples_per_second;
   p.seconds = e.seconds;
   return FormatEpochLine(p, "s");
@@ -329,6 +436,8 @@ std::optional<EpochResult> ParseEpochLine(absl::string_view line) {
       } else if (key == "test_accuracy") {
         r.test_accuracy = value;
         r.evaluated = true;
+      } else if (key == "test_auc") {
+        r.test_auc = value;
       }
     } else if (absl::ConsumeSuffix(&p, " steps")) {
       if (!absl::SimpleAtoi(p, &r.steps)) return std::nullopt;

@@ -293,29 +293,45 @@ absl::StatusOr<StepStats> EmbeddingTrainer::TrainEpoch(CriteoReader& reader) {
 
 absl::StatusOr<BinaryEvaluation> EmbeddingTrainer::Evaluate(
     CriteoReader& reader, int64_t batch_size) {
+  return EvaluateBinary(model_, *tables_, layers_->model(),
+                        Model::Views(layers_->params()), reader, batch_size);
+}
+
+absl::StatusOr<BinaryEvaluation> EvaluateBinary(
+    const EmbeddingModel& model, EmbeddingTables& tables, const Model& layers,
+    const std::vector<absl::Span<const float>>& params, CriteoReader& reader,
+    int64_t batch_size, std::vector<float>* probabilities) {
+  if (batch_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch_size must be >= 1, got ", batch_size));
+  }
   STRATA_RETURN_IF_ERROR(reader.Rewind());
   CriteoBatch batch;
   BinaryMetrics metrics;
   BinaryEvaluation out;
   double loss_sum = 0, correct = 0;
-  std::vector<float> probabilities;
-  const std::vector<absl::Span<const float>> params =
-      Model::Views(layers_->params());
+  std::vector<float> x;
+  GatherPlan plan;
+  std::vector<float> p_batch;
   while (true) {
     STRATA_ASSIGN_OR_RETURN(bool more, reader.Next(&batch, batch_size));
     if (!more) break;
-    STRATA_RETURN_IF_ERROR(model_.Gather(*tables_, batch.dense.data(),
-                                         batch.categorical.data(), batch.size,
-                                         /*train=*/false, &x_, &plan_));
-    STRATA_RETURN_IF_ERROR(layers_->model().Predict(params, x_.data(),
-                                                    batch.size, &probabilities));
-    STRATA_RETURN_IF_ERROR(metrics.Add(probabilities, batch.labels));
+    STRATA_RETURN_IF_ERROR(model.Gather(tables, batch.dense.data(),
+                                        batch.categorical.data(), batch.size,
+                                        /*train=*/false, &x, &plan));
+    STRATA_RETURN_IF_ERROR(
+        layers.Predict(params, x.data(), batch.size, &p_batch));
+    STRATA_RETURN_IF_ERROR(metrics.Add(p_batch, batch.labels));
     for (int64_t i = 0; i < batch.size; ++i) {
-      const double p = std::clamp<double>(
-          probabilities[static_cast<size_t>(i)], 1e-7, 1 - 1e-7);
+      const double p = std::clamp<double>(p_batch[static_cast<size_t>(i)],
+                                          1e-7, 1 - 1e-7);
       const double y = batch.labels[static_cast<size_t>(i)];
       loss_sum += -(y * std::log(p) + (1 - y) * std::log(1 - p));
       correct += (p >= 0.5) == (y >= 0.5) ? 1 : 0;
+    }
+    if (probabilities != nullptr) {
+      probabilities->insert(probabilities->end(), p_batch.begin(),
+                            p_batch.begin() + batch.size);
     }
     out.examples += batch.size;
   }

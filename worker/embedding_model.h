@@ -150,6 +150,16 @@ struct BinaryEvaluation {
   double log_loss = 0;
 };
 
+// The metrics of the layers `layers` (weights `params`) over the tables'
+// rows for every example of `reader` (rewound first), in batches of
+// `batch_size`; nothing counted or created in the tables. With
+// `probabilities`, each example's output is appended to it. Errors: the
+// reader's, the tables', the layers'.
+absl::StatusOr<BinaryEvaluation> EvaluateBinary(
+    const EmbeddingModel& model, EmbeddingTables& tables, const Model& layers,
+    const std::vector<absl::Span<const float>>& params, CriteoReader& reader,
+    int64_t batch_size, std::vector<float>* probabilities = nullptr);
+
 // local_train for a job with embeddings: the layers trained as LocalTrainer
 // does (the job's optimizer), the tables in this process (their row
 // optimizers), over Criteo-format files read as a stream in file order.
@@ -174,6 +184,8 @@ class EmbeddingTrainer {
                                             int64_t batch = 4096);
 
   const LocalEmbeddingTables& tables() const { return *tables_; }
+  LocalEmbeddingTables& mutable_tables() { return *tables_; }
+  const EmbeddingModel& embedding_model() const { return model_; }
   LocalTrainer& layers() { return *layers_; }
   int64_t iterations() const { return layers_->iterations(); }
 

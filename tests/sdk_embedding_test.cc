@@ -1,0 +1,245 @@
+// The SDK's models with embeddings (issue 15): Sequential(Inputs, layers)
+// over datasets::Criteo files, trained in this process (OneDeviceStrategy)
+// and on a local cluster whose PS tasks hold the tables
+// (ParameterServerStrategy), then evaluated here.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sdk/strata.h"
+#include "tests/test_util.h"
+
+namespace strata::sdk {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const std::string& Sample() {
+  static const std::string* const kPath = new std::string(
+      std::string(STRATA_SOURCE_DIR) + "/tests/data/criteo_sample.tsv");
+  return *kPath;
+}
+
+// The Criteo model of the job files: an embedding of 4 per column, a
+// hidden layer, a sigmoid.
+Sequential CriteoModel() {
+  Inputs inputs{13, 26, EmbeddingPerColumn(26, 4, "adagrad")};
+  for (Embedding& e : inputs.embeddings) e.optimizer.learning_rate = 0.1;
+  return Sequential(std::move(inputs),
+                    {Dense(16, "relu"), Dense(1, "sigmoid")});
+}
+
+int64_t TotalRows(const Sequential& model) {
+  int64_t rows = 0;
+  for (const auto& [name, n] : model.TableRows()) rows += n;
+  return rows;
+}
+
+TEST(SdkEmbeddingTest, OneDeviceFitsEvaluatesAndPredictsOnCriteoFiles) {
+  Sequential model = CriteoModel();
+  ASSERT_TRUE(
+      model.Compile(Adam(), "binary_crossentropy", {"accuracy", "auc"}).ok());
+  EXPECT_EQ(model.num_features(), 13 + 26 * 4);  // the layers' input
+  EXPECT_EQ(TotalRows(model), 0);
+  absl::StatusOr<std::string> summary = model.Summary();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_THAT(*summary, HasSubstr("C26 (Embedding)"));
+
+  std::ostringstream out;
+  FitOptions fit{/*epochs=*/6, /*batch_size=*/32,
+                 /*validation=*/datasets::Criteo(Sample())};
+  fit.validation_freq = 3;
+  fit.out = &out;
+  FitProgress progress;
+  fit.progress = &progress;
+  absl::StatusOr<History> h = model.Fit(datasets::Criteo(Sample()), fit);
+  ASSERT_TRUE(h.ok()) << h.status() << "\n" << out.str();
+  ASSERT_EQ(h->epochs.size(), 6u);
+  EXPECT_EQ(h->epochs[0].steps, (1300 + 31) / 32);
+  EXPECT_FALSE(h->epochs[0].evaluated);
+  ASSERT_TRUE(h->epochs[2].evaluated);
+  ASSERT_TRUE(h->epochs[5].evaluated);
+  ASSERT_TRUE(h->epochs[5].test_auc.has_value());
+  EXPECT_THAT(out.str(), HasSubstr("test_auc: "));
+  EXPECT_LT(h->epochs[5].loss, h->epochs[0].loss);
+  // Trained and tested on the same 1300 lines: the model must fit them.
+  EXPECT_GT(*h->epochs[5].test_auc, 0.7) << out.str();
+  EXPECT_EQ(progress.epoch.load(), 6);
+  EXPECT_EQ(progress.step.load(), (1300 + 31) / 32);
+  EXPECT_GT(TotalRows(model), 1000);
+
+  absl::StatusOr<EvalResult> r = model.Evaluate(datasets::Criteo(Sample()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->examples, 1300);
+  ASSERT_TRUE(r->auc.has_value());
+  EXPECT_NEAR(*r->auc, *h->epochs[5].test_auc, 1e-9);
+  EXPECT_NEAR(r->loss, h->epochs[5].test_loss, 1e-9);
+  EXPECT_NEAR(r->accuracy, h->epochs[5].test_accuracy, 1e-9);
+  // Evaluation creates no rows.
+  const int64_t rows = TotalRows(model);
+  ASSERT_TRUE(model.Evaluate(datasets::Criteo(Sample()), 7).ok());
+  EXPECT_EQ(TotalRows(model), rows);
+
+  absl::StatusOr<std::vector<float>> p =
+      model.Predict(datasets::Criteo(Sample()), 100);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->size(), 1300u);
+  for (float v : *p) {
+    ASSERT_GE(v, 0.0f);
+    ASSERT_LE(v, 1.0f);
+  }
+  // A second Fit continues from the trained tables and layers.
+  FitOptions more{/*epochs=*/1, /*batch_size=*/32};
+  more.verbose = 0;
+  absl::StatusOr<History> h2 = model.Fit(datasets::Criteo(Sample()), more);
+  ASSERT_TRUE(h2.ok()) << h2.status();
+  EXPECT_LT(h2->epochs[0].loss, h->epochs[0].loss);
+}
+
+TEST(SdkEmbeddingTest, BadModelsAndDataAreRefusedNamingTheProblem) {
+  {
+    Sequential m(Inputs{13, 26, EmbeddingPerColumn(26, 4)},
+                 {Dense(16, "relu", 13), Dense(1, "sigmoid")});
+    EXPECT_THAT(m.Compile("adam", "binary_crossentropy"),
+                StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                    "job.model.layers[0]"));
+  }
+  {
+    Sequential m(Inputs{13, 26, {Embedding("t", {26}, 4)}},
+                 {Dense(1, "sigmoid")});
+    EXPECT_THAT(m.Compile("adam", "binary_crossentropy"),
+                StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                    "job.model.embeddings[0].columns[0]"));
+  }
+  {
+    Sequential m(Inputs{13, 26, {Embedding("t", {0}, 4, "max")}},
+                 {Dense(1, "sigmoid")});
+    EXPECT_THAT(m.Compile("adam", "binary_crossentropy"),
+                StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                    "job.model.embeddings[0].combiner"));
+  }
+  {
+    Embedding e("t", {0}, 4);
+    e.optimizer = "adadelta";
+    Sequential m(Inputs{13, 26, {e}}, {Dense(1, "sigmoid")});
+    EXPECT_THAT(m.Compile("adam", "binary_crossentropy"),
+                StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                    "job.model.embeddings[0].optimizer"));
+  }
+  {
+    Sequential m(Inputs{13, 26, EmbeddingPerColumn(26, 4)},
+                 {Dense(10, "softmax")});
+    EXPECT_THAT(m.Compile("adam", "sparse_categorical_crossentropy",
+                          {"auc"}),
+                StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                    "auc"));
+  }
+
+  Sequential model = CriteoModel();
+  ASSERT_TRUE(model.Compile("adam", "binary_crossentropy", {"auc"}).ok());
+  FitOptions fit;
+  fit.verbose = 0;
+  EXPECT_THAT(model.Fit(datasets::FromArrays({1, 2}, {0, 1}, 1), fit),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "criteo"));
+  EXPECT_THAT(model.Fit(datasets::Criteo(Sample()).Take(10), fit),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "Take()"));
+  EXPECT_THAT(model.Fit(datasets::Criteo(Sample(), "sometimes"), fit),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "bad_lines"));
+  EXPECT_THAT(model.Fit(datasets::Criteo("/nonexistent/train.tsv"), fit),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(model.Evaluate(datasets::FashionMnist().test),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "datasets::Criteo"));
+  EXPECT_THAT(model.Predict(std::vector<float>(13, 0.0f)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(datasets::Criteo(Sample()).Load().status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+
+  // A malformed line: stop names it; skip trains past it.
+  const fs::path dir = fs::temp_directory_path() /
+                       ("strata-sdk-embedding-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string bad = (dir / "bad.tsv").string();
+  {
+    std::ifstream in(Sample());
+    std::ofstream f(bad);
+    std::string line;
+    for (int i = 0; i < 50 && std::getline(in, line); ++i) {
+      f << (i == 20 ? "2\tnot a criteo line" : line) << "\n";
+    }
+  }
+  EXPECT_THAT(model.Fit(datasets::Criteo(bad), fit),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "bad.tsv:21"));
+  absl::StatusOr<History> skipped =
+      model.Fit(datasets::Criteo(bad, "skip"), fit);
+  EXPECT_TRUE(skipped.ok()) << skipped.status();
+
+  // Strategies that do not train tables yet say so.
+  {
+    auto mirrored = MirroredStrategy::Create(2);
+    ASSERT_TRUE(mirrored.ok());
+    auto scope = (*mirrored)->Scope();
+    Sequential m = CriteoModel();
+    ASSERT_TRUE(m.Compile("adam", "binary_crossentropy").ok());
+    EXPECT_THAT(m.Fit(datasets::Criteo(Sample()), fit),
+                StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                    "does not train embedding tables"));
+  }
+  {
+    auto central = CentralStorageStrategy::Local({1, 1});
+    auto scope = central->Scope();
+    Sequential m = CriteoModel();
+    ASSERT_TRUE(m.Compile("adam", "binary_crossentropy").ok());
+    EXPECT_THAT(m.Fit(datasets::Criteo(Sample()), fit),
+                StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                    "does not train embedding tables"));
+  }
+  fs::remove_all(dir);
+}
+
+// The tables live on two PS tasks during the Fit; afterwards they are read
+// back (each task saves, this process loads every shard), so Evaluate here
+// gives what the cluster's last evaluation gave.
+TEST(SdkEmbeddingClusterTest, ParameterServerFitReadsTheTablesBack) {
+  auto strategy = ParameterServerStrategy::Local({/*num_ps=*/2,
+                                                  /*num_workers=*/1});
+  auto scope = strategy->Scope();
+  Sequential model = CriteoModel();
+  ASSERT_TRUE(
+      model.Compile(Adam(), "binary_crossentropy", {"accuracy", "auc"}).ok());
+  std::ostringstream out;
+  FitOptions fit{/*epochs=*/6, /*batch_size=*/32,
+                 /*validation=*/datasets::Criteo(Sample())};
+  fit.out = &out;
+  absl::StatusOr<History> h = model.Fit(datasets::Criteo(Sample()), fit);
+  ASSERT_TRUE(h.ok()) << h.status() << "\n" << out.str();
+  ASSERT_EQ(h->epochs.size(), 6u) << out.str();
+  ASSERT_TRUE(h->epochs[5].evaluated) << out.str();
+  ASSERT_TRUE(h->epochs[5].test_auc.has_value()) << out.str();
+  EXPECT_GT(*h->epochs[5].test_auc, 0.7) << out.str();
+
+  std::vector<std::pair<std::string, int64_t>> tables = model.TableRows();
+  ASSERT_EQ(tables.size(), 26u);
+  EXPECT_GT(TotalRows(model), 1000);
+  absl::StatusOr<EvalResult> r = model.Evaluate(datasets::Criteo(Sample()));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->auc.has_value());
+  // The cluster evaluated the final layers and rows: the same model.
+  EXPECT_NEAR(*r->auc, *h->epochs[5].test_auc, 1e-4) << out.str();
+  EXPECT_NEAR(r->loss, h->epochs[5].test_loss, 1e-4) << out.str();
+}
+
+}  // namespace
+}  // namespace strata::sdk
