@@ -35,6 +35,21 @@ double SecondsSince(absl::Time start) {
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+// Starts epoch `e` (0-based) of the progress another thread reads.
+void BeginEpoch(FitProgress* bar, int e) {
+  if (bar == nullptr) return;
+  bar->step = 0;
+  bar->loss = 0;
+  bar->accuracy = 0;
+  bar->epoch = e + 1;
+}
+
+// Whether epoch `e` (0-based) of `job` ends with an evaluation.
+bool EvaluationDue(const JobSpec& job, int e) {
+  const int freq = job.evaluation.every_epochs;
+  return (freq > 0 && (e + 1) % freq == 0) || e + 1 == job.epochs;
+}
+
 }  // namespace
 
 // Scopes ---------------------------------------------------------------------
@@ -226,12 +241,7 @@ absl::StatusOr<History> RunLocalEpochs(
           absl::StrCat("Fit: stopped after ", e, " of ", job.epochs,
                        " epochs"));
     }
-    if (bar != nullptr) {
-      bar->step = 0;
-      bar->loss = 0;
-      bar->accuracy = 0;
-      bar->epoch = e + 1;
-    }
+    BeginEpoch(bar, e);
     const absl::Time start = absl::Now();
     // Epochs of earlier Fit calls count, so each epoch gets a new order.
     STRATA_ASSIGN_OR_RETURN(StepStats stats,
@@ -246,9 +256,7 @@ absl::StatusOr<History> RunLocalEpochs(
     r.examples_per_second =
         train_seconds > 0 ? static_cast<double>(stats.examples) / train_seconds
                           : 0.0;
-    const int freq = job.evaluation.every_epochs;
-    if (fit.test != nullptr &&
-        ((freq > 0 && (e + 1) % freq == 0) || e + 1 == job.epochs)) {
+    if (fit.test != nullptr && EvaluationDue(job, e)) {
       STRATA_ASSIGN_OR_RETURN(
           StepStats t, m.model().Evaluate(Model::Views(m.params()), *fit.test));
       r.evaluated = true;
@@ -295,12 +303,7 @@ absl::StatusOr<History> FitEmbeddingsHere(ModelState& m, const Dataset& train,
       return absl::CancelledError(absl::StrCat(
           "Fit: stopped after ", e, " of ", job.epochs, " epochs"));
     }
-    if (bar != nullptr) {
-      bar->step = 0;
-      bar->loss = 0;
-      bar->accuracy = 0;
-      bar->epoch = e + 1;
-    }
+    BeginEpoch(bar, e);
     const absl::Time start = absl::Now();
     STRATA_RETURN_IF_ERROR(train_reader->Rewind());
     double loss_sum = 0, correct = 0;
@@ -338,9 +341,7 @@ absl::StatusOr<History> FitEmbeddingsHere(ModelState& m, const Dataset& train,
     r.accuracy = correct / static_cast<double>(examples);
     r.examples_per_second =
         train_seconds > 0 ? static_cast<double>(examples) / train_seconds : 0;
-    const int freq = job.evaluation.every_epochs;
-    if (test_reader != nullptr &&
-        ((freq > 0 && (e + 1) % freq == 0) || e + 1 == job.epochs)) {
+    if (test_reader != nullptr && EvaluationDue(job, e)) {
       STRATA_ASSIGN_OR_RETURN(BinaryEvaluation t,
                               trainer.Evaluate(*test_reader));
       r.evaluated = true;
