@@ -21,13 +21,15 @@ TSAN_DIR := build-tsan
 # packaged in Debian 12; metrics are written in-tree.) The Python package
 # (python/) builds on Debian's python3-dev, pybind11-dev and python3-numpy,
 # and its tests run under python3-pytest (python3-torch for the PyTorch
-# interop example).
+# interop example). etcd-server (3.4) holds the state and leadership of
+# replicated coordinators (strata-coordinator --etcd-endpoints, strata
+# launch --ha); its tests start it as a real process.
 DEB_PACKAGES := \
   build-essential cmake pkg-config ccache clang-14 libclang-rt-14-dev \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev nlohmann-json3-dev libgtest-dev libgmock-dev libeigen3-dev \
   libcpp-httplib-dev libgoogle-perftools-dev dataset-fashion-mnist \
-  iproute2 procps openssl \
+  iproute2 procps openssl etcd-server \
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch \
   python3-venv python3-pip python3-wheel
 

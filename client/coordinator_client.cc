@@ -1,11 +1,15 @@
 #include "client/coordinator_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "common/grpc_status.h"
 #include "grpcpp/create_channel.h"
 
@@ -43,8 +47,56 @@ CoordinatorClient::CoordinatorClient(std::string target,
   // Reconnect quickly after a coordinator restart.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  stub_ = v1::CoordinatorService::NewStub(
-      CreateChannel(target_, security, args));
+  for (absl::string_view one :
+       absl::StrSplit(target_, ',', absl::SkipWhitespace())) {
+    stubs_.push_back(v1::CoordinatorService::NewStub(
+        CreateChannel(std::string(absl::StripAsciiWhitespace(one)), security,
+                      args)));
+  }
+  if (stubs_.empty()) {
+    // An empty target fails every call as the channel does.
+    stubs_.push_back(v1::CoordinatorService::NewStub(
+        CreateChannel(target_, security, args)));
+  }
+}
+
+template <typename Fn>
+absl::Status CoordinatorClient::Once(Fn fn) {
+  const size_t index = current_.load() % stubs_.size();
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, call_deadline_);
+  absl::Status s = FromGrpcStatus(fn(&ctx, stubs_[index].get()));
+  // The epoch comes with the initial metadata, with an answer or an error.
+  // (or, for an answer that is only an error, with the trailing one).
+  absl::string_view text;
+  for (const auto* metadata :
+       {&ctx.GetServerInitialMetadata(), &ctx.GetServerTrailingMetadata()}) {
+    auto it = metadata->find(kCoordinatorEpochHeader);
+    if (it != metadata->end()) {
+      text = absl::string_view(it->second.data(), it->second.size());
+      break;
+    }
+  }
+  int64_t epoch = 0;
+  if (!text.empty() && absl::SimpleAtoi(text, &epoch)) {
+    int64_t seen = epoch_.load();
+    while (epoch > seen && !epoch_.compare_exchange_weak(seen, epoch)) {
+    }
+    if (epoch < seen) {
+      s = absl::UnavailableError(absl::StrCat(
+          "coordinator ", index, " answered as epoch ", epoch,
+          ", deposed by epoch ", seen, "; its answer is discarded"));
+    }
+  }
+  // A replica that is down, a standby, or one that does not answer in
+  // time (paused): the next attempt goes to the next one.
+  if ((s.code() == absl::StatusCode::kUnavailable ||
+       s.code() == absl::StatusCode::kDeadlineExceeded) &&
+      stubs_.size() > 1) {
+    size_t expected = index;
+    current_.compare_exchange_strong(expected, (index + 1) % stubs_.size());
+  }
+  return s;
 }
 
 template <typename Fn>
@@ -52,12 +104,20 @@ absl::Status CoordinatorClient::Call(Fn fn) {
   const absl::Time give_up = absl::Now() + retry_for_;
   absl::Duration backoff = absl::Milliseconds(50);
   while (true) {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, call_deadline_);
-    absl::Status s = FromGrpcStatus(fn(&ctx));
-    if (s.code() != absl::StatusCode::kUnavailable || absl::Now() >= give_up) {
-      return s;
+    // Every coordinator is tried once before pausing.
+    absl::Status s;
+    for (size_t i = 0; i < stubs_.size(); ++i) {
+      s = Once(fn);
+      // With replicas, one that did not answer in time is passed over too
+      // (every coordinator call may be repeated: reports are idempotent,
+      // and a step leased twice goes back to the queue).
+      const bool next =
+          s.code() == absl::StatusCode::kUnavailable ||
+          (s.code() == absl::StatusCode::kDeadlineExceeded &&
+           stubs_.size() > 1);
+      if (!next) return s;
     }
+    if (absl::Now() >= give_up) return s;
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Seconds(1));
   }
@@ -67,33 +127,36 @@ absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(
     const v1::RegisterRequest& r) {
   v1::RegisterResponse resp;
   absl::Status s = Call(
-      [&](grpc::ClientContext* ctx) { return stub_->Register(ctx, r, &resp); });
+      [&](grpc::ClientContext* ctx, v1::CoordinatorService::Stub* stub) { return stub->Register(ctx, r, &resp); });
   if (!s.ok()) return s;
   return resp;
 }
 
 absl::StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(
     const v1::HeartbeatRequest& r) {
-  // No retry loop: the agent's next beat is the retry.
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, call_deadline_);
+  // No retry loop: the agent's next beat is the retry (at the next
+  // coordinator after UNAVAILABLE).
   v1::HeartbeatResponse resp;
-  absl::Status s = FromGrpcStatus(stub_->Heartbeat(&ctx, r, &resp));
+  absl::Status s =
+      Once([&](grpc::ClientContext* ctx, v1::CoordinatorService::Stub* stub) {
+        return stub->Heartbeat(ctx, r, &resp);
+      });
   if (!s.ok()) return s;
   return resp;
 }
 
 absl::Status CoordinatorClient::Deregister(const v1::DeregisterRequest& r) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, call_deadline_);
   v1::DeregisterResponse resp;
-  return FromGrpcStatus(stub_->Deregister(&ctx, r, &resp));
+  return Once([&](grpc::ClientContext* ctx,
+                  v1::CoordinatorService::Stub* stub) {
+    return stub->Deregister(ctx, r, &resp);
+  });
 }
 
 absl::StatusOr<v1::GetClusterSpecResponse> CoordinatorClient::GetClusterSpec() {
   v1::GetClusterSpecResponse resp;
-  absl::Status s = Call([&](grpc::ClientContext* ctx) {
-    return stub_->GetClusterSpec(ctx, v1::GetClusterSpecRequest(), &resp);
+  absl::Status s = Call([&](grpc::ClientContext* ctx, v1::CoordinatorService::Stub* stub) {
+    return stub->GetClusterSpec(ctx, v1::GetClusterSpecRequest(), &resp);
   });
   if (!s.ok()) return s;
   return resp;
@@ -103,15 +166,15 @@ absl::StatusOr<v1::SubmitJobResponse> CoordinatorClient::SubmitJob(
     const v1::SubmitJobRequest& r) {
   v1::SubmitJobResponse resp;
   absl::Status s = Call(
-      [&](grpc::ClientContext* ctx) { return stub_->SubmitJob(ctx, r, &resp); });
+      [&](grpc::ClientContext* ctx, v1::CoordinatorService::Stub* stub) { return stub->SubmitJob(ctx, r, &resp); });
   if (!s.ok()) return s;
   return resp;
 }
 
 absl::StatusOr<v1::JobStatus> CoordinatorClient::GetJob() {
   v1::JobStatus resp;
-  absl::Status s = Call([&](grpc::ClientContext* ctx) {
-    return stub_->GetJob(ctx, v1::GetJobRequest(), &resp);
+  absl::Status s = Call([&](grpc::ClientContext* ctx, v1::CoordinatorService::Stub* stub) {
+    return stub->GetJob(ctx, v1::GetJobRequest(), &resp);
   });
   if (!s.ok()) return s;
   return resp;
@@ -121,7 +184,7 @@ absl::StatusOr<v1::WorkItem> CoordinatorClient::GetWork(
     const v1::GetWorkRequest& r) {
   v1::WorkItem resp;
   absl::Status s = Call(
-      [&](grpc::ClientContext* ctx) { return stub_->GetWork(ctx, r, &resp); });
+      [&](grpc::ClientContext* ctx, v1::CoordinatorService::Stub* stub) { return stub->GetWork(ctx, r, &resp); });
   if (!s.ok()) return s;
   return resp;
 }
@@ -130,7 +193,7 @@ absl::StatusOr<v1::ReportWorkResponse> CoordinatorClient::ReportWork(
     const v1::ReportWorkRequest& r) {
   v1::ReportWorkResponse resp;
   absl::Status s = Call(
-      [&](grpc::ClientContext* ctx) { return stub_->ReportWork(ctx, r, &resp); });
+      [&](grpc::ClientContext* ctx, v1::CoordinatorService::Stub* stub) { return stub->ReportWork(ctx, r, &resp); });
   if (!s.ok()) return s;
   return resp;
 }
@@ -138,8 +201,8 @@ absl::StatusOr<v1::ReportWorkResponse> CoordinatorClient::ReportWork(
 absl::StatusOr<v1::ReportWorkBatchResponse> CoordinatorClient::ReportWorkBatch(
     const v1::ReportWorkBatchRequest& r) {
   v1::ReportWorkBatchResponse resp;
-  absl::Status s = Call([&](grpc::ClientContext* ctx) {
-    return stub_->ReportWorkBatch(ctx, r, &resp);
+  absl::Status s = Call([&](grpc::ClientContext* ctx, v1::CoordinatorService::Stub* stub) {
+    return stub->ReportWorkBatch(ctx, r, &resp);
   });
   if (!s.ok()) return s;
   return resp;
@@ -149,7 +212,7 @@ absl::StatusOr<v1::GroupAssignment> CoordinatorClient::JoinGroup(
     const v1::JoinGroupRequest& r) {
   v1::GroupAssignment resp;
   absl::Status s = Call(
-      [&](grpc::ClientContext* ctx) { return stub_->JoinGroup(ctx, r, &resp); });
+      [&](grpc::ClientContext* ctx, v1::CoordinatorService::Stub* stub) { return stub->JoinGroup(ctx, r, &resp); });
   if (!s.ok()) return s;
   return resp;
 }

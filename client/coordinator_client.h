@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -20,8 +21,18 @@
 
 namespace strata {
 
+// The initial metadata in which an elected coordinator sends its epoch.
+inline constexpr char kCoordinatorEpochHeader[] = "strata-coordinator-epoch";
+
 // Thread-safe. Each call has a deadline; UNAVAILABLE is retried with
 // backoff for up to `retry_for` (the coordinator may be restarting).
+//
+// `target` may list several coordinators, comma-separated (the replicas of
+// strata-coordinator --etcd-endpoints): a call goes to the one that
+// answered last, and on UNAVAILABLE (down, a standby, or one that no longer
+// leads) the next attempt goes to the next. An answer whose epoch
+// (kCoordinatorEpochHeader) is below the highest this client has seen
+// comes from a deposed leader: it is discarded and counts as UNAVAILABLE.
 class CoordinatorClient {
  public:
   // `security`: TLS and the bearer token of every call (plaintext, none by
@@ -48,18 +59,28 @@ class CoordinatorClient {
       const v1::JoinGroupRequest& r);
 
   const std::string& target() const { return target_; }
+  // The highest coordinator epoch seen in an answer (0: none elected).
+  int64_t epoch() const { return epoch_.load(); }
 
  private:
   CoordinatorClient(std::string target, absl::Duration retry_for,
                     const ClientSecurity& security,
                     absl::Duration call_deadline);
+  // One attempt of `fn(ctx, stub)` on the current coordinator: sets the
+  // deadline, checks the answer's epoch, and moves on to the next
+  // coordinator after UNAVAILABLE.
+  template <typename Fn>
+  absl::Status Once(Fn fn);
+  // Once, retried while UNAVAILABLE for up to retry_for_.
   template <typename Fn>
   absl::Status Call(Fn fn);
 
   const std::string target_;
   const absl::Duration retry_for_;
   const absl::Duration call_deadline_;
-  std::unique_ptr<v1::CoordinatorService::Stub> stub_;
+  std::vector<std::unique_ptr<v1::CoordinatorService::Stub>> stubs_;
+  std::atomic<size_t> current_{0};
+  std::atomic<int64_t> epoch_{0};
 };
 
 // A new random incarnation id for this process start.

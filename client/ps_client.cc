@@ -104,22 +104,27 @@ absl::StatusOr<bool> PsClient::CreateVariable(const v1::VariableSpec& spec) {
   return resp->created();
 }
 
-absl::StatusOr<v1::SaveResponse> PsClient::Save(const std::string& path) {
+absl::StatusOr<v1::SaveResponse> PsClient::Save(const std::string& path,
+                                                int64_t coordinator_epoch) {
   v1::SaveRequest req;
   req.set_path(path);
+  req.set_coordinator_epoch(coordinator_epoch);
   return Unary(&v1::ParameterService::Stub::Save, req);
 }
 
-absl::StatusOr<v1::RestoreResponse> PsClient::Restore(const std::string& path) {
+absl::StatusOr<v1::RestoreResponse> PsClient::Restore(
+    const std::string& path, int64_t coordinator_epoch) {
   v1::RestoreRequest req;
   req.set_path(path);
+  req.set_coordinator_epoch(coordinator_epoch);
   return Unary(&v1::ParameterService::Stub::Restore, req);
 }
 
 absl::StatusOr<int64_t> PsClient::DeleteCheckpoints(
-    const std::vector<std::string>& paths) {
+    const std::vector<std::string>& paths, int64_t coordinator_epoch) {
   v1::DeleteCheckpointsRequest req;
   for (const std::string& p : paths) req.add_paths(p);
+  req.set_coordinator_epoch(coordinator_epoch);
   STRATA_ASSIGN_OR_RETURN(
       v1::DeleteCheckpointsResponse resp,
       Unary(&v1::ParameterService::Stub::DeleteCheckpoints, req));

@@ -180,11 +180,15 @@ class PsClient {
   absl::StatusOr<int64_t> Assign(const std::string& name, DType dtype,
                                  const Shape& shape, const void* data);
 
-  absl::StatusOr<v1::SaveResponse> Save(const std::string& path);
-  absl::StatusOr<v1::RestoreResponse> Restore(const std::string& path);
+  // `coordinator_epoch`: the elected coordinator's epoch (SaveRequest), 0
+  // for every other caller.
+  absl::StatusOr<v1::SaveResponse> Save(const std::string& path,
+                                        int64_t coordinator_epoch = 0);
+  absl::StatusOr<v1::RestoreResponse> Restore(const std::string& path,
+                                              int64_t coordinator_epoch = 0);
   // Deletes checkpoints (see DeleteCheckpointsRequest); returns how many.
   absl::StatusOr<int64_t> DeleteCheckpoints(
-      const std::vector<std::string>& paths);
+      const std::vector<std::string>& paths, int64_t coordinator_epoch = 0);
   absl::StatusOr<v1::ListVariablesResponse> ListVariables();
   absl::StatusOr<v1::StatsResponse> Stats();
 

@@ -3,20 +3,41 @@
 // "listening on HOST:PORT", and on SIGTERM or SIGINT drains and exits 0.
 // Exit 2: bad flags, bad TF_CONFIG, or a corrupt state file; exit 1: the
 // address cannot be bound.
+//
+// With --etcd-endpoints it is one replica of an elected coordinator: it
+// listens at once as a standby (every call answered UNAVAILABLE, so that
+// clients go on to the next replica), campaigns for the leader key in etcd,
+// and once it leads loads the state from etcd and serves on the same port
+// (logging "leading as epoch N" on stderr). A leader that loses its lease, or whose
+// state write etcd refuses, exits at once with code 3 (to be restarted as
+// a standby).
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/cli.h"
 #include "common/daemon.h"
 #include "common/logging.h"
 #include "common/security_flags.h"
 #include "common/task_identity.h"
+#include "common/tf_config.h"
+#include "common/tls.h"
 #include "coordinator/coordinator_server.h"
+#include "coordinator/etcd_client.h"
+#include "coordinator/etcd_state_file_system.h"
 #include "coordinator/final_checkpoint.h"
+#include "coordinator/leader_election.h"
+#include "grpcpp/generic/async_generic_service.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
 
 ABSL_FLAG(std::string, host, "",
           "Address to listen on (default 127.0.0.1, "
@@ -46,6 +67,19 @@ ABSL_FLAG(double, final_checkpoint_seconds, 0,
 ABSL_FLAG(double, drain_seconds, 10,
           "Grace period for in-flight calls on "
           "SIGTERM");
+ABSL_FLAG(std::string, etcd_endpoints, "",
+          "etcd client endpoints HOST:PORT[,HOST:PORT...]: run as one "
+          "replica of an elected coordinator whose state and leadership "
+          "live in etcd (instead of --state-dir); the others are standbys");
+ABSL_FLAG(std::string, etcd_prefix, "/strata/default",
+          "Prefix of this cluster's keys in etcd (the leader key, the "
+          "state)");
+ABSL_FLAG(int64_t, leader_ttl_ms, 3000,
+          "TTL of the leader's etcd lease: a dead leader is replaced "
+          "within about this long (etcd rounds it up to whole seconds)");
+ABSL_FLAG(std::string, advertise_address, "",
+          "The address other tasks reach this replica at, written in the "
+          "leader key (default: the listening HOST:PORT)");
 
 namespace {
 
@@ -63,6 +97,9 @@ strata::CliSpec Cli() {
       {"Serving", {"host", "port", "metrics_port"}},
       {"Membership", {"lease_ms", "heartbeat_ms", "topology_timeout_ms"}},
       {"State and checkpoints", {"state_dir", "final_checkpoint_seconds"}},
+      {"High availability (etcd)",
+       {"etcd_endpoints", "etcd_prefix", "leader_ttl_ms",
+        "advertise_address"}},
       {"Shutdown", {"drain_seconds"}},
       strata::SecurityFlagGroup()};
   return cli;
@@ -135,6 +172,181 @@ void LogListening(const strata::CoordinatorServerOptions& options,
         absl::ToInt64Milliseconds(options.coordinator.topology_timeout)}});
 }
 
+// A standby replica's server: binds the port and answers every call with
+// UNAVAILABLE (clients try the next replica) until this replica leads.
+class StandbyServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<StandbyServer>> Start(
+      const std::string& host, int port, const strata::TlsOptions& tls) {
+    auto credentials = strata::MakeServerCredentials(tls);
+    if (!credentials.ok()) return credentials.status();
+    std::unique_ptr<StandbyServer> s(new StandbyServer());
+    grpc::ServerBuilder builder;
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    builder.AddListeningPort(strata::JoinHostPort(host, port), *credentials,
+                             &s->port_);
+    builder.RegisterCallbackGenericService(&s->service_);
+    s->server_ = builder.BuildAndStart();
+    if (s->server_ == nullptr || s->port_ == 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot listen on ", strata::JoinHostPort(host, port)));
+    }
+    return s;
+  }
+  int port() const { return port_; }
+  void Shutdown() {
+    if (server_ == nullptr) return;
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(200));
+    server_->Wait();
+    server_.reset();
+  }
+  ~StandbyServer() { Shutdown(); }
+
+ private:
+  class Refuse final : public grpc::CallbackGenericService {
+   public:
+    grpc::ServerGenericBidiReactor* CreateReactor(
+        grpc::GenericCallbackServerContext*) override {
+      class Reactor : public grpc::ServerGenericBidiReactor {
+       public:
+        Reactor() {
+          Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                              "this coordinator is a standby replica; "
+                              "another one leads"));
+        }
+        void OnDone() override { delete this; }
+      };
+      return new Reactor;
+    }
+  };
+  StandbyServer() = default;
+  Refuse service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+[[noreturn]] void ExitLostLeadership(strata::Logger* logger,
+                                     const std::string& reason) {
+  logger->Error("leadership_lost", {{"reason", reason}, {"exit_code", 3}});
+  std::cerr << "strata-coordinator: lost leadership (" << reason
+            << "); exiting with code 3" << std::endl;
+  std::_Exit(3);
+}
+
+// The replica of an elected coordinator (--etcd-endpoints): standby, then
+// leader until a stop signal (exit 0) or the loss of leadership (exit 3).
+int RunElected(strata::CoordinatorServerOptions options,
+               const strata::StopSignals& stop, strata::Logger* logger) {
+  if (!options.coordinator.state_dir.empty()) {
+    return Fail(2,
+                "--state-dir and --etcd-endpoints exclude each other: with "
+                "etcd the state lives in etcd");
+  }
+  const int64_t ttl_ms = absl::GetFlag(FLAGS_leader_ttl_ms);
+  if (ttl_ms < 1000) {
+    return Fail(2, absl::StrCat("--leader-ttl-ms must be >= 1000 (etcd "
+                                "leases last whole seconds), got ",
+                                ttl_ms));
+  }
+  const std::string prefix = absl::GetFlag(FLAGS_etcd_prefix);
+  if (prefix.empty() || prefix[0] != '/') {
+    return Fail(2, absl::StrCat("--etcd-prefix must start with '/', got '",
+                                prefix, "'"));
+  }
+  auto etcd = strata::EtcdClient::Connect(absl::GetFlag(FLAGS_etcd_endpoints));
+  auto standby =
+      StandbyServer::Start(options.host, options.port, options.tls);
+  if (!standby.ok()) {
+    return Fail(standby.status().code() == absl::StatusCode::kUnavailable ? 1
+                                                                          : 2,
+                standby.status().message());
+  }
+  options.port = (*standby)->port();
+  const std::string address = strata::JoinHostPort(options.host, options.port);
+  std::string advertise = absl::GetFlag(FLAGS_advertise_address);
+  if (advertise.empty()) advertise = address;
+  std::cout << "listening on " << address << std::endl;
+  logger->Info("standby", {{"address", address},
+                           {"advertise", advertise},
+                           {"etcd", etcd->endpoints()},
+                           {"prefix", prefix}});
+
+  strata::LeaderElectionOptions election_options;
+  election_options.key = prefix + "/leader";
+  election_options.candidate = advertise;
+  election_options.ttl = absl::Milliseconds(ttl_ms);
+  strata::LeaderElection election(etcd.get(), election_options, logger);
+  absl::Notification campaign_stop;
+  std::atomic<int64_t> won{0};
+  std::thread campaign([&] {
+    absl::StatusOr<int64_t> epoch = election.Campaign(&campaign_stop);
+    if (epoch.ok()) won = *epoch;
+  });
+  int sig = 0;
+  while (won.load() == 0 && (sig = stop.WaitFor(absl::Milliseconds(50))) == 0) {
+  }
+  if (sig != 0) {
+    campaign_stop.Notify();
+    campaign.join();
+    (*standby)->Shutdown();
+    logger->Info("stopped", {{"signal", sig}, {"led", won.load() != 0}});
+    return 0;  // ~LeaderElection resigns if it won meanwhile
+  }
+  campaign.join();
+  const int64_t epoch = won.load();
+
+  // Lead: the state from etcd, every write fenced by the epoch.
+  election.KeepLeading([logger](const std::string& reason) {
+    ExitLostLeadership(logger, reason);
+  });
+  strata::EtcdStateFileSystem state_fs(
+      etcd.get(), prefix, election_options.key, epoch,
+      [logger](const std::string& why) { ExitLostLeadership(logger, why); });
+  options.coordinator.state_dir = "/state";
+  options.coordinator.file_system = &state_fs;
+  options.service.leader_epoch = epoch;
+  options.service.leading = [&election] { return election.Leading(); };
+  (*standby)->Shutdown();
+  absl::StatusOr<std::unique_ptr<strata::CoordinatorServer>> server;
+  // The standby's port is free again once its server is gone; a moment
+  // may pass before the kernel lets it be bound.
+  for (int attempt = 0;; ++attempt) {
+    server = strata::CoordinatorServer::Start(options, logger);
+    if (server.ok() || attempt >= 50 ||
+        server.status().code() != absl::StatusCode::kUnavailable) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  if (!server.ok()) {
+    logger->Error("start_failed", {{"error", server.status().ToString()}});
+    election.Resign();
+    return Fail(server.status().code() == absl::StatusCode::kUnavailable ? 1
+                                                                         : 2,
+                server.status().message());
+  }
+  // (stdout is done with: a launcher stops reading it after "listening on")
+  std::cerr << "strata-coordinator: leading as epoch " << epoch << " on "
+            << address << std::endl;
+  logger->Info("leading", {{"epoch", epoch}, {"address", address}});
+  LogListening(options, **server, logger);
+
+  sig = stop.Wait();
+  strata::FinalCheckpointOptions final_checkpoint;
+  final_checkpoint.timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_final_checkpoint_seconds));
+  strata::TakeFinalCheckpoint(
+      strata::StateCheckpointProgress((*server)->state()).get(),
+      final_checkpoint, logger, sig);
+  logger->Info("draining", {{"signal", sig}});
+  (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
+  // The state is written: a standby may take over at once.
+  election.Resign();
+  logger->Info("stopped", {});
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -146,6 +358,9 @@ int main(int argc, char** argv) {
   if (!options.ok()) return Fail(2, options.status().message());
 
   strata::Logger logger("coordinator");
+  if (!absl::GetFlag(FLAGS_etcd_endpoints).empty()) {
+    return RunElected(*std::move(options), stop, &logger);
+  }
   auto server = strata::CoordinatorServer::Start(*options, &logger);
   if (!server.ok()) {
     logger.Log(strata::LogLevel::kError, "start_failed",

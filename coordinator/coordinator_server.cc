@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     CoordinatorState* raw = s->state_.get();
     PsClientCheckpointerOptions checkpointer_options;
     checkpointer_options.security = options.ps_security;
+    checkpointer_options.coordinator_epoch = options.service.leader_epoch;
     s->checkpointer_ = std::make_shared<PsClientCheckpointer>(
         [raw] { return raw->PsTargets(); }, checkpointer_options);
   }

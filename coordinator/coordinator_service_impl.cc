@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/coordinator_client.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 
@@ -334,8 +335,20 @@ void CoordinatorServiceImpl::FinishReactor(grpc::ServerUnaryReactor* reactor,
 }
 
 absl::Status CoordinatorServiceImpl::Authorize(
-    const grpc::CallbackServerContext* ctx, Role needed,
-    const char* method) const {
+    grpc::CallbackServerContext* ctx, Role needed, const char* method) const {
+  if (options_.leader_epoch > 0) {
+    // In both: an answer that is only an error may carry no initial
+    // metadata of its own.
+    ctx->AddInitialMetadata(kCoordinatorEpochHeader,
+                            absl::StrCat(options_.leader_epoch));
+    ctx->AddTrailingMetadata(kCoordinatorEpochHeader,
+                             absl::StrCat(options_.leader_epoch));
+    if (options_.leading && !options_.leading()) {
+      return absl::UnavailableError(absl::StrCat(
+          "this coordinator (epoch ", options_.leader_epoch,
+          ") no longer leads; ask the others"));
+    }
+  }
   if (options_.credentials == nullptr) return absl::OkStatus();
   absl::StatusOr<Caller> caller =
       options_.credentials->Authenticate(ctx->client_metadata());

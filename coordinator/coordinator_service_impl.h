@@ -36,6 +36,13 @@ struct CoordinatorServiceOptions {
   // PERMISSION_DENIED), the other methods any role. Null: no
   // authentication.
   std::shared_ptr<const CredentialStore> credentials;
+  // An elected coordinator (strata-coordinator --etcd-endpoints): its epoch,
+  // sent to every caller as the initial metadata kCoordinatorEpochHeader
+  // (clients refuse answers from an epoch below one they have seen), and
+  // whether it still leads, asked before each call (a call to one that no
+  // longer does is refused with UNAVAILABLE). 0 and null: not elected.
+  int64_t leader_epoch = 0;
+  std::function<bool()> leading;
 };
 
 // Thread-safe. The state, driver, logger and metrics registry must outlive
@@ -105,7 +112,9 @@ class CoordinatorServiceImpl final
               absl::Duration elapsed);
   // OK when the server runs without credentials or the call's token is
   // valid and holds `needed`; UNAUTHENTICATED or PERMISSION_DENIED.
-  absl::Status Authorize(const grpc::CallbackServerContext* ctx, Role needed,
+  // An elected coordinator first checks that it still leads and sends its
+  // epoch (CoordinatorServiceOptions::leader_epoch).
+  absl::Status Authorize(grpc::CallbackServerContext* ctx, Role needed,
                          const char* method) const;
   // A unary call: authorizes it for `needed`, then `handle()` fills the
   // response and returns the outcome; records, logs and finishes the call.

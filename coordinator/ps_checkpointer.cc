@@ -48,14 +48,14 @@ absl::Status PsClientCheckpointer::ForEach(
 }
 
 absl::Status PsClientCheckpointer::SaveAll(const std::string& name) {
-  return ForEach("Save", [&name](PsClient* client) {
-    return client->Save(name).status();
+  return ForEach("Save", [this, &name](PsClient* client) {
+    return client->Save(name, options_.coordinator_epoch).status();
   });
 }
 
 absl::Status PsClientCheckpointer::RestoreAll(const std::string& name) {
-  return ForEach("Restore", [&name](PsClient* client) {
-    return client->Restore(name).status();
+  return ForEach("Restore", [this, &name](PsClient* client) {
+    return client->Restore(name, options_.coordinator_epoch).status();
   });
 }
 
@@ -63,8 +63,9 @@ absl::Status PsClientCheckpointer::DeleteAll(
     const std::vector<std::string>& names) {
   return ForEach(
       "DeleteCheckpoints",
-      [&names](PsClient* client) {
-        return client->DeleteCheckpoints(names).status();
+      [this, &names](PsClient* client) {
+        return client->DeleteCheckpoints(names, options_.coordinator_epoch)
+            .status();
       },
       /*keep_going=*/true);
 }

@@ -56,6 +56,9 @@ struct PsClientCheckpointerOptions {
   int max_attempts = 5;
   // TLS and the (coordinator) bearer token of the calls.
   ClientSecurity security;
+  // The elected coordinator's epoch, sent with every call so that the PS
+  // tasks refuse a deposed coordinator's (0: not elected).
+  int64_t coordinator_epoch = 0;
 };
 
 // PsCheckpointer over PsClient: calls Save/Restore on every target that

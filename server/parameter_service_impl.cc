@@ -111,12 +111,29 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::CreateVariable(
       });
 }
 
+absl::Status ParameterServiceImpl::AdmitCoordinatorEpoch(int64_t epoch,
+                                                        const char* method) {
+  if (epoch <= 0) return absl::OkStatus();
+  int64_t seen = coordinator_epoch_.load();
+  while (epoch > seen && !coordinator_epoch_.compare_exchange_weak(seen, epoch)) {
+  }
+  if (epoch >= seen) return absl::OkStatus();
+  logger_->Log(LogLevel::kWarning, "coordinator_fenced",
+               {{"method", method}, {"epoch", epoch}, {"leader_epoch", seen}});
+  return absl::FailedPreconditionError(absl::StrCat(
+      method, " refused: it comes from coordinator epoch ", epoch,
+      ", and the coordinator of epoch ", seen,
+      " has led since (a deposed coordinator is fenced off)"));
+}
+
 grpc::ServerUnaryReactor* ParameterServiceImpl::Save(
     grpc::CallbackServerContext* ctx, const v1::SaveRequest* req,
     v1::SaveResponse* resp) {
   return Unary(
       ctx, "Save", Role::kCoordinator, RunOn::kCheckpointThread,
       [this, req, resp](const ServiceCall& call) -> absl::Status {
+        STRATA_RETURN_IF_ERROR(
+            AdmitCoordinatorEpoch(req->coordinator_epoch(), "Save"));
         STRATA_ASSIGN_OR_RETURN(
             std::string path,
             ScopedCheckpointPath(*store_, call.caller(), req->path(), "save"));
@@ -139,6 +156,8 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::Restore(
   return Unary(
       ctx, "Restore", Role::kCoordinator, RunOn::kCheckpointThread,
       [this, req, resp](const ServiceCall& call) -> absl::Status {
+        STRATA_RETURN_IF_ERROR(
+            AdmitCoordinatorEpoch(req->coordinator_epoch(), "Restore"));
         STRATA_ASSIGN_OR_RETURN(
             std::string path, ScopedCheckpointPath(*store_, call.caller(),
                                                    req->path(), "restore"));
@@ -159,6 +178,8 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::DeleteCheckpoints(
   return Unary(
       ctx, "DeleteCheckpoints", Role::kCoordinator, RunOn::kCheckpointThread,
       [this, req, resp](const ServiceCall& call) -> absl::Status {
+        STRATA_RETURN_IF_ERROR(AdmitCoordinatorEpoch(req->coordinator_epoch(),
+                                                     "DeleteCheckpoints"));
         // Every path is checked before any is deleted.
         std::vector<std::string> paths;
         for (const std::string& p : req->paths()) {

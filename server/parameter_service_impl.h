@@ -10,6 +10,7 @@
 #ifndef STRATA_SERVER_PARAMETER_SERVICE_IMPL_H_
 #define STRATA_SERVER_PARAMETER_SERVICE_IMPL_H_
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -209,6 +210,11 @@ class ParameterServiceImpl final : public ParameterServiceBase {
                              const ServiceCall& call,
                              v1::ServeSharedRegionResponse* resp);
 
+  // Fencing of elected coordinators: OK for epoch 0 (not elected) and for
+  // an epoch at least the highest seen so far (which it raises);
+  // FAILED_PRECONDITION naming both epochs for a deposed coordinator's.
+  absl::Status AdmitCoordinatorEpoch(int64_t epoch, const char* method);
+
   ParameterStore* const store_;
   Logger* const logger_;
   MetricsRegistry* const metrics_;
@@ -217,6 +223,9 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   // Receive buffers for Push and Assign payloads.
   std::shared_ptr<BufferPool> buffers_;
   SharedRegionTable shared_regions_;
+  // The highest coordinator epoch a Save, Restore or DeleteCheckpoints
+  // carried.
+  std::atomic<int64_t> coordinator_epoch_{0};
   // Removes the doorbells whose thread ended (their region was dropped),
   // for the caller to destroy outside the lock.
   std::vector<std::unique_ptr<DoorbellServer>> TakeFinishedDoorbellsLocked()

@@ -34,7 +34,7 @@ function expectFindings(result, layer, expected) {
 test('every overlay, the TFJob and the Dockerfile pass render, schema and policy', () => {
   const r = run('--out', out);
   assert.strictEqual(r.code, 0, r.out);
-  for (const name of ['dev', 'cpu', 'gpu', 'kubeflow']) {
+  for (const name of ['dev', 'cpu', 'gpu', 'tls', 'ha', 'kubeflow']) {
     assert.ok(fs.existsSync(path.join(out, `${name}.yaml`)), `${name} rendered`);
     assert.ok(r.out.includes(`schema: ok (${path.join(out, `${name}.yaml`)})`), r.out);
     assert.ok(r.out.includes(`policy: ok (${path.join(out, `${name}.yaml`)})`), r.out);
@@ -94,6 +94,29 @@ test('policy layer: deployment rules broken in broken-policy.yaml', () => {
   ]);
 });
 
+test('policy layer: elected coordinators and etcd disagree in broken-ha.yaml', () => {
+  const file = path.join(fixtures, 'broken-ha.yaml');
+  const rendered = path.join(out, 'broken-ha.out.yaml');
+  assert.strictEqual(run('render', file, rendered).code, 0, 'kustomize renders it');
+  const schema = run('schema', rendered);
+  assert.strictEqual(schema.code, 0, `every field is valid:\n${schema.out}`);
+  expectFindings(run('policy', rendered), 'policy', [
+    'readinessProbe must be a tcpSocket probe: an elected coordinator (--etcd-endpoints) answers grpc health NOT_SERVING',
+    'StatefulSet/strata-coordinator: Service strata-coordinator must be headless (clusterIP: None) with publishNotReadyAddresses: true',
+    '--advertise-address=strata-coordinator:5000: an elected coordinator advertises its name through the headless Service',
+    'Job/strata-submit container submit: --coordinator=strata-coordinator-0.strata-coordinator:5000 must list every replica of the elected StatefulSet/strata-coordinator',
+    '--etcd-endpoints=strata-etcd-0.strata-etcd:2379 must list every member of StatefulSet/strata-etcd',
+    'StatefulSet/strata-coordinator: no NetworkPolicy lets it reach StatefulSet/strata-etcd on port 2379',
+    'StatefulSet/strata-coordinator-plain: 2 replicas of strata-coordinator without --etcd-endpoints',
+    'StatefulSet/strata-etcd: podManagementPolicy must be Parallel',
+    '--name=etcd: each member is named after its pod',
+    '--initial-advertise-peer-urls=http://strata-etcd:2380: a member advertises its name',
+    'must name the 2 replicas: strata-etcd-0=http://strata-etcd-0.strata-etcd:2380,strata-etcd-1=http://strata-etcd-1.strata-etcd:2380',
+    '2 etcd members tolerate no more failures than 1',
+    'StatefulSet/strata-etcd: no NetworkPolicy lets its members reach each other on port 2380',
+  ]);
+});
+
 test('dockerfile layer: broken-dockerfile (one stage, root, compilers)', () => {
   expectFindings(run('dockerfile', path.join(fixtures, 'broken-dockerfile')), 'dockerfile', [
     'expected a multi-stage build',
@@ -127,7 +150,7 @@ test('every flag in the manifests is one the binaries accept', (t) => {
     return known.get(key);
   };
   let checked = 0;
-  for (const name of ['dev', 'cpu', 'gpu', 'kubeflow']) {
+  for (const name of ['dev', 'cpu', 'gpu', 'ha', 'kubeflow']) {
     const docs = YAML.parseAllDocuments(fs.readFileSync(path.join(out, `${name}.yaml`), 'utf8'));
     const containers = [];
     const walk = (v) => {

@@ -157,12 +157,19 @@ inline nlohmann::json WaitForProgress(const LaunchRun& run, int64_t steps,
   std::unique_ptr<CoordinatorClient> client;
   while (std::chrono::steady_clock::now() < deadline) {
     nlohmann::json cluster = Cluster(run);
+    // Every coordinator ("coordinator", or the replicas "coordinator:I"
+    // of --ha): the client follows the leader.
+    std::string coordinators;
     for (const auto& c : cluster) {
-      if (c["name"] == "coordinator" && !client) {
-        client = CoordinatorClient::Connect(
-            c["address"].get<std::string>(), absl::Seconds(2),
-            tls ? LaunchSecurity(run) : ClientSecurity{});
+      if (c["name"].get<std::string>().rfind("coordinator", 0) == 0) {
+        if (!coordinators.empty()) coordinators += ",";
+        coordinators += c["address"].get<std::string>();
       }
+    }
+    if (!coordinators.empty() && !client) {
+      client = CoordinatorClient::Connect(
+          coordinators, absl::Seconds(2),
+          tls ? LaunchSecurity(run) : ClientSecurity{});
     }
     if (client) {
       auto job = client->GetJob();

@@ -1,6 +1,10 @@
 #include "tools/launcher.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -11,14 +15,18 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <ostream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/coordinator_client.h"
 #include "client/ps_client.h"
 #include "common/file_system.h"
+#include "coordinator/etcd_client.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
 #include "job/job.h"
@@ -32,6 +40,36 @@ namespace {
 
 constexpr absl::Duration kStartTimeout = absl::Seconds(60);
 constexpr absl::Duration kPoll = absl::Milliseconds(100);
+
+// A TCP port on 127.0.0.1 that was free a moment ago (for etcd, which must
+// be told its ports).
+absl::StatusOr<int> FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  if (port <= 0) return absl::UnavailableError("no free port on 127.0.0.1");
+  return port;
+}
+
+// The etcd binary: on the PATH, else Debian's.
+std::string EtcdBinary() {
+  if (const char* path = std::getenv("PATH")) {
+    for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+      const std::string candidate = absl::StrCat(dir, "/etcd");
+      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+  }
+  return "/usr/bin/etcd";
+}
 // Restarts of a task that keeps failing to start: the longest pause
 // between them, and how many failed starts in a row end the run.
 constexpr absl::Duration kMaxRestartPause = absl::Seconds(8);
@@ -254,11 +292,15 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
     c->env.push_back("STRATA_AUTH_TOKEN=" + token);
   };
 
-  ChildProcess coordinator;
+  // One coordinator, or (--ha) the replicas and their etcd.
+  std::vector<ChildProcess> coordinators(options.ha ? 2 : 1);
+  ChildProcess etcd;
   std::vector<ChildProcess> ps(num_ps);
   std::vector<ChildProcess> workers(num_workers);
   auto all = [&]() {
-    std::vector<ChildProcess*> v = {&coordinator};
+    std::vector<ChildProcess*> v;
+    if (options.ha) v.push_back(&etcd);
+    for (auto& c : coordinators) v.push_back(&c);
     for (auto& p : ps) v.push_back(&p);
     for (auto& w : workers) v.push_back(&w);
     return v;
@@ -274,23 +316,86 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
     // Workers first, then the servers.
     for (auto& w : workers) Stop(&w, absl::Seconds(5));
     for (auto& p : ps) Stop(&p, absl::Seconds(10));
-    Stop(&coordinator, absl::Seconds(10));
+    for (auto& c : coordinators) Stop(&c, absl::Seconds(10));
+    if (options.ha) Stop(&etcd, absl::Seconds(10));
   };
   const std::string cluster_file = run_dir + "/cluster.json";
 
-  coordinator.name = "coordinator";
-  coordinator.argv = {bin + "/strata-coordinator", "--host=127.0.0.1",
-                      "--port=0", "--state-dir=" + run_dir + "/coordinator"};
-  coordinator.log_path = run_dir + "/coordinator.log";
-  // The coordinator's token saves and restores the PS tasks.
-  secure(&coordinator, true, security.coordinator_token);
-  STRATA_RETURN_IF_ERROR(Spawn(&coordinator, true, kStartTimeout));
+  if (options.ha) {
+    STRATA_ASSIGN_OR_RETURN(const int client_port, FreeLoopbackPort());
+    STRATA_ASSIGN_OR_RETURN(const int peer_port, FreeLoopbackPort());
+    const std::string client_url =
+        absl::StrCat("http://127.0.0.1:", client_port);
+    const std::string peer_url = absl::StrCat("http://127.0.0.1:", peer_port);
+    etcd.name = "etcd";
+    etcd.argv = {EtcdBinary(),
+                 "--name=strata",
+                 "--data-dir=" + run_dir + "/etcd",
+                 "--listen-client-urls=" + client_url,
+                 "--advertise-client-urls=" + client_url,
+                 "--listen-peer-urls=" + peer_url,
+                 "--initial-advertise-peer-urls=" + peer_url,
+                 "--initial-cluster=strata=" + peer_url,
+                 // The state is rewritten many times a second: keep only
+                 // the recent revisions.
+                 "--auto-compaction-mode=revision",
+                 "--auto-compaction-retention=1000"};
+    etcd.log_path = run_dir + "/etcd.log";
+    etcd.address = absl::StrCat("127.0.0.1:", client_port);
+    STRATA_RETURN_IF_ERROR(Spawn(&etcd, false, kStartTimeout));
+    // Up once it answers a read.
+    auto client = EtcdClient::Connect(etcd.address, absl::Seconds(1));
+    const absl::Time deadline = absl::Now() + kStartTimeout;
+    while (true) {
+      absl::Status up = client->Get("/strata/ping").status();
+      if (up.ok()) break;
+      if (Reap(&etcd) || absl::Now() > deadline) {
+        stop_all();
+        return absl::UnavailableError(absl::StrCat(
+            "etcd did not start (", up.message(), "); see ", etcd.log_path));
+      }
+      absl::SleepFor(kPoll);
+    }
+    out << "strata launch: coordinator high availability: etcd on "
+        << etcd.address << ", " << coordinators.size() << " replicas"
+        << std::endl;
+  }
+  for (size_t i = 0; i < coordinators.size(); ++i) {
+    ChildProcess& coordinator = coordinators[i];
+    coordinator.name =
+        options.ha ? absl::StrCat("coordinator:", i) : "coordinator";
+    coordinator.argv = {bin + "/strata-coordinator", "--host=127.0.0.1",
+                        "--port=0"};
+    if (options.ha) {
+      coordinator.argv.push_back("--etcd-endpoints=" + etcd.address);
+      coordinator.argv.push_back("--etcd-prefix=/strata/" + job.name);
+      coordinator.argv.push_back(
+          absl::StrCat("--leader-ttl-ms=", options.leader_ttl_ms));
+    } else {
+      coordinator.argv.push_back("--state-dir=" + run_dir + "/coordinator");
+    }
+    coordinator.log_path =
+        run_dir + (options.ha ? absl::StrCat("/coordinator-", i, ".log")
+                              : std::string("/coordinator.log"));
+    // The coordinator's token saves and restores the PS tasks.
+    secure(&coordinator, true, security.coordinator_token);
+    absl::Status started = Spawn(&coordinator, true, kStartTimeout);
+    if (!started.ok()) {
+      stop_all();
+      return started;
+    }
+  }
+  // Every task is given every replica (the clients follow the leader).
+  std::vector<std::string> coordinator_addresses;
+  for (const auto& c : coordinators) coordinator_addresses.push_back(c.address);
+  const std::string coordinator_target =
+      absl::StrJoin(coordinator_addresses, ",");
   for (int i = 0; i < num_ps; ++i) {
     ps[i].name = absl::StrCat("ps:", i);
     ps[i].argv = {bin + "/strata-ps", "--host=127.0.0.1", "--port=0",
                   absl::StrCat("--task-index=", i),
                   "--checkpoint-dir=" + run_dir + absl::StrCat("/ps-", i),
-                  "--coordinator=" + coordinator.address};
+                  "--coordinator=" + coordinator_target};
     if (!options.ps_device.empty()) {
       ps[i].argv.push_back("--device=" + options.ps_device);
     }
@@ -303,7 +408,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
       return s;
     }
   }
-  coord = CoordinatorClient::Connect(coordinator.address, absl::Seconds(30),
+  coord = CoordinatorClient::Connect(coordinator_target, absl::Seconds(30),
                                     security.launcher);
   // Submit once every PS task is registered, so that every worker sees the
   // same PS set.
@@ -339,7 +444,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   for (int i = 0; i < num_workers; ++i) {
     workers[i].name = absl::StrCat("worker:", i);
     workers[i].argv = {bin + "/strata-worker",
-                       "--coordinator=" + coordinator.address,
+                       "--coordinator=" + coordinator_target,
                        absl::StrCat("--task-index=", i),
                        absl::StrCat("--steps-in-flight=",
                                     options.steps_in_flight),
@@ -365,7 +470,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   // that give up within a second, so that while it is down nothing else
   // waits: the other tasks are still restarted.
   poll = CoordinatorClient::Connect(
-      coordinator.address, absl::Milliseconds(500), security.launcher,
+      coordinator_target, absl::Milliseconds(500), security.launcher,
       /*call_deadline=*/absl::Seconds(1));
   // A task that exited (a worker: with an error) is started again, after a
   // pause that doubles (up to kMaxRestartPause) while it keeps dying soon
@@ -380,6 +485,8 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   };
   std::map<const ChildProcess*, Restart> restarts;
   size_t printed = 0;
+  // The epochs of the coordinators that answered (--ha).
+  std::set<int64_t> leaders;
   v1::JobStatus status;
   absl::Status result = absl::OkStatus();
   while (true) {
@@ -437,10 +544,12 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
       r.started = now;
       r.pause = std::min(kMaxRestartPause,
                          std::max(absl::Milliseconds(500), r.pause * 2));
-      if (server) c->argv[2] = "--port=" + Port(c->address);
+      // A server comes back on its port (etcd's ports are in its flags).
+      const bool wait_for_address = server && c != &etcd;
+      if (wait_for_address) c->argv[2] = "--port=" + Port(c->address);
       c->restarts++;
       changed = true;
-      absl::Status started = Spawn(c, server, kStartTimeout);
+      absl::Status started = Spawn(c, wait_for_address, kStartTimeout);
       if (started.ok()) return started;
       if (++r.failed_starts >= kMaxFailedStarts) {
         return absl::UnavailableError(absl::StrCat(
@@ -454,7 +563,10 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
       r.at = absl::Now() + r.pause;
       return absl::OkStatus();
     };
-    result = supervise(&coordinator, true);
+    if (options.ha) result = supervise(&etcd, true);
+    for (auto& c : coordinators) {
+      if (result.ok()) result = supervise(&c, true);
+    }
     for (auto& p : ps) {
       if (result.ok()) result = supervise(&p, true);
     }
@@ -467,6 +579,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
     if (changed) WriteClusterFile(cluster_file, all());
 
     auto s = poll->GetJob();
+    if (s.ok() && poll->epoch() > 0) leaders.insert(poll->epoch());
     if (s.ok()) {
       status = *s;
       if (options.on_status) options.on_status(status);
@@ -523,6 +636,8 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
         {"steps_applied", status.steps_completed()},
         {"steps_applied_ps", ps_applied.ok() ? *ps_applied : -1},
         {"lost_steps", status.lost_steps()},
+        {"coordinator_leaders",
+         options.ha ? nlohmann::json(leaders.size()) : nlohmann::json()},
         {"wall_seconds", status.wall_seconds()},
         {"examples_per_second",
          status.wall_seconds() > 0

@@ -35,6 +35,14 @@ struct LaunchOptions {
   std::string bin_dir;    // where strata-ps, strata-worker, ... live
   // Restart a PS or the coordinator that dies (as Kubernetes would).
   bool restart_servers = true;
+  // Coordinator high availability: an etcd server (Debian's etcd-server,
+  // `etcd` on the PATH or in /usr/bin) in RUN_DIR/etcd and two coordinator
+  // replicas elected through it (strata-coordinator --etcd-endpoints);
+  // every task is given both. The summary says how many leaders answered
+  // the launcher ("coordinator_leaders").
+  bool ha = false;
+  // The replicas' --leader-ttl-ms under `ha`.
+  int64_t leader_ttl_ms = 2000;
   // Steps each worker runs concurrently (strata-worker --steps-in-flight).
   int steps_in_flight = 2;
   // strata-worker --ps-shared-memory: same-host PS exchanges through shared

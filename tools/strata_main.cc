@@ -62,6 +62,11 @@ ABSL_FLAG(int, wait_timeout_seconds, 600, "submit: bound on waiting for the "
           "coordinator and the tasks");
 ABSL_FLAG(bool, tls, false, "launch: run the cluster over mutual TLS with "
           "per-job credentials (certificates and tokens made in RUN_DIR/tls)");
+ABSL_FLAG(bool, ha, false, "launch: coordinator high availability: an etcd "
+          "server (Debian's etcd-server) and two coordinator replicas "
+          "elected through it; a killed leader is replaced by the standby");
+ABSL_FLAG(int64_t, leader_ttl_ms, 2000, "launch --ha: the coordinator "
+          "replicas' --leader-ttl-ms");
 ABSL_FLAG(std::string, dir, "", "certs: directory for the CA and the "
           "certificates");
 ABSL_FLAG(std::string, san, "", "certs: more names for the server "
@@ -122,6 +127,13 @@ int Launch(const char* argv0) {
   options.steps_in_flight = absl::GetFlag(FLAGS_steps_in_flight);
   options.ps_shared_memory = absl::GetFlag(FLAGS_ps_shared_memory);
   options.tls = absl::GetFlag(FLAGS_tls);
+  options.ha = absl::GetFlag(FLAGS_ha);
+  options.leader_ttl_ms = absl::GetFlag(FLAGS_leader_ttl_ms);
+  if (options.ha && options.leader_ttl_ms < 1000) {
+    std::cerr << "strata launch: --leader-ttl-ms must be >= 1000, got "
+              << options.leader_ttl_ms << "\n";
+    return 2;
+  }
   if (options.bin_dir.empty()) options.bin_dir = DefaultBinDir(argv0);
   const std::atomic<bool>* stop = strata::StopFlag::Install()->flag();
   // The job is refused when one worker's model would not fit this machine.
@@ -346,7 +358,7 @@ strata::CliSpec Cli() {
        "[--tls] [flags]",
        {{"Job", {"job", "strategy", "collective", "epochs", "summary"}},
         {"Local cluster", {"ps", "workers", "ps_device", "steps_in_flight",
-                           "ps_shared_memory", "tls", "run_dir",
+                           "ps_shared_memory", "tls", "ha", "leader_ttl_ms", "run_dir",
                            "bin_dir"}}}},
       {"submit",
        "submit a job to a running coordinator (daemons started by hand or "

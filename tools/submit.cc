@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "client/coordinator_client.h"
 #include "client/ps_client.h"
 #include "common/grpc_status.h"
@@ -63,7 +64,7 @@ nlohmann::json ClusterOf(const v1::GetClusterSpecResponse& spec) {
 // The members the coordinator counts ALIVE, by role: the first message of
 // a WatchCluster stream (the current state). Workers register without an
 // address, so the cluster spec does not list them.
-absl::StatusOr<std::map<std::string, int>> AliveMembers(
+absl::StatusOr<std::map<std::string, int>> AliveMembersAt(
     const std::string& target, const ClientSecurity& security) {
   auto stub =
       v1::CoordinatorService::NewStub(CreateChannel(target, security));
@@ -81,6 +82,22 @@ absl::StatusOr<std::map<std::string, int>> AliveMembers(
   std::map<std::string, int> alive;
   for (const v1::Member& m : state.members()) {
     if (m.state() == v1::Member::ALIVE) alive[m.task().role()]++;
+  }
+  return alive;
+}
+
+// AliveMembersAt the first of the comma-separated coordinators that
+// answers (the leader: a standby answers UNAVAILABLE).
+absl::StatusOr<std::map<std::string, int>> AliveMembers(
+    const std::string& targets, const ClientSecurity& security) {
+  absl::StatusOr<std::map<std::string, int>> alive =
+      absl::UnavailableError("no coordinator address");
+  for (absl::string_view target :
+       absl::StrSplit(targets, ',', absl::SkipWhitespace())) {
+    alive = AliveMembersAt(std::string(target), security);
+    if (alive.ok() || alive.status().code() != absl::StatusCode::kUnavailable) {
+      return alive;
+    }
   }
   return alive;
 }

@@ -356,6 +356,64 @@ function selectorMatches(selector, labels) {
   return true;
 }
 
+// Whether a NetworkPolicy's podSelector selects a pod (empty: every pod).
+function selectsPod(sel, labels) {
+  return !sel || (Object.keys(sel.matchLabels || {}).length === 0 && !(sel.matchExpressions || []).length) ||
+      selectorMatches(sel, labels);
+}
+
+// Whether the NetworkPolicy specs `policies` of namespace `ns` let the pods
+// of template `from` open TCP connections to those of template `to` on
+// `port`: a direction no policy restricts is open; else one of the
+// policies that select the pod has a rule for the peer and the port.
+function flowAllowed(policies, ns, from, to, port) {
+  const typesOf = (s) => s.policyTypes || ['Ingress'].concat(s.egress ? ['Egress'] : []);
+  const namedPort = (name) => ((to.template.spec || {}).containers || [])
+      .flatMap((c) => c.ports || []).filter((x) => x.name === name).map((x) => x.containerPort)[0];
+  const portOk = (rulePorts) => !rulePorts || !rulePorts.length || rulePorts.some((x) =>
+      (x.protocol || 'TCP') === 'TCP' && (x.port === undefined || x.port === port ||
+          (typeof x.port === 'number' && x.endPort !== undefined && port >= x.port && port <= x.endPort) ||
+          (typeof x.port === 'string' && namedPort(x.port) === port)));
+  const peerOk = (peers, labels) => !peers || !peers.length || peers.some((peer) => {
+    if (peer.ipBlock) return false;
+    const nsSel = peer.namespaceSelector;
+    if (nsSel && !selectsPod(nsSel, { 'kubernetes.io/metadata.name': ns })) return false;
+    return selectsPod(peer.podSelector, labels);
+  });
+  const open = (pod, type, rules, peers, other) => {
+    const applying = policies.filter((s) => selectsPod(s.podSelector, pod.labels) && typesOf(s).includes(type));
+    return !applying.length || applying.some((s) => (s[rules] || []).some((r) =>
+        peerOk(r[peers], other.labels) && portOk(r.ports)));
+  };
+  return open(from, 'Egress', 'egress', 'to', to) && open(to, 'Ingress', 'ingress', 'from', from);
+}
+
+// "HOST:PORT" (or a URL "scheme://HOST:PORT") with HOST shortened to
+// "POD.SERVICE" where it is a pod's name through a headless Service in
+// namespace `ns` (POD.SERVICE, POD.SERVICE.NS.svc or
+// POD.SERVICE.$(POD_NAMESPACE).svc, optionally .cluster.local).
+function podAddress(address, ns) {
+  const text = String(address).trim().replace(/^[a-z][a-z0-9+.-]*:\/\//, '').replace(/\/$/, '');
+  const colon = text.lastIndexOf(':');
+  const host = colon >= 0 ? text.slice(0, colon) : text;
+  const port = colon >= 0 ? text.slice(colon + 1) : '';
+  const m = host.match(/^([^.]+)\.([^.]+)(?:\.([^.]+)\.svc(?:\.cluster\.local)?)?$/);
+  const short = m && (m[3] === undefined || m[3] === '$(POD_NAMESPACE)' || m[3] === ns) ? `${m[1]}.${m[2]}` : host;
+  return `${short}:${port}`;
+}
+
+// The port of the first URL of a --listen-*-urls flag.
+function urlPort(urls) {
+  const m = String(urls || '').split(',')[0].match(/:(\d+)\/?$/);
+  return m ? Number(m[1]) : undefined;
+}
+
+function sameMembers(a, b) {
+  const x = [...a].sort();
+  const y = [...b].sort();
+  return x.length === y.length && x.every((v, i) => v === y[i]);
+}
+
 function probePort(probe) {
   if (probe.grpc) return { kind: 'grpc', port: probe.grpc.port };
   if (probe.httpGet) return { kind: 'httpGet', port: probe.httpGet.port };
@@ -372,6 +430,12 @@ function flagValue(args, name) {
   return undefined;
 }
 
+// A coordinator elected through etcd: one of several replicas, leader or
+// standby (strata-coordinator --etcd-endpoints).
+function isElectedCoordinator(c) {
+  return (c.command || [])[0] === 'strata-coordinator' && flagValue(c.args, 'etcd-endpoints') !== undefined;
+}
+
 function checkContainer(pod, c, isInit, findings, add) {
   const spec = pod.template.spec || {};
   const psc = spec.securityContext || {};
@@ -381,6 +445,7 @@ function checkContainer(pod, c, isInit, findings, add) {
   const longRunning = sidecar || (!isInit && pod.longRunning);
   const daemon = (c.command || [])[0];
   const ports = (c.ports || []);
+  const elected = isElectedCoordinator(c);
 
   // Image pinned by tag or digest.
   const image = c.image || '';
@@ -434,8 +499,13 @@ function checkContainer(pod, c, isInit, findings, add) {
     if (!pp) continue;
     // A daemon serving TLS (--tls-cert) answers health only over TLS, which
     // the kubelet's grpc probe cannot speak: a tcpSocket probe of the port.
+    // An elected coordinator (--etcd-endpoints) answers NOT_SERVING while it
+    // stands by: a grpc probe would keep the standby from starting, restart
+    // it, and stall rollouts and drains on it; a tcpSocket probe only.
     const tls = (c.args || []).some((x) => String(x).startsWith('--tls-cert'));
-    if (STRATA_DAEMONS.has(daemon) && pp.kind !== 'grpc' &&
+    if (elected && pp.kind !== 'tcpSocket') {
+      add(where, `${p} must be a tcpSocket probe: an elected coordinator (--etcd-endpoints) answers grpc health NOT_SERVING while it stands by`);
+    } else if (!elected && STRATA_DAEMONS.has(daemon) && pp.kind !== 'grpc' &&
         !(tls && pp.kind === 'tcpSocket')) {
       add(where, `${p} should be a native grpc probe (${daemon} serves grpc.health.v1)` +
           (tls ? ' or, with --tls-cert, a tcpSocket probe' : ''));
@@ -530,19 +600,121 @@ function policyLayer(files) {
     }
   }
 
-  // StatefulSets of tasks: parallel, behind a headless Service that
-  // publishes not-ready addresses.
+  // StatefulSets of tasks and of etcd members: parallel, behind a headless
+  // Service that publishes not-ready addresses (peers find each other while
+  // they start). An elected coordinator's replicas need the per-pod names
+  // of such a Service too (--advertise-address; a standby is named while
+  // not ready), and start in order.
+  const containersOf = (obj) => ((((obj.spec || {}).template || {}).spec || {}).containers || []);
+  const isEtcd = (obj) => containersOf(obj).some((c) => (c.command || [])[0] === 'etcd');
   for (const item of byKind('StatefulSet')) {
     const { obj } = item;
     const spec = obj.spec || {};
     const role = ((spec.template || {}).metadata || {}).labels || {};
-    if (role[ROLE_LABEL] !== 'ps' && role[ROLE_LABEL] !== 'worker') continue;
-    if (spec.podManagementPolicy !== 'Parallel') add(item)(idOf(obj), 'podManagementPolicy must be Parallel');
+    const peers = role[ROLE_LABEL] === 'ps' || role[ROLE_LABEL] === 'worker' || isEtcd(obj);
+    if (!peers && !containersOf(obj).some(isElectedCoordinator)) continue;
+    if (peers && spec.podManagementPolicy !== 'Parallel') add(item)(idOf(obj), 'podManagementPolicy must be Parallel');
     const svc = objects.find((o) => o.kind === 'Service' && o.metadata && o.metadata.name === spec.serviceName && nsOf(o) === nsOf(obj));
     if (!svc) {
       add(item)(idOf(obj), `serviceName "${spec.serviceName}" names no Service`);
     } else if ((svc.spec || {}).clusterIP !== 'None' || (svc.spec || {}).publishNotReadyAddresses !== true) {
       add(item)(idOf(obj), `Service ${spec.serviceName} must be headless (clusterIP: None) with publishNotReadyAddresses: true`);
+    }
+  }
+
+  // Elected coordinators (--etcd-endpoints): each replica advertises its own
+  // name, every client lists every replica, the endpoints name every member
+  // of the etcd in this render (an etcd elsewhere is not checked) and the
+  // coordinators may reach it. Several coordinators without etcd would each
+  // run the job on a state of their own. etcd members: named after their
+  // pods, --initial-cluster lists every replica, an odd count, and the
+  // members may reach each other.
+  const nsPolicies = (ns) => byKind('NetworkPolicy').filter((i) => nsOf(i.obj) === ns).map((i) => i.obj.spec || {});
+  const replicasOf = (obj) => ((obj.spec || {}).replicas === undefined ? 1 : obj.spec.replicas);
+  // "NAME-i.SERVICE:PORT" for every replica i of a StatefulSet.
+  const memberAddresses = (obj, port) => Array.from({ length: replicasOf(obj) },
+      (_, i) => `${obj.metadata.name}-${i}.${(obj.spec || {}).serviceName}:${port}`);
+  const podNameEnv = (c) => (c.env || []).some((e) => e.name === 'POD_NAME' && e.valueFrom &&
+      e.valueFrom.fieldRef && e.valueFrom.fieldRef.fieldPath === 'metadata.name');
+  for (const item of byKind('StatefulSet')) {
+    const { obj } = item;
+    const a = add(item);
+    const w = idOf(obj);
+    const ns = nsOf(obj);
+    const spec = obj.spec || {};
+    const replicas = replicasOf(obj);
+    const self = pods.find((p) => p.item === item);
+    for (const c of containersOf(obj)) {
+      const cw = `${w} container ${c.name}`;
+      const command = (c.command || [])[0];
+      if (command === 'strata-coordinator' && !isElectedCoordinator(c)) {
+        if (replicas > 1) {
+          a(w, `${replicas} replicas of strata-coordinator without --etcd-endpoints: each would run the job on a state of its own (elect them through etcd, or run one)`);
+        }
+      } else if (command === 'strata-coordinator') {
+        const grpc = (c.ports || []).find((x) => x.name === 'grpc');
+        const port = flagValue(c.args, 'port') || (grpc ? grpc.containerPort : '?');
+        const mine = `$(POD_NAME).${spec.serviceName}:${port}`;
+        const advertise = flagValue(c.args, 'advertise-address');
+        if (advertise === undefined || podAddress(advertise, ns) !== mine) {
+          a(cw, `--advertise-address${advertise === undefined ? ' is missing' : `=${advertise}`}: an elected coordinator advertises its name through the headless Service, ${mine} (or $(POD_NAME).${spec.serviceName}.$(POD_NAMESPACE).svc:${port})`);
+        } else if (!podNameEnv(c)) {
+          a(cw, 'POD_NAME (in --advertise-address) must come from the pod\'s name (fieldRef metadata.name)');
+        }
+        const replicaAddresses = memberAddresses(obj, port);
+        for (const pod of pods.filter((p) => p.ns === ns)) {
+          const ps = pod.template.spec || {};
+          for (const cc of (ps.initContainers || []).concat(ps.containers || [])) {
+            const list = flagValue(cc.args, 'coordinator');
+            if (list === undefined) continue;
+            if (!sameMembers(list.split(',').map((x) => podAddress(x, ns)), replicaAddresses)) {
+              add(pod.item)(`${pod.where} container ${cc.name}`, `--coordinator=${list} must list every replica of the elected ${w}: ${replicaAddresses.join(',')} (each may end in .$(POD_NAMESPACE).svc)`);
+            }
+          }
+        }
+        const etcd = byKind('StatefulSet').find((i) => nsOf(i.obj) === ns && isEtcd(i.obj));
+        if (!etcd) continue;
+        const ec = containersOf(etcd.obj).find((x) => (x.command || [])[0] === 'etcd');
+        const clientPort = urlPort(flagValue(ec.args, 'listen-client-urls')) || 2379;
+        const members = memberAddresses(etcd.obj, clientPort);
+        const endpoints = flagValue(c.args, 'etcd-endpoints');
+        if (!sameMembers(endpoints.split(',').map((x) => podAddress(x, ns)), members)) {
+          a(cw, `--etcd-endpoints=${endpoints} must list every member of ${idOf(etcd.obj)}: ${members.join(',')} (each may end in .$(POD_NAMESPACE).svc)`);
+        }
+        const to = pods.find((p) => p.item === etcd);
+        if (self && to && !flowAllowed(nsPolicies(ns), ns, self, to, clientPort)) {
+          a(w, `no NetworkPolicy lets it reach ${idOf(etcd.obj)} on port ${clientPort} (egress from the coordinator, ingress to etcd)`);
+        }
+      } else if (command === 'etcd') {
+        const name = flagValue(c.args, 'name');
+        if (name !== '$(POD_NAME)' || !podNameEnv(c)) {
+          a(cw, `--name${name === undefined ? ' is missing' : `=${name}`}: each member is named after its pod (--name=$(POD_NAME), POD_NAME from fieldRef metadata.name), as --initial-cluster names them`);
+        }
+        const peerPort = urlPort(flagValue(c.args, 'listen-peer-urls')) || 2380;
+        const clientPort = urlPort(flagValue(c.args, 'listen-client-urls')) || 2379;
+        for (const [flag, p] of [['initial-advertise-peer-urls', peerPort], ['advertise-client-urls', clientPort]]) {
+          const value = flagValue(c.args, flag);
+          const want = `$(POD_NAME).${spec.serviceName}:${p}`;
+          if (value === undefined || value.split(',').some((u) => podAddress(u, ns) !== want)) {
+            a(cw, `--${flag}${value === undefined ? ' is missing' : `=${value}`}: a member advertises its name through the headless Service, http://${want}`);
+          }
+        }
+        const initial = flagValue(c.args, 'initial-cluster') || '';
+        const want = memberAddresses(obj, peerPort).map((x) => `${x.split('.')[0]}=${x}`);
+        const got = initial.split(',').filter(Boolean).map((m) => {
+          const eq = m.indexOf('=');
+          return `${m.slice(0, eq)}=${podAddress(m.slice(eq + 1), ns)}`;
+        });
+        if (!sameMembers(got, want)) {
+          a(cw, `--initial-cluster=${initial} must name the ${replicas} replicas: ${want.map((x) => x.replace('=', '=http://')).join(',')}`);
+        }
+        if (replicas % 2 === 0) {
+          a(w, `${replicas} etcd members tolerate no more failures than ${replicas - 1}: run an odd number`);
+        }
+        if (replicas > 1 && self && !flowAllowed(nsPolicies(ns), ns, self, self, peerPort)) {
+          a(w, `no NetworkPolicy lets its members reach each other on port ${peerPort}`);
+        }
+      }
     }
   }
 
@@ -621,12 +793,9 @@ function policyLayer(files) {
   // rules) and may reach DNS. In a namespace of its own the deny selects
   // every pod ({}); in a shared one (a Kubeflow profile) it may select just
   // this deployment's pods.
-  const selects = (sel, labels) => !sel ||
-      (Object.keys(sel.matchLabels || {}).length === 0 && !(sel.matchExpressions || []).length) ||
-      selectorMatches(sel, labels);
   for (const pod of pods) {
     const policies = byKind('NetworkPolicy').filter((i) => nsOf(i.obj) === pod.ns)
-        .map((i) => i.obj.spec || {}).filter((s) => selects(s.podSelector, pod.labels));
+        .map((i) => i.obj.spec || {}).filter((s) => selectsPod(s.podSelector, pod.labels));
     const deny = policies.some((s) => (s.policyTypes || []).includes('Ingress') &&
         (s.policyTypes || []).includes('Egress') && !(s.ingress || []).length && !(s.egress || []).length);
     if (!deny) {
