@@ -66,6 +66,12 @@ absl::Status CoordinatorClient::Once(Fn fn) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, call_deadline_);
   absl::Status s = FromGrpcStatus(fn(&ctx, stubs_[index].get()));
+  if (s.code() == absl::StatusCode::kCancelled) {
+    // This client never cancels its calls: the server went away mid-call
+    // (a restart, or a standby handing its port to the leader it became).
+    s = absl::UnavailableError(absl::StrCat(
+        "the coordinator went away during the call (", s.message(), ")"));
+  }
   // The epoch comes with the initial metadata, with an answer or an error.
   // (or, for an answer that is only an error, with the trailing one).
   absl::string_view text;
