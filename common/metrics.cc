@@ -232,6 +232,20 @@ void MetricsRegistry::SetGaugeFunction(const std::string& name,
   series.fn = std::make_shared<std::function<double()>>(std::move(fn));
 }
 
+void MetricsRegistry::SetCounterFunction(const std::string& name,
+                                         const std::string& help,
+                                         const MetricLabels& labels,
+                                         std::function<double()> fn) {
+  absl::MutexLock collect(&collect_mu_);
+  absl::MutexLock lock(&mu_);
+  Series& series = GetSeries(name, help, labels, Type::kCounter);
+  if (series.counter != nullptr) {
+    Fatal(absl::StrCat("counter ", name, FormatLabels(labels),
+                       " is already a plain counter"));
+  }
+  series.fn = std::make_shared<std::function<double()>>(std::move(fn));
+}
+
 void MetricsRegistry::RemoveGaugeFunction(const std::string& name,
                                           const MetricLabels& labels) {
   absl::MutexLock collect(&collect_mu_);

@@ -117,7 +117,12 @@ class MetricsRegistry {
   // Set/RemoveGaugeFunction.
   void SetGaugeFunction(const std::string& name, const std::string& help,
                         const MetricLabels& labels, std::function<double()> fn);
-  // Removes a series added by SetGaugeFunction. Once it returns, the function
+  // The same for a counter series (a count kept elsewhere, read at each
+  // Serialize()); removed with RemoveGaugeFunction.
+  void SetCounterFunction(const std::string& name, const std::string& help,
+                          const MetricLabels& labels,
+                          std::function<double()> fn);
+  // Removes a series added by SetGaugeFunction or SetCounterFunction. Once it returns, the function
   // is not running and will not run again, so its captures may be destroyed.
   // Do not call it while holding a lock that the function takes.
   void RemoveGaugeFunction(const std::string& name, const MetricLabels& labels);

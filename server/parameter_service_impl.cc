@@ -11,6 +11,48 @@
 
 namespace strata {
 
+namespace {
+
+// The per-table series (TableInfo's counters), labelled table=NAME.
+struct TableMetric {
+  const char* name;
+  const char* help;
+  bool counter;
+  int64_t (*field)(const v1::TableInfo&);
+};
+
+const std::vector<TableMetric>& TableMetrics() {
+  static const auto* const metrics = new std::vector<TableMetric>{
+      {"strata_ps_table_rows", "Live rows of a dynamic table on this server",
+       false, [](const v1::TableInfo& t) { return t.rows(); }},
+      {"strata_ps_table_bytes",
+       "Bytes of a dynamic table's rows and slots on this server", false,
+       [](const v1::TableInfo& t) { return t.bytes(); }},
+      {"strata_ps_table_lookups_total", "Row lookups of a dynamic table",
+       true, [](const v1::TableInfo& t) { return t.lookups(); }},
+      {"strata_ps_table_admissions_total",
+       "Ids admitted to a trained row (seen min_count times)", true,
+       [](const v1::TableInfo& t) { return t.admissions(); }},
+      {"strata_ps_table_evictions_total",
+       "Rows evicted for the table's capacity", true,
+       [](const v1::TableInfo& t) { return t.evictions(); }},
+      {"strata_ps_table_expirations_total",
+       "Rows dropped by the table's time to live", true,
+       [](const v1::TableInfo& t) { return t.expirations(); }},
+      {"strata_ps_table_updates_total", "Row updates applied", true,
+       [](const v1::TableInfo& t) { return t.updates(); }},
+      {"strata_ps_table_gradients_dropped_total",
+       "Gradient rows dropped (ids not admitted yet)", true,
+       [](const v1::TableInfo& t) { return t.gradients_dropped(); }},
+      {"strata_ps_table_pushes_duplicate_total",
+       "Row pushes acknowledged as duplicates (applied once)", true,
+       [](const v1::TableInfo& t) { return t.pushes_duplicate(); }},
+  };
+  return *metrics;
+}
+
+}  // namespace
+
 ParameterServiceImpl::ParameterServiceImpl(ParameterStore* store,
                                            Logger* logger,
                                            MetricsRegistry* metrics,
@@ -45,6 +87,39 @@ ParameterServiceImpl::~ParameterServiceImpl() {
        {"strata_ps_variables", "strata_ps_variable_bytes",
         "strata_ps_pushes_applied", "strata_ps_pushes_duplicate"}) {
     metrics_->RemoveGaugeFunction(name, {});
+  }
+  absl::MutexLock lock(&table_metrics_mu_);
+  for (const std::string& table : table_metrics_) {
+    for (const TableMetric& m : TableMetrics()) {
+      metrics_->RemoveGaugeFunction(m.name, {{"table", table}});
+    }
+  }
+}
+
+void ParameterServiceImpl::RegisterTableMetrics(const std::string& table) {
+  absl::MutexLock lock(&table_metrics_mu_);
+  if (!table_metrics_.insert(table).second) return;
+  for (const TableMetric& m : TableMetrics()) {
+    auto read = [this, table, field = m.field]() -> double {
+      absl::StatusOr<std::vector<v1::TableInfo>> stats =
+          store_->tables()->Stats(table);
+      if (!stats.ok() || stats->empty()) return 0;
+      return static_cast<double>(field(stats->front()));
+    };
+    if (m.counter) {
+      metrics_->SetCounterFunction(m.name, m.help, {{"table", table}}, read);
+    } else {
+      metrics_->SetGaugeFunction(m.name, m.help, {{"table", table}}, read);
+    }
+  }
+}
+
+void ParameterServiceImpl::RegisterAllTableMetrics() {
+  absl::StatusOr<std::vector<v1::TableInfo>> stats =
+      store_->tables()->Stats("");
+  if (!stats.ok()) return;
+  for (const v1::TableInfo& info : *stats) {
+    RegisterTableMetrics(info.spec().name());
   }
 }
 
@@ -166,6 +241,7 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::Restore(
         STRATA_ASSIGN_OR_RETURN(int64_t restored,
                                 store_->Restore(path, call.caller()));
         resp->set_num_variables(restored);
+        RegisterAllTableMetrics();
         logger_->Log(LogLevel::kInfo, "checkpoint_restored",
                      {{"path", req->path()}, {"variables", restored}});
         return absl::OkStatus();

@@ -210,6 +210,13 @@ class ParameterServiceImpl final : public ParameterServiceBase {
                              const ServiceCall& call,
                              v1::ServeSharedRegionResponse* resp);
 
+  // Exposes table `name`'s counters (TableInfo) as metrics labelled
+  // table=NAME, read from the store at each scrape (idempotent).
+  void RegisterTableMetrics(const std::string& name)
+      ABSL_LOCKS_EXCLUDED(table_metrics_mu_);
+  // Every table of the store (after a Restore brought tables back).
+  void RegisterAllTableMetrics();
+
   // Fencing of elected coordinators: OK for epoch 0 (not elected) and for
   // an epoch at least the highest seen so far (which it raises);
   // FAILED_PRECONDITION naming both epochs for a deposed coordinator's.
@@ -223,6 +230,9 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   // Receive buffers for Push and Assign payloads.
   std::shared_ptr<BufferPool> buffers_;
   SharedRegionTable shared_regions_;
+  // Tables whose metrics are registered (removed in the destructor).
+  absl::Mutex table_metrics_mu_;
+  std::set<std::string> table_metrics_ ABSL_GUARDED_BY(table_metrics_mu_);
   // The highest coordinator epoch a Save, Restore or DeleteCheckpoints
   // carried.
   std::atomic<int64_t> coordinator_epoch_{0};

@@ -21,6 +21,7 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::CreateTable(
                  STRATA_ASSIGN_OR_RETURN(
                      bool created, store_->tables()->Create(req->spec()));
                  resp->set_created(created);
+                 RegisterTableMetrics(req->spec().name());
                  if (created) {
                    logger_->Log(LogLevel::kInfo, "table_created",
                                 {{"table", req->spec().name()},

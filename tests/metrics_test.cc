@@ -63,6 +63,23 @@ TEST(MetricsRegistryTest, GaugeTextAndSpecialValues) {
             "b_gauge 9.751\n");
 }
 
+TEST(MetricsRegistryTest, CounterFunctionIsReadAtEachScrapeAndRemovable) {
+  MetricsRegistry registry;
+  int64_t count = 3;
+  registry.SetCounterFunction("rows_seen_total", "Rows seen.",
+                              {{"table", "t"}},
+                              [&count] { return static_cast<double>(count); });
+  EXPECT_EQ(registry.Serialize(),
+            "# HELP rows_seen_total Rows seen.\n"
+            "# TYPE rows_seen_total counter\n"
+            "rows_seen_total{table=\"t\"} 3\n");
+  count = 5;
+  EXPECT_NE(registry.Serialize().find("rows_seen_total{table=\"t\"} 5\n"),
+            std::string::npos);
+  registry.RemoveGaugeFunction("rows_seen_total", {{"table", "t"}});
+  EXPECT_EQ(registry.Serialize(), "");
+}
+
 TEST(MetricsRegistryTest, EscapesHelpAndLabelValues) {
   MetricsRegistry registry;
   registry

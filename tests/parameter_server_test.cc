@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/ps_client.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
@@ -673,6 +674,62 @@ TEST_F(PsTest, MetricsEndpointServesRpcCounters) {
               HasSubstr("strata_ps_rpcs_total{code=\"OK\",method=\"Push\"} 1"));
   EXPECT_THAT(res->body, HasSubstr("strata_ps_rpc_latency_seconds_bucket"));
   EXPECT_THAT(res->body, HasSubstr("strata_ps_variables 1"));
+}
+
+// Each dynamic table's rows, bytes, lookups, admissions, evictions, ...
+// (TableInfo) as series labelled with the table's name, read at each scrape.
+TEST_F(PsTest, MetricsEndpointServesPerTableCounters) {
+  PsServerOptions options;
+  options.metrics_port = 0;
+  StartServer(std::move(options));
+  v1::TableSpec spec;
+  spec.set_name("clicks");
+  spec.set_dim(4);
+  spec.set_min_count(2);
+  spec.set_max_rows(3);
+  spec.set_eviction("lru");
+  spec.mutable_optimizer()->set_type("sgd");
+  spec.mutable_optimizer()->set_learning_rate(0.1);
+  STRATA_ASSERT_OK(client_->CreateTable(spec).status());
+  // Ids 1..5 seen twice (admitted on the second lookup); capacity 3 evicts
+  // two of them.
+  std::vector<int64_t> ids = {1, 2, 3, 4, 5};
+  std::vector<float> rows(ids.size() * 4);
+  STRATA_ASSERT_OK(client_->LookupRows("clicks", ids, true, absl::MakeSpan(rows)));
+  STRATA_ASSERT_OK(client_->LookupRows("clicks", ids, true, absl::MakeSpan(rows)));
+  std::vector<int64_t> push_ids = {5, 9};  // 9 was never admitted: dropped
+  std::vector<float> grads(push_ids.size() * 4, 1.0f);
+  STRATA_ASSERT_OK(client_->PushTableRows("clicks", push_ids, grads,
+                                          PushTag{"job", 0, 0})
+                       .status());
+  auto stats = client_->TableStats("clicks");
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  const v1::TableInfo& info = stats->tables(0);
+  httplib::Client http("127.0.0.1", server_->metrics_port());
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  auto series = [](const char* name, int64_t value) {
+    return absl::StrCat(name, "{table=\"clicks\"} ", value, "\n");
+  };
+  EXPECT_EQ(info.rows(), 3);
+  EXPECT_GT(info.evictions(), 0);
+  EXPECT_EQ(info.gradients_dropped(), 1);
+  EXPECT_THAT(res->body, HasSubstr(series("strata_ps_table_rows", info.rows())));
+  EXPECT_THAT(res->body,
+              HasSubstr(series("strata_ps_table_bytes", info.bytes())));
+  EXPECT_THAT(res->body, HasSubstr(series("strata_ps_table_lookups_total",
+                                          info.lookups())));
+  EXPECT_THAT(res->body, HasSubstr(series("strata_ps_table_admissions_total",
+                                          info.admissions())));
+  EXPECT_THAT(res->body, HasSubstr(series("strata_ps_table_evictions_total",
+                                          info.evictions())));
+  EXPECT_THAT(res->body, HasSubstr(series("strata_ps_table_updates_total",
+                                          info.updates())));
+  EXPECT_THAT(res->body,
+              HasSubstr(series("strata_ps_table_gradients_dropped_total", 1)));
+  EXPECT_THAT(res->body,
+              HasSubstr("# TYPE strata_ps_table_evictions_total counter"));
+  EXPECT_THAT(res->body, HasSubstr("# TYPE strata_ps_table_rows gauge"));
 }
 
 }  // namespace
