@@ -58,6 +58,9 @@ CoordinatorClient::CoordinatorClient(std::string target,
     stubs_.push_back(v1::CoordinatorService::NewStub(
         CreateChannel(target_, security, args)));
   }
+  if (stubs_.size() > 1) {
+    call_deadline_ = std::min(call_deadline_, kReplicaCallDeadline);
+  }
 }
 
 template <typename Fn>

@@ -23,6 +23,7 @@ namespace strata {
 
 // The initial metadata in which an elected coordinator sends its epoch.
 inline constexpr char kCoordinatorEpochHeader[] = "strata-coordinator-epoch";
+inline constexpr absl::Duration kReplicaCallDeadline = absl::Seconds(2);
 
 // Thread-safe. Each call has a deadline; UNAVAILABLE is retried with
 // backoff for up to `retry_for` (the coordinator may be restarting).
@@ -33,6 +34,9 @@ inline constexpr char kCoordinatorEpochHeader[] = "strata-coordinator-epoch";
 // leads) the next attempt goes to the next. An answer whose epoch
 // (kCoordinatorEpochHeader) is below the highest this client has seen
 // comes from a deposed leader: it is discarded and counts as UNAVAILABLE.
+// With several replicas each attempt's deadline is at most
+// kReplicaCallDeadline, so that a leader that hangs (paused) is passed over
+// soon (every coordinator call answers at once; none is a long wait).
 class CoordinatorClient {
  public:
   // `security`: TLS and the bearer token of every call (plaintext, none by
@@ -77,7 +81,9 @@ class CoordinatorClient {
 
   const std::string target_;
   const absl::Duration retry_for_;
-  const absl::Duration call_deadline_;
+  // At most kReplicaCallDeadline with several replicas (set in the
+  // constructor).
+  absl::Duration call_deadline_;
   std::vector<std::unique_ptr<v1::CoordinatorService::Stub>> stubs_;
   std::atomic<size_t> current_{0};
   std::atomic<int64_t> epoch_{0};
