@@ -129,8 +129,9 @@ absl::Status ParseSplit(const json& value, const std::string& path,
 absl::Status ParseData(const json& value, DataSpec* data) {
   STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, "job.data"));
   STRATA_RETURN_IF_ERROR(o.CheckKeys({"format", "train", "test", "scale",
-                                      "limit_train", "limit_test",
-                                      "bad_lines"}));
+                                      "limit_train", "limit_test", "bad_lines",
+                                      "multi_hot_columns",
+                                      "max_ids_per_field"}));
   STRATA_RETURN_IF_ERROR(
       o.Enum("format", true, {"idx", "csv", "criteo"}, &data->format));
   STRATA_RETURN_IF_ERROR(
@@ -138,6 +139,40 @@ absl::Status ParseData(const json& value, DataSpec* data) {
   if (o.Has("bad_lines") && data->format != "criteo") {
     return PathError(o.Path("bad_lines"), "applies to format criteo only");
   }
+  for (const char* key : {"multi_hot_columns", "max_ids_per_field"}) {
+    if (o.Has(key) && data->format != "criteo") {
+      return PathError(o.Path(key), "applies to format criteo only");
+    }
+  }
+  if (o.Has("multi_hot_columns")) {
+    const json& columns = o.At("multi_hot_columns");
+    if (!columns.is_array()) {
+      return PathError(o.Path("multi_hot_columns"),
+                       absl::StrCat("expected an array of categorical column "
+                                    "indices, got ",
+                                    Show(columns)));
+    }
+    for (size_t i = 0; i < columns.size(); ++i) {
+      const json& c = columns[i];
+      const std::string path =
+          absl::StrCat(o.Path("multi_hot_columns"), "[", i, "]");
+      if (!c.is_number_integer() || c.get<int64_t>() < 0 ||
+          c.get<int64_t>() >= 26) {
+        return PathError(path, absl::StrCat("expected a categorical column "
+                                            "in [0, 26), got ",
+                                            Show(c)));
+      }
+      if (std::find(data->multi_hot_columns.begin(),
+                    data->multi_hot_columns.end(),
+                    c.get<int64_t>()) != data->multi_hot_columns.end()) {
+        return PathError(path, absl::StrCat("column ", c.get<int64_t>(),
+                                            " is listed twice"));
+      }
+      data->multi_hot_columns.push_back(c.get<int64_t>());
+    }
+  }
+  STRATA_RETURN_IF_ERROR(o.Int("max_ids_per_field", false, 1, int64_t{1} << 20,
+                               &data->max_ids_per_field));
   STRATA_RETURN_IF_ERROR(o.Required("train"));
   STRATA_RETURN_IF_ERROR(
       ParseSplit(o.At("train"), o.Path("train"), data->format, &data->train));
@@ -413,6 +448,23 @@ absl::StatusOr<JobSpec> ParseJobFields(const json& job, bool full) {
       return PathError("job.model.categorical_columns",
                        absl::StrCat("format ", spec.data.format,
                                     " has no categorical columns"));
+    }
+    // A concat embedding reads one id per column: not a multi-hot one.
+    for (size_t i = 0; i < spec.model.embeddings.size(); ++i) {
+      const EmbeddingSpec& e = spec.model.embeddings[i];
+      if (e.combiner != "concat") continue;
+      for (size_t j = 0; j < e.columns.size(); ++j) {
+        const auto& multi = spec.data.multi_hot_columns;
+        if (std::find(multi.begin(), multi.end(), e.columns[j]) !=
+            multi.end()) {
+          return PathError(
+              absl::StrCat("job.model.embeddings[", i, "].columns[", j, "]"),
+              absl::StrCat("column ", e.columns[j],
+                           " is multi-hot (job.data.multi_hot_columns): a "
+                           "concat embedding reads exactly one id per "
+                           "column; combine it with \"sum\" or \"mean\""));
+        }
+      }
     }
   }
   if (o.Has("model") && o.Has("loss")) {

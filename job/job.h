@@ -127,13 +127,20 @@ struct DataSplitSpec {
 // data: {"format": "idx"|"csv"|"criteo", "train": {...} (required), "test": {...}
 // (optional), "scale" (> 0, default 1: features are divided by it),
 // "limit_train", "limit_test" (>= 0; use only the first N examples, 0 = all),
-// "bad_lines" (criteo: "stop" or "skip")}. Criteo data needs a model with
-// input_shape [13] and categorical_columns 26.
+// "bad_lines" (criteo: "stop" or "skip"), "multi_hot_columns" (criteo:
+// categorical columns 0..25 whose fields are comma-separated id lists),
+// "max_ids_per_field" (criteo: 1 to 2^20, default 1024)}. Criteo data needs
+// a model with input_shape [13] and categorical_columns 26; a concat
+// embedding cannot read a multi-hot column.
 struct DataSpec {
   std::string format;  // "idx", "csv" or "criteo"
   // criteo: a malformed line stops the run ("stop", naming the file, line
   // and column) or is skipped and counted ("skip").
   std::string bad_lines = "stop";
+  // criteo: multi-hot categorical columns (each field 0 or more ids,
+  // comma-separated), and the most ids one such field may hold.
+  std::vector<int64_t> multi_hot_columns;
+  int64_t max_ids_per_field = 1024;
   DataSplitSpec train;
   bool has_test = false;
   DataSplitSpec test;

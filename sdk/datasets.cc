@@ -198,11 +198,13 @@ Dataset Csv(std::string path, int64_t label_column, bool header,
   return internal::DatasetAccess::Make(std::move(source));
 }
 
-Dataset Criteo(std::string path, std::string bad_lines) {
+Dataset Criteo(std::string path, std::string bad_lines,
+               std::vector<int> multi_hot_columns) {
   auto source = std::make_shared<Dataset::Source>();
   source->kind = Kind::kCriteo;
   source->path = std::move(path);
   source->bad_lines = std::move(bad_lines);
+  source->multi_hot_columns = std::move(multi_hot_columns);
   return internal::DatasetAccess::Make(std::move(source));
 }
 
@@ -230,7 +232,12 @@ absl::StatusOr<nlohmann::json> DataJson(const Dataset& train,
   nlohmann::json data = {{"format", FormatName(tr.kind)},
                          {"train", SplitJson(tr)},
                          {"scale", tr.scale}};
-  if (tr.kind == Kind::kCriteo) data["bad_lines"] = tr.bad_lines;
+  if (tr.kind == Kind::kCriteo) {
+    data["bad_lines"] = tr.bad_lines;
+    if (!tr.multi_hot_columns.empty()) {
+      data["multi_hot_columns"] = tr.multi_hot_columns;
+    }
+  }
   if (DatasetAccess::take(train) > 0) {
     data["limit_train"] = DatasetAccess::take(train);
   }
@@ -254,6 +261,12 @@ absl::StatusOr<nlohmann::json> DataJson(const Dataset& train,
           "validation data: a job holds one bad-lines policy for both "
           "splits; the training data has ",
           tr.bad_lines, ", the validation data ", te.bad_lines));
+    }
+    if (te.kind == Kind::kCriteo &&
+        te.multi_hot_columns != tr.multi_hot_columns) {
+      return absl::InvalidArgumentError(
+          "validation data: a job holds one set of multi-hot columns for "
+          "both splits; the training and validation data differ");
     }
     data["test"] = SplitJson(te);
     if (DatasetAccess::take(*test) > 0) {
@@ -291,6 +304,7 @@ absl::StatusOr<std::unique_ptr<CriteoReader>> OpenCriteo(
   CriteoReaderOptions options;
   options.bad_line_policy =
       s.bad_lines == "skip" ? BadLinePolicy::kSkip : BadLinePolicy::kStop;
+  options.multi_hot_columns = s.multi_hot_columns;
   return CriteoReader::Create(s.path, options);
 }
 

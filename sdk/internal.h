@@ -36,6 +36,7 @@ struct Dataset::Source {
   std::string labels;  // idx
   std::string path;    // csv, criteo
   std::string bad_lines = "stop";  // criteo
+  std::vector<int> multi_hot_columns;  // criteo
   int64_t label_column = 0;
   bool header = true;
   double scale = 1.0;

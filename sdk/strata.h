@@ -153,9 +153,13 @@ Dataset Csv(std::string path, int64_t label_column = 0, bool header = true,
 // categorical columns; `strata datagen` writes such files), read as a
 // stream each epoch by models with embeddings (Sequential(Inputs, ...)).
 // `bad_lines`: "stop" (a malformed line fails the Fit naming its line and
-// column) or "skip" (skipped and counted). Such a dataset has no in-memory
-// form: Load() is INVALID_ARGUMENT, and Take() is refused by Fit.
-Dataset Criteo(std::string path, std::string bad_lines = "stop");
+// column) or "skip" (skipped and counted). `multi_hot_columns`:
+// categorical columns (0..25) whose fields are comma-separated id lists, for
+// bag embeddings (Embedding combiner "sum" or "mean") over multi-hot
+// features. Such a dataset has no in-memory form: Load() is
+// INVALID_ARGUMENT, and Take() is refused by Fit.
+Dataset Criteo(std::string path, std::string bad_lines = "stop",
+               std::vector<int> multi_hot_columns = {});
 
 // Examples in memory: `x` holds labels.size() rows of `features` values.
 // Consistency is checked by Load(). Usable under every strategy (a local

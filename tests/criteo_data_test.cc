@@ -245,6 +245,111 @@ TEST(CriteoReaderTest, MalformedLineStopsNamingPathLineAndColumn) {
   }
 }
 
+// Multi-hot columns: comma-separated id lists (empty: no id), the other
+// columns one id each; the batch carries offsets, also across LoadCriteo.
+TEST(CriteoReaderTest, MultiHotColumnsReadIdListsWithOffsets) {
+  const std::string dir = TestDir();
+  // TSV columns 14 and 16 are categorical columns 0 and 2.
+  std::vector<std::string> a = Fields(1, 1);
+  a[14] = "a,B,00000000000000ff";
+  a[16] = "";
+  std::vector<std::string> b = Fields(0, 2);
+  b[14] = "7";
+  b[16] = "1,2";
+  b[17] = "";  // single-valued column 3: missing_id
+  const std::string path = dir + "/multi.tsv";
+  WriteFile(path, Line(a) + Line(b), false);
+  CriteoReaderOptions options;
+  options.multi_hot_columns = {0, 2};
+  options.missing_id = -9;
+  auto reader = CriteoReader::Create(path, options);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  CriteoBatch batch;
+  ASSERT_TRUE(*(*reader)->Next(&batch, 10));
+  ASSERT_EQ(batch.size, 2);
+  ASSERT_EQ(batch.categorical_offsets.size(), 2u * 26 + 1);
+  const auto field = [&](int e, int c) {
+    const int64_t* o = batch.categorical_offsets.data() + e * 26 + c;
+    return std::vector<int64_t>(batch.categorical.begin() + o[0],
+                                batch.categorical.begin() + o[1]);
+  };
+  EXPECT_THAT(field(0, 0), ElementsAre(0xa, 0xb, 0xff));
+  EXPECT_THAT(field(0, 1), ElementsAre(0x10000100 + 1));
+  EXPECT_TRUE(field(0, 2).empty());
+  EXPECT_THAT(field(1, 0), ElementsAre(7));
+  EXPECT_THAT(field(1, 2), ElementsAre(1, 2));
+  EXPECT_THAT(field(1, 3), ElementsAre(-9));
+  EXPECT_THAT(field(1, 25), ElementsAre(0x10000200 + 25));
+  // The view a model reads: offsets from the first example asked for.
+  const CategoricalIds view = batch.Categorical(1);
+  EXPECT_EQ(view.ids, batch.categorical.data());
+  EXPECT_EQ(view.offsets, batch.categorical_offsets.data() + 26);
+  // Loaded whole, the offsets are the same.
+  auto all = LoadCriteo(path, options, 0);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->categorical, batch.categorical);
+  EXPECT_EQ(all->categorical_offsets, batch.categorical_offsets);
+  // Without multi-hot columns a list is not an id.
+  auto plain = Open(path);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_THAT(plain->Next(&batch, 10),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "column 14: categorical id "
+                                  "'a,B,00000000000000ff' is not hexadecimal"));
+}
+
+TEST(CriteoReaderTest, MalformedMultiHotFieldsNameTheIdInTheList) {
+  const std::string dir = TestDir();
+  struct Case {
+    std::string value;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"a,,b", "column 14: id 2 of the list is empty"},
+      {"a,", "column 14: id 2 of the list is empty"},
+      {",a", "column 14: id 1 of the list is empty"},
+      {"1,2,zz", "column 14: id 3 of the list: categorical id 'zz' is not "
+                 "hexadecimal"},
+      {"1,2,3,4", "column 14: more than 3 ids (max_ids_per_field)"},
+      {"1,1234567890abcdef0", "column 14: id 2 of the list: categorical id "
+                              "'1234567890abcdef0' has 17 hex digits"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.value);
+    std::vector<std::string> f = Fields(1, 3);
+    f[14] = c.value;
+    const std::string path = dir + "/bad.tsv";
+    WriteFile(path, Line(Fields(0, 1)) + Line(f), false);
+    CriteoReaderOptions options;
+    options.multi_hot_columns = {0};
+    options.max_ids_per_field = 3;
+    auto reader = CriteoReader::Create(path, options);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    CriteoBatch batch;
+    EXPECT_THAT((*reader)->Next(&batch, 10),
+                StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                    absl::StrCat(path, ":2: ", c.message)));
+    EXPECT_EQ(batch.size, 0);
+    EXPECT_TRUE(batch.categorical_offsets.empty());
+  }
+  // Options out of range, naming the path.
+  CriteoReaderOptions options;
+  options.multi_hot_columns = {0, 26};
+  EXPECT_THAT(CriteoReader::Create(dir + "/bad.tsv", options).status(),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "multi_hot_columns: 26 is not a categorical "
+                                  "column (0 to 25)"));
+  options.multi_hot_columns = {3, 3};
+  EXPECT_THAT(CriteoReader::Create(dir + "/bad.tsv", options).status(),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "multi_hot_columns: 3 is listed twice"));
+  options.multi_hot_columns = {};
+  options.max_ids_per_field = 0;
+  EXPECT_THAT(CriteoReader::Create(dir + "/bad.tsv", options).status(),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "max_ids_per_field must be 1 to 2^20"));
+}
+
 TEST(CriteoReaderTest, MalformedLinesAreSkippedAndCounted) {
   const std::string dir = TestDir();
   std::string text;

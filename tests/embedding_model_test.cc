@@ -102,7 +102,7 @@ TEST(EmbeddingModelTest, GatherLaysOutEachCombinerAndLooksUpDistinctIds) {
   const std::vector<int64_t> ids = {5, 9, 9, 5, 9, -4};
   std::vector<float> x;
   GatherPlan plan;
-  STRATA_ASSERT_OK(model->Gather(tables, dense.data(), ids.data(), 2,
+  STRATA_ASSERT_OK(model->Gather(tables, dense.data(), CategoricalIds{ids.data()}, 2,
                                  /*train=*/true, &x, &plan));
   // One lookup per distinct id of each table.
   EXPECT_EQ(tables.lookups_["a"], 1);
@@ -159,7 +159,7 @@ TEST(EmbeddingModelTest, RowGradientsMatchFiniteDifferences) {
   auto loss = [&]() {
     std::vector<float> x;
     GatherPlan plan;
-    EXPECT_TRUE(model->Gather(tables, dense.data(), ids.data(), 3, true, &x,
+    EXPECT_TRUE(model->Gather(tables, dense.data(), CategoricalIds{ids.data()}, 3, true, &x,
                               &plan)
                     .ok());
     std::vector<std::vector<float>> grads;
@@ -170,8 +170,8 @@ TEST(EmbeddingModelTest, RowGradientsMatchFiniteDifferences) {
   };
   std::vector<float> x;
   GatherPlan plan;
-  STRATA_ASSERT_OK(model->Gather(tables, dense.data(), ids.data(), 3, true,
-                                 &x, &plan));
+  STRATA_ASSERT_OK(model->Gather(tables, dense.data(), CategoricalIds{ids.data()}, 3,
+                                 true, &x, &plan));
   std::vector<std::vector<float>> grads;
   std::vector<float> x_grad(x.size());
   ASSERT_TRUE(layers
@@ -202,6 +202,165 @@ TEST(EmbeddingModelTest, RowGradientsMatchFiniteDifferences) {
     }
   }
   EXPECT_EQ(checked, 2 * 2 + 3 * 3);  // a: ids 5 and 6; b: 9, -4 and 7
+}
+
+// Multi-hot columns: 1 dense feature, 2 categorical columns whose fields
+// hold 0 or more ids; a sum bag and a mean bag over both, sharing table
+// "t" (dim 2), and a concat embedding of column 1 into table "c" (dim 1).
+ModelSpec MultiHotModel(bool with_concat) {
+  ModelSpec m;
+  m.input_shape = {1};
+  m.categorical_columns = 2;
+  EmbeddingSpec sum;
+  sum.table = "t";
+  sum.columns = {0, 1};
+  sum.output_dim = 2;
+  sum.combiner = "sum";
+  EmbeddingSpec mean = sum;
+  mean.combiner = "mean";
+  m.embeddings = {sum, mean};
+  if (with_concat) {
+    EmbeddingSpec c;
+    c.table = "c";
+    c.columns = {1};
+    c.output_dim = 1;
+    m.embeddings.push_back(c);
+  }
+  LayerSpec hidden;
+  hidden.units = 3;
+  hidden.activation = Activation::kTanh;
+  LayerSpec out;
+  out.units = 1;
+  out.activation = Activation::kSigmoid;
+  m.layers = {hidden, out};
+  return m;
+}
+
+// Example 0: column 0 {1, 2}, column 1 {3}; example 1: no ids at all;
+// example 2: column 0 {2, 2, 4}, column 1 {1}.
+const std::vector<int64_t> kMultiIds = {1, 2, 3, 2, 2, 4, 1};
+const std::vector<int64_t> kMultiOffsets = {0, 2, 3, 3, 3, 6, 7};
+
+TEST(EmbeddingModelTest, MultiHotBagsSumAndAverageEveryIdOfTheExample) {
+  absl::StatusOr<EmbeddingModel> model =
+      EmbeddingModel::Create(MultiHotModel(false));
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ(model->width(), 1 + 2 + 2);
+  FakeTables tables({{"t", 2}});
+  const std::vector<float> dense = {7, 8, 9};
+  std::vector<float> x;
+  GatherPlan plan;
+  STRATA_ASSERT_OK(model->Gather(
+      tables, dense.data(), CategoricalIds{kMultiIds.data(), kMultiOffsets.data()},
+      3, /*train=*/true, &x, &plan));
+  // One lookup per distinct id: 1, 2, 3, 4.
+  EXPECT_EQ(tables.lookups_["t"], 4);
+  EXPECT_EQ(plan.ids[0], std::vector<int64_t>({1, 2, 3, 4}));
+  ASSERT_EQ(x.size(), 15u);
+  auto row = [&](int64_t id) { return tables.Row("t", id); };
+  for (int k = 0; k < 2; ++k) {
+    const float e0 = row(1)[k] + row(2)[k] + row(3)[k];
+    const float e2 = 2 * row(2)[k] + row(4)[k] + row(1)[k];
+    EXPECT_FLOAT_EQ(x[1 + k], e0);              // sum
+    EXPECT_FLOAT_EQ(x[3 + k], e0 / 3);          // mean of 3 ids
+    EXPECT_EQ(x[5 + 1 + k], 0.0f);              // no ids: zeros
+    EXPECT_EQ(x[5 + 3 + k], 0.0f);
+    EXPECT_FLOAT_EQ(x[10 + 1 + k], e2);
+    EXPECT_FLOAT_EQ(x[10 + 3 + k], e2 / 4);     // mean of 4 ids
+  }
+  EXPECT_EQ(x[0], 7);
+  EXPECT_EQ(x[5], 8);
+  EXPECT_EQ(x[10], 9);
+  // Scatter: each occurrence adds its bag's gradient (1/count for mean).
+  std::vector<float> grad(15);
+  for (size_t i = 0; i < grad.size(); ++i) grad[i] = static_cast<float>(i + 1);
+  std::vector<TableGradients> g;
+  model->Scatter(plan, grad.data(), &g);
+  ASSERT_EQ(g.size(), 1u);
+  for (int k = 0; k < 2; ++k) {
+    const float s0 = grad[1 + k] + grad[3 + k] / 3;
+    const float s2 = grad[11 + k] + grad[13 + k] / 4;
+    EXPECT_FLOAT_EQ(g[0].gradients[0 * 2 + k], s0 + s2);      // id 1
+    EXPECT_FLOAT_EQ(g[0].gradients[1 * 2 + k], s0 + 2 * s2);  // id 2
+    EXPECT_FLOAT_EQ(g[0].gradients[2 * 2 + k], s0);           // id 3
+    EXPECT_FLOAT_EQ(g[0].gradients[3 * 2 + k], s2);           // id 4
+  }
+}
+
+TEST(EmbeddingModelTest, MultiHotRowGradientsMatchFiniteDifferences) {
+  const ModelSpec spec = MultiHotModel(false);
+  absl::StatusOr<EmbeddingModel> model = EmbeddingModel::Create(spec);
+  ASSERT_TRUE(model.ok());
+  absl::StatusOr<Model> layers = Model::Build(spec, "binary_crossentropy", 5);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  std::vector<std::vector<float>> params;
+  STRATA_ASSERT_OK(layers->InitializeParams(&params));
+  FakeTables tables({{"t", 2}});
+  const std::vector<float> dense = {0.5f, -1, 2};
+  const std::vector<int32_t> labels = {1, 0, 1};
+  const CategoricalIds ids{kMultiIds.data(), kMultiOffsets.data()};
+  auto loss = [&]() {
+    std::vector<float> x;
+    GatherPlan plan;
+    EXPECT_TRUE(model->Gather(tables, dense.data(), ids, 3, true, &x, &plan)
+                    .ok());
+    std::vector<std::vector<float>> grads;
+    absl::StatusOr<StepStats> s = layers->TrainStep(
+        Model::Views(params), x.data(), labels.data(), 3, 0, &grads);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s->loss;
+  };
+  std::vector<float> x;
+  GatherPlan plan;
+  STRATA_ASSERT_OK(model->Gather(tables, dense.data(), ids, 3, true, &x, &plan));
+  std::vector<std::vector<float>> grads;
+  std::vector<float> x_grad(x.size());
+  ASSERT_TRUE(layers
+                  ->TrainStep(Model::Views(params), x.data(), labels.data(),
+                              3, 0, &grads, nullptr, x_grad.data())
+                  .ok());
+  std::vector<TableGradients> g;
+  model->Scatter(plan, x_grad.data(), &g);
+  int checked = 0;
+  for (const TableGradients& t : g) {
+    for (size_t i = 0; i < t.ids.size(); ++i) {
+      for (int64_t k = 0; k < 2; ++k) {
+        float& v = tables.Row(t.table, t.ids[i])[static_cast<size_t>(k)];
+        const float saved = v;
+        const float eps = 1e-2f;
+        v = saved + eps;
+        const double up = loss();
+        v = saved - eps;
+        const double down = loss();
+        v = saved;
+        const double numeric = (up - down) / (2 * eps);
+        EXPECT_NEAR(t.gradients[i * 2 + k], numeric,
+                    2e-3 + 2e-2 * std::abs(numeric))
+            << "id " << t.ids[i] << " element " << k;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 4 * 2);
+}
+
+TEST(EmbeddingModelTest, ConcatOfAFieldWithoutExactlyOneIdIsRefused) {
+  absl::StatusOr<EmbeddingModel> model =
+      EmbeddingModel::Create(MultiHotModel(true));
+  ASSERT_TRUE(model.ok());
+  FakeTables tables({{"t", 2}, {"c", 1}});
+  const std::vector<float> dense = {7, 8, 9};
+  std::vector<float> x;
+  GatherPlan plan;
+  // Example 1's column 1 holds no id.
+  absl::Status s = model->Gather(
+      tables, dense.data(), CategoricalIds{kMultiIds.data(), kMultiOffsets.data()},
+      3, true, &x, &plan);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              testing::HasSubstr("example 1 of the batch holds 0 ids in "
+                                 "categorical column 1, which a concat "
+                                 "embedding (table 'c') reads as exactly one"));
 }
 
 // local_train's trainer on the checked-in sample (generated data whose
@@ -299,6 +458,14 @@ TEST(EmbeddingModelTest, JobsWithEmbeddingsAreCheckedNamingTheField) {
       {"/model/categorical_columns", 3,
        "criteo data has 13 integer and 26 categorical columns"},
       {"/data/bad_lines", "ignore", "job.data.bad_lines"},
+      {"/data/multi_hot_columns", nlohmann::json({3, 26}),
+       "job.data.multi_hot_columns[1]: expected a categorical column in "
+       "[0, 26), got 26"},
+      {"/data/multi_hot_columns", nlohmann::json({4, 4}),
+       "job.data.multi_hot_columns[1]: column 4 is listed twice"},
+      {"/data/multi_hot_columns", 4,
+       "job.data.multi_hot_columns: expected an array"},
+      {"/data/max_ids_per_field", 0, "job.data.max_ids_per_field"},
       {"/model/embeddings/0/optimizer",
        nlohmann::json({{"type", "lazy_adam"}, {"beta_1", 1.0}}),
        "job.model.embeddings[0].optimizer.beta_1"},
@@ -310,6 +477,22 @@ TEST(EmbeddingModelTest, JobsWithEmbeddingsAreCheckedNamingTheField) {
                                  absl::StatusCode::kInvalidArgument, c.message))
         << c.pointer;
   }
+  // Multi-hot columns: a bag may read them, a concat embedding may not.
+  nlohmann::json multi = base;
+  multi["data"]["multi_hot_columns"] = {1, 5};
+  multi["data"]["max_ids_per_field"] = 64;
+  absl::StatusOr<JobSpec> multi_ok = ParseJob(multi);
+  ASSERT_TRUE(multi_ok.ok()) << multi_ok.status();
+  EXPECT_EQ(multi_ok->data.multi_hot_columns, std::vector<int64_t>({1, 5}));
+  EXPECT_EQ(multi_ok->data.max_ids_per_field, 64);
+  multi["model"]["embeddings"].push_back(
+      {{"table", "u"}, {"columns", {2, 5}}, {"output_dim", 2}});
+  EXPECT_THAT(ParseJob(multi),
+              StatusIsWithMessage(
+                  absl::StatusCode::kInvalidArgument,
+                  "job.model.embeddings[1].columns[1]: column 5 is multi-hot "
+                  "(job.data.multi_hot_columns): a concat embedding reads "
+                  "exactly one id per column"));
   // A second embedding on the same table with another width.
   nlohmann::json shared = base;
   shared["model"]["embeddings"].push_back(

@@ -37,6 +37,58 @@ Sequential CriteoModel() {
                     {Dense(16, "relu"), Dense(1, "sigmoid")});
 }
 
+// The sample with categorical column 0 made multi-hot: its field lists
+// the ids of columns 0 to 3 of the line, some left out (so lists hold 1 to
+// 4 ids, a few none), and columns 1 to 3 emptied.
+const std::string& MultiHotSample() {
+  static const std::string* const kPath = [] {
+    auto* path = new std::string(
+        (fs::path(::testing::TempDir()) /
+         ("criteo_multi_hot_" + std::to_string(getpid()) + ".tsv"))
+            .string());
+    std::ifstream in(Sample());
+    std::ofstream out(*path);
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) {
+      std::vector<std::string> f;
+      std::stringstream fields(line);
+      std::string field;
+      while (std::getline(fields, field, '\t')) f.push_back(field);
+      if (line.back() == '\t') f.push_back("");
+      std::string list;
+      for (int j = 0; j < 4; ++j) {
+        if ((n + j) % 5 == 0 || f[14 + j].empty()) continue;
+        if (!list.empty()) list += ",";
+        list += f[14 + j];
+      }
+      f[14] = list;
+      for (int j = 1; j < 4; ++j) f[14 + j] = "";
+      for (size_t i = 0; i < f.size(); ++i) out << (i ? "\t" : "") << f[i];
+      out << "\n";
+      ++n;
+    }
+    return path;
+  }();
+  return *kPath;
+}
+
+// A mean bag over the multi-hot column 0 and an embedding per column
+// 4 to 25.
+Sequential MultiHotModel() {
+  Inputs inputs{13, 26, {}};
+  Embedding bag("bag", {0}, 4, "mean");
+  bag.optimizer.learning_rate = 0.1;
+  inputs.embeddings.push_back(bag);
+  for (int64_t c = 4; c < 26; ++c) {
+    Embedding e("C" + std::to_string(c + 1), {c}, 4);
+    e.optimizer.learning_rate = 0.1;
+    inputs.embeddings.push_back(e);
+  }
+  return Sequential(std::move(inputs),
+                    {Dense(16, "relu"), Dense(1, "sigmoid")});
+}
+
 int64_t TotalRows(const Sequential& model) {
   int64_t rows = 0;
   for (const auto& [name, n] : model.TableRows()) rows += n;
@@ -239,6 +291,67 @@ TEST(SdkEmbeddingClusterTest, ParameterServerFitReadsTheTablesBack) {
   // The cluster evaluated the final layers and rows: the same model.
   EXPECT_NEAR(*r->auc, *h->epochs[5].test_auc, 1e-4) << out.str();
   EXPECT_NEAR(r->loss, h->epochs[5].test_loss, 1e-4) << out.str();
+}
+
+// Multi-hot column 0 (comma-separated id lists) in a mean bag, trained
+// here and on a PS task: both learn the sample, and a concat embedding of
+// the multi-hot column is refused naming the field.
+TEST(SdkEmbeddingTest, MultiHotColumnsTrainInABag) {
+  const Dataset data = datasets::Criteo(MultiHotSample(), "stop", {0});
+  Sequential model = MultiHotModel();
+  ASSERT_TRUE(
+      model.Compile(Adam(), "binary_crossentropy", {"accuracy", "auc"}).ok());
+  std::ostringstream out;
+  FitOptions fit{/*epochs=*/6, /*batch_size=*/32, /*validation=*/data};
+  fit.validation_freq = 6;
+  fit.out = &out;
+  absl::StatusOr<History> h = model.Fit(data, fit);
+  ASSERT_TRUE(h.ok()) << h.status() << "\n" << out.str();
+  ASSERT_TRUE(h->epochs[5].test_auc.has_value());
+  EXPECT_GT(*h->epochs[5].test_auc, 0.7) << out.str();
+  int64_t bag_rows = 0;
+  for (const auto& [name, n] : model.TableRows()) {
+    if (name == "bag") bag_rows = n;
+  }
+  // The bag's table holds the ids of four columns.
+  EXPECT_GT(bag_rows, 300);
+  // Read as single ids, the lists are malformed.
+  Sequential plain = MultiHotModel();
+  ASSERT_TRUE(plain.Compile(Adam(), "binary_crossentropy", {"auc"}).ok());
+  FitOptions one{/*epochs=*/1, /*batch_size=*/32};
+  one.verbose = 0;
+  absl::StatusOr<History> refused =
+      plain.Fit(datasets::Criteo(MultiHotSample()), one);
+  EXPECT_THAT(refused.status().message(), HasSubstr("is not hexadecimal"));
+  // A concat embedding over the multi-hot column.
+  Inputs concat{13, 26, {Embedding("bag", {0}, 4)}};
+  Sequential wrong(std::move(concat), {Dense(1, "sigmoid")});
+  ASSERT_TRUE(wrong.Compile(Adam(), "binary_crossentropy", {"auc"}).ok());
+  absl::StatusOr<History> w = wrong.Fit(data, one);
+  EXPECT_THAT(w.status().message(),
+              HasSubstr("a concat embedding reads exactly one id per column"));
+}
+
+TEST(SdkEmbeddingClusterTest, MultiHotColumnsTrainOnThePsTasks) {
+  auto strategy = ParameterServerStrategy::Local({/*num_ps=*/1,
+                                                  /*num_workers=*/1});
+  auto scope = strategy->Scope();
+  const Dataset data = datasets::Criteo(MultiHotSample(), "stop", {0});
+  Sequential model = MultiHotModel();
+  ASSERT_TRUE(
+      model.Compile(Adam(), "binary_crossentropy", {"accuracy", "auc"}).ok());
+  std::ostringstream out;
+  FitOptions fit{/*epochs=*/6, /*batch_size=*/32, /*validation=*/data};
+  fit.out = &out;
+  absl::StatusOr<History> h = model.Fit(data, fit);
+  ASSERT_TRUE(h.ok()) << h.status() << "\n" << out.str();
+  ASSERT_EQ(h->epochs.size(), 6u) << out.str();
+  ASSERT_TRUE(h->epochs[5].test_auc.has_value()) << out.str();
+  EXPECT_GT(*h->epochs[5].test_auc, 0.7) << out.str();
+  absl::StatusOr<EvalResult> r = model.Evaluate(data);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->auc.has_value());
+  EXPECT_NEAR(*r->auc, *h->epochs[5].test_auc, 1e-4) << out.str();
 }
 
 }  // namespace

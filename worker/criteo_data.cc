@@ -116,6 +116,19 @@ void CriteoBatch::Clear() {
   labels.clear();
   dense.clear();
   categorical.clear();
+  categorical_offsets.clear();
+}
+
+CategoricalIds CriteoBatch::Categorical(int64_t first) const {
+  CategoricalIds view;
+  if (categorical_offsets.empty()) {
+    view.ids = categorical.data() + first * kCriteoCategoricalColumns;
+  } else {
+    view.ids = categorical.data();
+    view.offsets =
+        categorical_offsets.data() + first * kCriteoCategoricalColumns;
+  }
+  return view;
 }
 
 // A file read sequentially, gunzipped when it starts with 1f 8b.
@@ -183,6 +196,23 @@ class CriteoReader::Input {
 
 absl::StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Create(
     const std::string& path, const CriteoReaderOptions& options) {
+  std::array<bool, kCriteoCategoricalColumns> seen{};
+  for (int c : options.multi_hot_columns) {
+    if (c < 0 || c >= kCriteoCategoricalColumns || seen[c]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": multi_hot_columns: ", c,
+          c < 0 || c >= kCriteoCategoricalColumns
+              ? " is not a categorical column (0 to 25)"
+              : " is listed twice"));
+    }
+    seen[c] = true;
+  }
+  if (options.max_ids_per_field < 1 ||
+      options.max_ids_per_field > (int64_t{1} << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": max_ids_per_field must be 1 to 2^20, got ",
+                     options.max_ids_per_field));
+  }
   if (options.max_line_bytes < 1024 || options.read_buffer_bytes < 1 ||
       options.read_buffer_bytes > (int64_t{1} << 30) ||
       options.max_kept_errors < 0) {
@@ -200,7 +230,12 @@ absl::StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Create(
 CriteoReader::CriteoReader(std::string path,
                            const CriteoReaderOptions& options,
                            std::unique_ptr<Input> input)
-    : path_(std::move(path)), options_(options), input_(std::move(input)) {}
+    : path_(std::move(path)), options_(options), input_(std::move(input)) {
+  for (int c : options_.multi_hot_columns) {
+    multi_hot_[static_cast<size_t>(c)] = true;
+    any_multi_hot_ = true;
+  }
+}
 
 CriteoReader::~CriteoReader() = default;
 
@@ -310,6 +345,70 @@ bool CriteoReader::ParseLine(absl::string_view line, CriteoBatch* batch,
     }
     if (x > 0) dense[i] = static_cast<float>(std::log1p(static_cast<double>(x)));
   }
+  if (any_multi_hot_) {
+    // Every field's ids one after another, then the offsets.
+    std::vector<int64_t> values;
+    std::array<int64_t, kCriteoCategoricalColumns> counts;
+    for (int i = 0; i < kCriteoCategoricalColumns; ++i) {
+      const int column = 1 + kCriteoDenseColumns + i;
+      const absl::string_view field = fields[column];
+      if (!multi_hot_[i]) {
+        int64_t id = options_.missing_id;
+        std::string why;
+        if (!field.empty() && !ParseHexId(field, &id, &why)) {
+          *error = absl::StrCat("column ", column, ": ", why);
+          return false;
+        }
+        values.push_back(id);
+        counts[i] = 1;
+        continue;
+      }
+      counts[i] = 0;
+      if (field.empty()) continue;  // no id
+      size_t from = 0;
+      while (true) {
+        const size_t comma = field.find(',', from);
+        const absl::string_view token = field.substr(
+            from, comma == absl::string_view::npos ? absl::string_view::npos
+                                                   : comma - from);
+        ++counts[i];
+        if (counts[i] > options_.max_ids_per_field) {
+          *error = absl::StrCat("column ", column, ": more than ",
+                                options_.max_ids_per_field,
+                                " ids (max_ids_per_field)");
+          return false;
+        }
+        int64_t id = 0;
+        std::string why;
+        if (token.empty()) {
+          *error = absl::StrCat("column ", column, ": id ", counts[i],
+                                " of the list is empty");
+          return false;
+        }
+        if (!ParseHexId(token, &id, &why)) {
+          *error = absl::StrCat("column ", column, ": id ", counts[i],
+                                " of the list: ", why);
+          return false;
+        }
+        values.push_back(id);
+        if (comma == absl::string_view::npos) break;
+        from = comma + 1;
+      }
+    }
+    batch->labels.push_back(label);
+    batch->dense.insert(batch->dense.end(), dense.begin(), dense.end());
+    if (batch->categorical_offsets.empty()) {
+      batch->categorical_offsets.push_back(0);
+    }
+    for (int i = 0; i < kCriteoCategoricalColumns; ++i) {
+      batch->categorical_offsets.push_back(batch->categorical_offsets.back() +
+                                           counts[i]);
+    }
+    batch->categorical.insert(batch->categorical.end(), values.begin(),
+                              values.end());
+    ++batch->size;
+    return true;
+  }
   std::array<int64_t, kCriteoCategoricalColumns> ids;
   for (int i = 0; i < kCriteoCategoricalColumns; ++i) {
     const int column = 1 + kCriteoDenseColumns + i;
@@ -391,6 +490,14 @@ absl::StatusOr<CriteoBatch> LoadCriteo(const std::string& path,
     if (!more) break;
     all.labels.insert(all.labels.end(), part.labels.begin(), part.labels.end());
     all.dense.insert(all.dense.end(), part.dense.begin(), part.dense.end());
+    if (!part.categorical_offsets.empty()) {
+      // Offsets continue from the ids already held.
+      if (all.categorical_offsets.empty()) all.categorical_offsets.push_back(0);
+      const int64_t base = static_cast<int64_t>(all.categorical.size());
+      for (size_t i = 1; i < part.categorical_offsets.size(); ++i) {
+        all.categorical_offsets.push_back(base + part.categorical_offsets[i]);
+      }
+    }
     all.categorical.insert(all.categorical.end(), part.categorical.begin(),
                            part.categorical.end());
     all.size += part.size;

@@ -22,6 +22,7 @@
 #ifndef STRATA_WORKER_CRITEO_DATA_H_
 #define STRATA_WORKER_CRITEO_DATA_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,8 +44,17 @@ inline constexpr int kCriteoColumns =
 // ids of the real data have 8 digits and never collide with it.
 inline constexpr int64_t kCriteoMissingId = -1;
 
+// A batch's categorical ids as a model reads them: example b's column c
+// (0..25) holds ids[offsets[b * 26 + c], offsets[b * 26 + c + 1]) when
+// `offsets` is set (multi-hot columns), else exactly ids[b * 26 + c].
+struct CategoricalIds {
+  const int64_t* ids = nullptr;
+  const int64_t* offsets = nullptr;
+};
+
 // Examples, row-major: example i's dense values
-// are dense[i * 13, i * 13 + 13), its ids categorical[i * 26, i * 26 + 26).
+// are dense[i * 13, i * 13 + 13), its ids categorical[i * 26, i * 26 + 26)
+// (or, with multi-hot columns, as categorical_offsets says).
 struct CriteoBatch {
   int64_t size = 0;
   std::vector<float> labels;         // size values, each 0 or 1
@@ -54,7 +64,14 @@ struct CriteoBatch {
   // Each hex id parsed as uint64 and reinterpreted as int64 (so
   // ffffffffffffffff is -1); a missing field is options.missing_id.
   std::vector<int64_t> categorical;  // size * kCriteoCategoricalColumns
+  // With multi-hot columns (CriteoReaderOptions::multi_hot_columns) each
+  // field holds 0 or more ids: field (i, c)'s are categorical[o[i * 26 + c],
+  // o[i * 26 + c + 1]) for o = categorical_offsets (size * 26 + 1 values,
+  // from 0). Empty when every field holds exactly one id.
+  std::vector<int64_t> categorical_offsets;
 
+  // Examples first, first + 1, ... as a model reads them.
+  CategoricalIds Categorical(int64_t first = 0) const;
   void Clear();
 };
 
@@ -76,6 +93,14 @@ struct CriteoReaderOptions {
   int64_t max_line_bytes = int64_t{1} << 16;
   // Bytes read from the file (after decompression) at a time. >= 1.
   int64_t read_buffer_bytes = int64_t{1} << 17;
+  // Categorical columns (0..25, distinct) whose fields are lists of ids,
+  // comma-separated ("a1,b2,c3"; an empty field: no id), for bag
+  // embeddings over multi-hot features. The batches then carry
+  // categorical_offsets.
+  std::vector<int> multi_hot_columns;
+  // The most ids one multi-hot field may hold (1 to 2^20); more is a
+  // malformed line.
+  int64_t max_ids_per_field = 1024;
 };
 
 // Reads a Criteo TSV file example by example. Thread-compatible: one thread
@@ -104,7 +129,8 @@ class CriteoReader {
   //   INVALID_ARGUMENT: under kStop, a malformed line, as
   //     "path:line: column N: <what>" (a label not 0 or 1, an integer that
   //     is not decimal or out of int64 range, an id that is not hex or has
-  //     more than 16 digits) or "path:line: expected 40 tab-separated
+  //     more than 16 digits; in a multi-hot field, an empty id in the list
+  //     or more than max_ids_per_field ids, naming the id's place) or "path:line: expected 40 tab-separated
   //     columns, got M" or "path:line: longer than max_line_bytes (B)";
   //   DATA_LOSS: a read error, or corrupt or truncated gzip data.
   absl::StatusOr<bool> Next(CriteoBatch* batch, int64_t max_examples);
@@ -144,6 +170,9 @@ class CriteoReader {
 
   std::string path_;
   CriteoReaderOptions options_;
+  // options_.multi_hot_columns as a mask, and whether any is set.
+  std::array<bool, kCriteoCategoricalColumns> multi_hot_{};
+  bool any_multi_hot_ = false;
   std::unique_ptr<Input> input_;
   std::string buffer_;    // bytes read but not yet consumed
   size_t buffer_pos_ = 0;

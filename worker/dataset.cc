@@ -597,6 +597,9 @@ CriteoReaderOptions CriteoOptionsFor(const JobSpec& job) {
   options.bad_line_policy = job.data.bad_lines == "skip"
                                 ? BadLinePolicy::kSkip
                                 : BadLinePolicy::kStop;
+  options.multi_hot_columns.assign(job.data.multi_hot_columns.begin(),
+                                   job.data.multi_hot_columns.end());
+  options.max_ids_per_field = job.data.max_ids_per_field;
   return options;
 }
 

@@ -127,30 +127,50 @@ absl::StatusOr<EmbeddingModel> EmbeddingModel::Create(const ModelSpec& model) {
 }
 
 absl::Status EmbeddingModel::Gather(EmbeddingTables& tables,
-                                    const float* dense, const int64_t* ids,
+                                    const float* dense, CategoricalIds ids,
                                     int64_t batch, bool train,
                                     std::vector<float>* x,
                                     GatherPlan* plan) const {
   const size_t num_tables = table_names_.size();
+  const int64_t columns = categorical_columns_;
   plan->batch = batch;
   plan->tables = table_names_;
   plan->ids.assign(num_tables, {});
   plan->rows.resize(num_tables);
-  plan->slot.resize(static_cast<size_t>(batch * slots_per_example_));
+  plan->slot.clear();
+  plan->slot.reserve(static_cast<size_t>(batch * slots_per_example_));
+  plan->slot_offsets.resize(static_cast<size_t>(batch * slots_per_example_) +
+                            1);
+  plan->slot_offsets[0] = 0;
   // Distinct ids per table, in first-seen order.
   std::vector<absl::flat_hash_map<int64_t, int32_t>> index(num_tables);
   for (int64_t b = 0; b < batch; ++b) {
-    const int64_t* row_ids = ids + b * categorical_columns_;
     for (const Embedding& e : embeddings_) {
       auto& idx = index[static_cast<size_t>(e.table)];
       auto& distinct = plan->ids[static_cast<size_t>(e.table)];
       for (size_t j = 0; j < e.columns.size(); ++j) {
-        const int64_t id = row_ids[e.columns[j]];
-        auto [it, inserted] =
-            idx.emplace(id, static_cast<int32_t>(distinct.size()));
-        if (inserted) distinct.push_back(id);
-        plan->slot[static_cast<size_t>(b * slots_per_example_ + e.first_slot +
-                                       static_cast<int64_t>(j))] = it->second;
+        const int64_t field = b * columns + e.columns[j];
+        const int64_t begin = ids.offsets ? ids.offsets[field] : field;
+        const int64_t end = ids.offsets ? ids.offsets[field + 1] : field + 1;
+        if (e.combiner == Embedding::kConcat && end - begin != 1) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "example ", b, " of the batch holds ", end - begin,
+              " ids in categorical column ", e.columns[j],
+              ", which a concat embedding (table '",
+              table_names_[static_cast<size_t>(e.table)],
+              "') reads as exactly one (combine a multi-hot column with sum "
+              "or mean)"));
+        }
+        for (int64_t p = begin; p < end; ++p) {
+          const int64_t id = ids.ids[p];
+          auto [it, inserted] =
+              idx.emplace(id, static_cast<int32_t>(distinct.size()));
+          if (inserted) distinct.push_back(id);
+          plan->slot.push_back(it->second);
+        }
+        plan->slot_offsets[static_cast<size_t>(
+            b * slots_per_example_ + e.first_slot + static_cast<int64_t>(j) +
+            1)] = static_cast<int64_t>(plan->slot.size());
       }
     }
   }
@@ -167,23 +187,32 @@ absl::Status EmbeddingModel::Gather(EmbeddingTables& tables,
                 static_cast<size_t>(dense_features_) * sizeof(float));
     for (const Embedding& e : embeddings_) {
       const std::vector<float>& rows = plan->rows[static_cast<size_t>(e.table)];
-      const float scale =
-          e.combiner == Embedding::kMean
-              ? 1.0f / static_cast<float>(e.columns.size())
-              : 1.0f;
+      const int64_t* offsets =
+          plan->slot_offsets.data() + b * slots_per_example_ + e.first_slot;
+      const float scale = CombineScale(e, offsets);
       for (size_t j = 0; j < e.columns.size(); ++j) {
-        const int32_t s = plan->slot[static_cast<size_t>(
-            b * slots_per_example_ + e.first_slot + static_cast<int64_t>(j))];
-        const float* row = rows.data() + static_cast<int64_t>(s) * e.dim;
         float* dst = out + e.offset +
                      (e.combiner == Embedding::kConcat
                           ? static_cast<int64_t>(j) * e.dim
                           : 0);
-        for (int64_t k = 0; k < e.dim; ++k) dst[k] += scale * row[k];
+        for (int64_t p = offsets[j]; p < offsets[j + 1]; ++p) {
+          const float* row =
+              rows.data() +
+              static_cast<int64_t>(plan->slot[static_cast<size_t>(p)]) * e.dim;
+          for (int64_t k = 0; k < e.dim; ++k) dst[k] += scale * row[k];
+        }
       }
     }
   }
   return absl::OkStatus();
+}
+
+float EmbeddingModel::CombineScale(const Embedding& e,
+                                   const int64_t* offsets) {
+  if (e.combiner != Embedding::kMean) return 1.0f;
+  const int64_t count =
+      offsets[static_cast<int64_t>(e.columns.size())] - offsets[0];
+  return count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
 }
 
 void EmbeddingModel::Scatter(const GatherPlan& plan, const float* x_grad,
@@ -200,19 +229,20 @@ void EmbeddingModel::Scatter(const GatherPlan& plan, const float* x_grad,
     const float* in = x_grad + b * width_;
     for (const Embedding& e : embeddings_) {
       std::vector<float>& grads = (*out)[static_cast<size_t>(e.table)].gradients;
-      const float scale =
-          e.combiner == Embedding::kMean
-              ? 1.0f / static_cast<float>(e.columns.size())
-              : 1.0f;
+      const int64_t* offsets =
+          plan.slot_offsets.data() + b * slots_per_example_ + e.first_slot;
+      const float scale = CombineScale(e, offsets);
       for (size_t j = 0; j < e.columns.size(); ++j) {
-        const int32_t s = plan.slot[static_cast<size_t>(
-            b * slots_per_example_ + e.first_slot + static_cast<int64_t>(j))];
         const float* src = in + e.offset +
                            (e.combiner == Embedding::kConcat
                                 ? static_cast<int64_t>(j) * e.dim
                                 : 0);
-        float* dst = grads.data() + static_cast<int64_t>(s) * e.dim;
-        for (int64_t k = 0; k < e.dim; ++k) dst[k] += scale * src[k];
+        for (int64_t p = offsets[j]; p < offsets[j + 1]; ++p) {
+          float* dst =
+              grads.data() +
+              static_cast<int64_t>(plan.slot[static_cast<size_t>(p)]) * e.dim;
+          for (int64_t k = 0; k < e.dim; ++k) dst[k] += scale * src[k];
+        }
       }
     }
   }
@@ -255,7 +285,7 @@ absl::StatusOr<StepStats> EmbeddingTrainer::Step(const CriteoBatch& batch,
                                                  int64_t step) {
   const int64_t n = batch.size;
   STRATA_RETURN_IF_ERROR(model_.Gather(*tables_, batch.dense.data(),
-                                       batch.categorical.data(), n,
+                                       batch.Categorical(), n,
                                        /*train=*/true, &x_, &plan_));
   labels_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -317,7 +347,7 @@ absl::StatusOr<BinaryEvaluation> EvaluateBinary(
     STRATA_ASSIGN_OR_RETURN(bool more, reader.Next(&batch, batch_size));
     if (!more) break;
     STRATA_RETURN_IF_ERROR(model.Gather(tables, batch.dense.data(),
-                                        batch.categorical.data(), batch.size,
+                                        batch.Categorical(), batch.size,
                                         /*train=*/false, &x, &plan));
     STRATA_RETURN_IF_ERROR(
         layers.Predict(params, x.data(), batch.size, &p_batch));

@@ -83,13 +83,19 @@ class LocalEmbeddingTables final : public EmbeddingTables {
 };
 
 // Which rows a batch used: per table its distinct ids, and per (example,
-// embedding, column) the index of its id among them.
+// embedding, column) the indexes of its ids among them (one for a
+// single-valued column, 0 or more for a multi-hot one).
 struct GatherPlan {
   int64_t batch = 0;
   std::vector<std::string> tables;            // distinct table names
   std::vector<std::vector<int64_t>> ids;      // per table, distinct ids
   std::vector<std::vector<float>> rows;       // per table, ids x dim
-  std::vector<int32_t> slot;                  // batch x total columns
+  // Every occurrence's index among its table's distinct ids; those of
+  // (example b, slot k) are slot[slot_offsets[b * S + k],
+  // slot_offsets[b * S + k + 1]) for S the model's columns over all
+  // embeddings.
+  std::vector<int32_t> slot;
+  std::vector<int64_t> slot_offsets;          // batch x S + 1
 };
 
 // A table's distinct ids and their summed gradient rows.
@@ -111,10 +117,14 @@ class EmbeddingModel {
   int64_t width() const { return width_; }
 
   // The layers' input (batch x width()) of a batch: `dense` (batch x
-  // dense_features()) and `ids` (batch x categorical_columns()).
-  // Errors: those of tables.Lookup.
+  // dense_features()) and its categorical `ids` (CategoricalIds: one id
+  // per column, or lists for multi-hot columns). A bag ("sum", "mean")
+  // combines every id of its columns, "mean" dividing by how many there are
+  // (an example with none gets zeros); "concat" takes each column's one id.
+  // Errors: those of tables.Lookup; INVALID_ARGUMENT for a concat column
+  // of an example that does not hold exactly one id.
   absl::Status Gather(EmbeddingTables& tables, const float* dense,
-                      const int64_t* ids, int64_t batch, bool train,
+                      CategoricalIds ids, int64_t batch, bool train,
                       std::vector<float>* x, GatherPlan* plan) const;
 
   // Each table's gradient rows from the gradient of the layers' input
@@ -131,6 +141,10 @@ class EmbeddingModel {
     int64_t offset = 0;       // of its output in the layers' input
     int64_t first_slot = 0;   // of its columns in GatherPlan::slot
   };
+
+  // 1 / the ids of a mean bag's columns (0 when none), 1 otherwise;
+  // `offsets` are the example's slot_offsets of e's first column.
+  static float CombineScale(const Embedding& e, const int64_t* offsets);
 
   int64_t dense_features_ = 0;
   int64_t categorical_columns_ = 0;

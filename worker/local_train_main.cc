@@ -215,10 +215,7 @@ int TrainEmbeddings(const strata::JobSpec& job) {
   absl::StatusOr<std::unique_ptr<strata::EmbeddingTrainer>> trainer =
       strata::EmbeddingTrainer::Create(job);
   if (!trainer.ok()) return Fail(2, trainer.status().message());
-  strata::CriteoReaderOptions options;
-  options.bad_line_policy = job.data.bad_lines == "skip"
-                                ? strata::BadLinePolicy::kSkip
-                                : strata::BadLinePolicy::kStop;
+  const strata::CriteoReaderOptions options = strata::CriteoOptionsFor(job);
   auto open = [&](const std::string& path)
       -> absl::StatusOr<std::unique_ptr<strata::CriteoReader>> {
     return strata::CriteoReader::Create(path, options);

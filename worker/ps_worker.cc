@@ -458,24 +458,44 @@ absl::Status PsWorker::SparseStep(const v1::WorkItem& item,
       0, std::min(job_.batch_size, data.size - first));
   constexpr int64_t kDense = kCriteoDenseColumns;
   constexpr int64_t kIds = kCriteoCategoricalColumns;
+  const bool multi_hot = !data.categorical_offsets.empty();
   ctx->dense.resize(static_cast<size_t>(n * kDense));
-  ctx->ids.resize(static_cast<size_t>(n * kIds));
   ctx->batch_y.resize(static_cast<size_t>(n));
+  if (multi_hot) {
+    ctx->ids.clear();
+    ctx->id_offsets.assign(1, 0);
+  } else {
+    ctx->ids.resize(static_cast<size_t>(n * kIds));
+  }
   for (int64_t k = 0; k < n; ++k) {
     const int64_t e = ctx->permutation[static_cast<size_t>(first + k)];
     std::copy_n(data.dense.begin() + e * kDense, kDense,
                 ctx->dense.begin() + k * kDense);
-    std::copy_n(data.categorical.begin() + e * kIds, kIds,
-                ctx->ids.begin() + k * kIds);
+    if (multi_hot) {
+      // The example's fields' ids, their offsets rebased onto ctx->ids.
+      const int64_t* o = data.categorical_offsets.data() + e * kIds;
+      const int64_t base = static_cast<int64_t>(ctx->ids.size()) - o[0];
+      ctx->ids.insert(ctx->ids.end(), data.categorical.begin() + o[0],
+                      data.categorical.begin() + o[kIds]);
+      for (int64_t c = 1; c <= kIds; ++c) {
+        ctx->id_offsets.push_back(base + o[c]);
+      }
+    } else {
+      std::copy_n(data.categorical.begin() + e * kIds, kIds,
+                  ctx->ids.begin() + k * kIds);
+    }
     ctx->batch_y[static_cast<size_t>(k)] =
         static_cast<int32_t>(data.labels[static_cast<size_t>(e)]);
   }
+  CategoricalIds ids;
+  ids.ids = ctx->ids.data();
+  if (multi_hot) ids.offsets = ctx->id_offsets.data();
   if (ctx->tables == nullptr) {
     ctx->tables =
         std::make_unique<PsEmbeddingTables>(cluster_.get(), item.job_id());
   }
   STRATA_RETURN_IF_ERROR(embedding_->Gather(*ctx->tables, ctx->dense.data(),
-                                            ctx->ids.data(), n, /*train=*/true,
+                                            ids, n, /*train=*/true,
                                             &ctx->batch_x, &ctx->plan));
   ctx->x_grad.resize(ctx->batch_x.size());
   STRATA_ASSIGN_OR_RETURN(
@@ -516,7 +536,7 @@ absl::Status PsWorker::EvaluateEpoch(const v1::WorkItem& item,
       const int64_t n = std::min(kBatch, data.size - first);
       STRATA_RETURN_IF_ERROR(embedding_->Gather(
           *ctx->tables, data.dense.data() + first * kCriteoDenseColumns,
-          data.categorical.data() + first * kCriteoCategoricalColumns, n,
+          data.Categorical(first), n,
           /*train=*/false, &ctx->batch_x, &ctx->plan));
       STRATA_RETURN_IF_ERROR(model_->Predict(Model::Views(ctx->params),
                                              ctx->batch_x.data(), n,

@@ -119,6 +119,7 @@ class PsWorker {
     std::unique_ptr<PsEmbeddingTables> tables;
     std::vector<float> dense;
     std::vector<int64_t> ids;
+    std::vector<int64_t> id_offsets;  // multi-hot columns: as CategoricalIds
     GatherPlan plan;
     std::vector<float> x_grad;
     std::vector<TableGradients> table_grads;
