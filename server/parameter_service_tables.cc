@@ -17,9 +17,10 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::CreateTable(
     grpc::CallbackServerContext* ctx, const v1::CreateTableRequest* req,
     v1::CreateTableResponse* resp) {
   return Unary(ctx, "CreateTable", Role::kCoordinator, RunOn::kCallbackThread,
-               [&](const ServiceCall&) -> absl::Status {
+               [&](const ServiceCall& call) -> absl::Status {
                  STRATA_ASSIGN_OR_RETURN(
-                     bool created, store_->tables()->Create(req->spec()));
+                     bool created,
+                     store_->CreateTable(req->spec(), call.caller()));
                  resp->set_created(created);
                  RegisterTableMetrics(req->spec().name());
                  if (created) {
@@ -37,8 +38,17 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::LookupRows(
     grpc::CallbackServerContext* ctx, const v1::LookupRowsRequest* req,
     v1::LookupRowsResponse* resp) {
   return Unary(ctx, "LookupRows", Role::kWorker, RunOn::kCallbackThread,
-               [&](const ServiceCall&) -> absl::Status {
+               [&](const ServiceCall& call) -> absl::Status {
                  std::vector<float> rows;
+                 // Every table is the caller's job's before any is read.
+                 if (req->tables_size() == 0) {
+                   STRATA_RETURN_IF_ERROR(
+                       store_->CheckTableOwner(call.caller(), req->table()));
+                 }
+                 for (const v1::TableRows& part : req->tables()) {
+                   STRATA_RETURN_IF_ERROR(
+                       store_->CheckTableOwner(call.caller(), part.table()));
+                 }
                  if (req->tables_size() == 0) {
                    STRATA_RETURN_IF_ERROR(store_->tables()->Lookup(
                        req->table(), req->ids(), req->train(), &rows));
@@ -70,7 +80,7 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::PushTableRows(
     v1::PushTableRowsResponse* resp) {
   return Unary(
       ctx, "PushTableRows", Role::kWorker, RunOn::kCallbackThread,
-      [&](const ServiceCall&) -> absl::Status {
+      [&](const ServiceCall& call) -> absl::Status {
         const PushMeta meta = PushMetaFromTag(req->has_tag(), req->tag());
         // The parts: this request's own, or its `tables`.
         std::vector<const std::string*> names;
@@ -100,8 +110,11 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::PushTableRows(
                 add(part.table(), part.ids(), part.gradients()));
           }
         }
-        // Every part checked before any is applied.
+        // Every part checked (its job, then the push) before any is
+        // applied.
         for (size_t i = 0; i < names.size(); ++i) {
+          STRATA_RETURN_IF_ERROR(
+              store_->CheckTableOwner(call.caller(), *names[i]));
           STRATA_RETURN_IF_ERROR(
               store_->tables()->CheckPush(*names[i], meta, ids[i], grads[i]));
         }
@@ -123,10 +136,18 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::TableStats(
     grpc::CallbackServerContext* ctx, const v1::TableStatsRequest* req,
     v1::TableStatsResponse* resp) {
   return Unary(ctx, "TableStats", Role::kWorker, RunOn::kCallbackThread,
-               [&](const ServiceCall&) -> absl::Status {
+               [&](const ServiceCall& call) -> absl::Status {
+                 if (!req->table().empty()) {
+                   STRATA_RETURN_IF_ERROR(
+                       store_->CheckTableOwner(call.caller(), req->table()));
+                 }
                  STRATA_ASSIGN_OR_RETURN(std::vector<v1::TableInfo> tables,
                                          store_->tables()->Stats(req->table()));
+                 // All tables: those the caller's job may see.
                  for (v1::TableInfo& t : tables) {
+                   if (!store_->TableVisibleTo(call.caller(), t.spec().name())) {
+                     continue;
+                   }
                    *resp->add_tables() = std::move(t);
                  }
                  return absl::OkStatus();

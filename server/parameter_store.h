@@ -3,8 +3,8 @@
 // accounting. VariableStore (server/variable_store.h) keeps everything in
 // memory.
 //
-// Job ownership, for servers with credentials: a variable belongs to the
-// job whose caller created it. A job's coordinator may reach only its job's
+// Job ownership, for servers with credentials: a variable (and a dynamic
+// table) belongs to the job whose caller created it. A job's coordinator may reach only its job's
 // variables, and may save or restore only while the server holds no other
 // job's variable; its restore makes every restored variable its job's. An
 // admin reaches every job; its restore keeps the owners known before and
@@ -77,7 +77,8 @@ class ParameterStore {
 
   // Whether `caller` may save or restore this server's checkpoints (`what`:
   // "save" or "restore", for the message). Errors: PERMISSION_DENIED for a
-  // job's coordinator while the server holds a variable not of its job.
+  // job's coordinator while the server holds a variable or a table not of
+  // its job.
   virtual absl::Status CheckCheckpointAccess(
       const std::optional<Caller>& caller, const char* what) const = 0;
 
@@ -104,6 +105,21 @@ class ParameterStore {
 
   // The dynamic embedding tables (saved and restored with the variables).
   virtual TableStore* tables() = 0;
+
+  // Creates table shard `spec` (TableStore::Create) for `caller`, whose job
+  // owns it once it exists (an identical table without an owner becomes
+  // the caller's job's too). Errors: PERMISSION_DENIED when the name
+  // belongs to another job (checked first); those of TableStore::Create.
+  virtual absl::StatusOr<bool> CreateTable(
+      const v1::TableSpec& spec, const std::optional<Caller>& caller) = 0;
+  // PERMISSION_DENIED when table `name` belongs to another job than the
+  // caller's (and the caller is no admin); an unknown name passes.
+  virtual absl::Status CheckTableOwner(const std::optional<Caller>& caller,
+                                       const std::string& name) const = 0;
+  // Whether `caller` may see table `name` (its job's, or an admin, or a
+  // server without credentials), for listings.
+  virtual bool TableVisibleTo(const std::optional<Caller>& caller,
+                              const std::string& name) const = 0;
 
   // Loads this task's rows of its tables from the checkpoints at `paths`
   // (resolved as Restore's; written by any number of tasks): see

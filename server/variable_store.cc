@@ -44,8 +44,45 @@ absl::Status VariableStore::CheckOwner(const std::optional<Caller>& caller,
   return CheckOwnerLocked(caller, name);
 }
 
+absl::Status VariableStore::CheckTableOwnerLocked(
+    const std::optional<Caller>& caller, const std::string& name) const {
+  if (ReachesEveryJob(caller)) return absl::OkStatus();
+  auto it = table_owners_.find(name);
+  if (it == table_owners_.end() || it->second == caller->job) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "table '", name, "' belongs to another job than '", caller->job, "'"));
+}
+
+absl::Status VariableStore::CheckTableOwner(
+    const std::optional<Caller>& caller, const std::string& name) const {
+  if (ReachesEveryJob(caller)) return absl::OkStatus();
+  absl::ReaderMutexLock lock(&mu_);
+  return CheckTableOwnerLocked(caller, name);
+}
+
+bool VariableStore::TableVisibleTo(const std::optional<Caller>& caller,
+                                   const std::string& name) const {
+  if (ReachesEveryJob(caller)) return true;
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = table_owners_.find(name);
+  return it == table_owners_.end() || it->second == caller->job;
+}
+
+absl::StatusOr<bool> VariableStore::CreateTable(
+    const v1::TableSpec& spec, const std::optional<Caller>& caller) {
+  // Under mu_: two jobs creating one name cannot both come to own it.
+  absl::MutexLock lock(&mu_);
+  STRATA_RETURN_IF_ERROR(CheckTableOwnerLocked(caller, spec.name()));
+  STRATA_ASSIGN_OR_RETURN(bool created, tables_.Create(spec));
+  if (caller.has_value()) table_owners_.emplace(spec.name(), caller->job);
+  return created;
+}
+
 absl::Status VariableStore::CheckCheckpointAccessLocked(
-    const std::optional<Caller>& caller, const char* what) const {
+    const std::optional<Caller>& caller, const char* what,
+    bool tables_too) const {
   if (ReachesEveryJob(caller)) return absl::OkStatus();
   for (const auto& [name, v] : variables_) {
     auto it = owners_.find(name);
@@ -53,6 +90,20 @@ absl::Status VariableStore::CheckCheckpointAccessLocked(
       return absl::PermissionDeniedError(absl::StrCat(
           "this server holds variables of another job than '", caller->job,
           "': only an admin credential may ", what, " its checkpoints"));
+    }
+  }
+  absl::StatusOr<std::vector<v1::TableInfo>> tables =
+      tables_too ? tables_.Stats("")
+                 : absl::StatusOr<std::vector<v1::TableInfo>>(
+                       std::vector<v1::TableInfo>());
+  if (tables.ok()) {
+    for (const v1::TableInfo& t : *tables) {
+      auto it = table_owners_.find(t.spec().name());
+      if (it == table_owners_.end() || it->second != caller->job) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            "this server holds tables of another job than '", caller->job,
+            "': only an admin credential may ", what, " its checkpoints"));
+      }
     }
   }
   return absl::OkStatus();
@@ -215,8 +266,10 @@ absl::StatusOr<int64_t> VariableStore::Restore(
   STRATA_RETURN_IF_ERROR(tables_.Restore(ckpt));
   {
     absl::MutexLock lock(&mu_);
-    // Another job may have created a variable while the files were read.
-    STRATA_RETURN_IF_ERROR(CheckCheckpointAccessLocked(caller, "restore"));
+    // Another job may have created a variable while the files were read
+    // (the tables were checked before: they hold the checkpoint's now).
+    STRATA_RETURN_IF_ERROR(
+        CheckCheckpointAccessLocked(caller, "restore", /*tables_too=*/false));
     // A job's coordinator owns what it restored; an admin (or a server
     // without credentials) keeps the owners known before.
     absl::flat_hash_map<std::string, std::string> owners;
@@ -228,8 +281,23 @@ absl::StatusOr<int64_t> VariableStore::Restore(
         owners[name] = caller->job;
       }
     }
+    // The same for the tables the checkpoint held.
+    absl::flat_hash_map<std::string, std::string> table_owners;
+    absl::StatusOr<std::vector<v1::TableInfo>> tables = tables_.Stats("");
+    if (tables.ok()) {
+      for (const v1::TableInfo& t : *tables) {
+        const std::string& name = t.spec().name();
+        auto known = table_owners_.find(name);
+        if (ReachesEveryJob(caller) && known != table_owners_.end()) {
+          table_owners[name] = known->second;
+        } else if (caller.has_value()) {
+          table_owners[name] = caller->job;
+        }
+      }
+    }
     variables_.swap(fresh);
     owners_.swap(owners);
+    table_owners_.swap(table_owners);
   }
   for (auto& [name, old] : fresh) {
     // A call may still hold the old variable: its mirrors are gone now.

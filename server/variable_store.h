@@ -89,6 +89,12 @@ class VariableStore : public ParameterStore {
   }
 
   TableStore* tables() override { return &tables_; }
+  absl::StatusOr<bool> CreateTable(
+      const v1::TableSpec& spec, const std::optional<Caller>& caller) override;
+  absl::Status CheckTableOwner(const std::optional<Caller>& caller,
+                               const std::string& name) const override;
+  bool TableVisibleTo(const std::optional<Caller>& caller,
+                      const std::string& name) const override;
   absl::StatusOr<int64_t> RestoreTables(
       const std::vector<std::string>& paths,
       const std::optional<Caller>& caller) override;
@@ -115,8 +121,14 @@ class VariableStore : public ParameterStore {
   absl::Status CheckOwnerLocked(const std::optional<Caller>& caller,
                                 const std::string& name) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status CheckTableOwnerLocked(const std::optional<Caller>& caller,
+                                     const std::string& name) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // `tables_too`: the tables' owners are checked as well as the
+  // variables'.
   absl::Status CheckCheckpointAccessLocked(const std::optional<Caller>& caller,
-                                           const char* what) const
+                                           const char* what,
+                                           bool tables_too = true) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Makes `name` the caller's job's unless it has an owner (no caller:
   // nothing).
@@ -135,6 +147,9 @@ class VariableStore : public ParameterStore {
       ABSL_GUARDED_BY(mu_);
   // The job owning each variable that has one (servers with credentials).
   absl::flat_hash_map<std::string, std::string> owners_ ABSL_GUARDED_BY(mu_);
+  // The same for the dynamic tables.
+  absl::flat_hash_map<std::string, std::string> table_owners_
+      ABSL_GUARDED_BY(mu_);
   TableStore tables_;
   std::atomic<int64_t> pushes_applied_{0};
   std::atomic<int64_t> pushes_duplicate_{0};

@@ -382,6 +382,106 @@ TEST_F(AuthTest, OneJobCannotReachAnotherJobsVariables) {
   EXPECT_EQ(list_admin->variables_size(), 2);
 }
 
+// Dynamic tables belong to the job whose coordinator created them, as
+// variables do: another job can neither read, push, list, re-create nor
+// (through a checkpoint) take them; the owner's job and an admin can.
+TEST_F(AuthTest, OneJobCannotReachAnotherJobsTables) {
+  v1::TableSpec spec;
+  spec.set_name("clicks");
+  spec.set_dim(2);
+  EXPECT_THAT(Client("worker-a")->CreateTable(spec),
+              StatusIsWithMessage(absl::StatusCode::kPermissionDenied,
+                                  "CreateTable needs the coordinator role"));
+  auto created = Client("coord-a")->CreateTable(spec);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_TRUE(*created);
+  const std::vector<int64_t> ids = {1, 2};
+  std::vector<float> rows(4);
+  const std::vector<float> grads = {1, 1, 1, 1};
+  STRATA_ASSERT_OK(Client("worker-a")->LookupRows("clicks", ids, true,
+                                                  absl::MakeSpan(rows)));
+  const std::vector<float> before = rows;
+  for (const char* token : {"worker-b", "coord-b"}) {
+    SCOPED_TRACE(token);
+    auto other = Client(token);
+    EXPECT_THAT(other->LookupRows("clicks", ids, true, absl::MakeSpan(rows)),
+                StatusIsWithMessage(absl::StatusCode::kPermissionDenied,
+                                    "table 'clicks' belongs to another job "
+                                    "than 'b'"));
+    EXPECT_THAT(other->PushTableRows("clicks", ids, grads, PushTag{"b", 0, 0})
+                    .status(),
+                StatusIs(absl::StatusCode::kPermissionDenied));
+    EXPECT_THAT(other->TableStats("clicks").status(),
+                StatusIs(absl::StatusCode::kPermissionDenied));
+    auto all = other->TableStats("");
+    ASSERT_TRUE(all.ok()) << all.status();
+    EXPECT_EQ(all->tables_size(), 0);
+  }
+  EXPECT_THAT(Client("coord-b")->CreateTable(spec).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  // Checkpoints cover the whole server, which holds job a's table.
+  EXPECT_THAT(Client("coord-b")->RestoreTables({"ckpt"}),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  // Nothing changed: job a reads the same rows, never pushed.
+  STRATA_ASSERT_OK(Client("worker-a")->LookupRows("clicks", ids, false,
+                                                  absl::MakeSpan(rows)));
+  EXPECT_EQ(rows, before);
+  auto stats = Client("admin")->TableStats("clicks");
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->tables(0).updates(), 0);
+  // Job b's own table works alongside; job a does not see it; an admin
+  // sees both.
+  v1::TableSpec other = spec;
+  other.set_name("b.clicks");
+  STRATA_ASSERT_OK(Client("coord-b")->CreateTable(other).status());
+  STRATA_ASSERT_OK(Client("worker-b")->PushTableRows("b.clicks", ids, grads,
+                                                     PushTag{"b", 0, 0})
+                       .status());
+  EXPECT_THAT(Client("worker-a")->LookupRows("b.clicks", ids, true,
+                                             absl::MakeSpan(rows)),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  auto list_a = Client("worker-a")->TableStats("");
+  ASSERT_TRUE(list_a.ok());
+  ASSERT_EQ(list_a->tables_size(), 1);
+  EXPECT_EQ(list_a->tables(0).spec().name(), "clicks");
+  auto list_admin = Client("admin")->TableStats("");
+  ASSERT_TRUE(list_admin.ok());
+  EXPECT_EQ(list_admin->tables_size(), 2);
+  STRATA_ASSERT_OK(Client("worker-a")->PushTableRows("clicks", ids, grads,
+                                                     PushTag{"a", 0, 5})
+                       .status());
+}
+
+// A job's coordinator saves and restores its tables with its variables;
+// they stay its job's.
+TEST_F(AuthTest, RestoredTablesStayTheirJobs) {
+  v1::TableSpec spec;
+  spec.set_name("clicks");
+  spec.set_dim(2);
+  auto coord_a = Client("coord-a");
+  STRATA_ASSERT_OK(coord_a->CreateTable(spec).status());
+  const std::vector<int64_t> ids = {1, 2};
+  const std::vector<float> grads = {1, 1, 1, 1};
+  STRATA_ASSERT_OK(Client("worker-a")->PushTableRows("clicks", ids, grads,
+                                                     PushTag{"a", 0, 1})
+                       .status());
+  std::vector<float> saved(4);
+  STRATA_ASSERT_OK(Client("worker-a")->LookupRows("clicks", ids, false,
+                                                  absl::MakeSpan(saved)));
+  STRATA_ASSERT_OK(coord_a->Save("ckpt-tables").status());
+  STRATA_ASSERT_OK(Client("worker-a")->PushTableRows("clicks", ids, grads,
+                                                     PushTag{"a", 0, 2})
+                       .status());
+  STRATA_ASSERT_OK(coord_a->Restore("ckpt-tables").status());
+  std::vector<float> rows(4);
+  STRATA_ASSERT_OK(Client("worker-a")->LookupRows("clicks", ids, false,
+                                                  absl::MakeSpan(rows)));
+  EXPECT_EQ(rows, saved);
+  EXPECT_THAT(Client("worker-b")->LookupRows("clicks", ids, false,
+                                             absl::MakeSpan(rows)),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+}
+
 TEST_F(AuthTest, CoordinatorCheckpointsUnderItsJobDirectory) {
   auto coord = Client("coord-a");
   auto saved = coord->Save("ckpt");
