@@ -17,6 +17,9 @@ namespace {
 
 constexpr char kDeliverMethod[] = "/strata.v1.WorkerService/Deliver";
 
+// How long the retry of a send that found no connection waits for one.
+constexpr absl::Duration kConnectRetry = absl::Seconds(2);
+
 std::chrono::system_clock::time_point ToChrono(absl::Time t) {
   return absl::ToChronoTime(t);
 }
@@ -89,7 +92,8 @@ absl::Status GrpcGroup::Send(int peer, const std::string& key,
   call->peer = peer;
   call->key = key;
   call->ctx.set_wait_for_ready(false);
-  call->ctx.set_deadline(ToChrono(absl::Now() + options_.timeout));
+  call->deadline = absl::Now() + options_.timeout;
+  call->ctx.set_deadline(ToChrono(call->deadline));
   call->request = EncodeMessage(group_, rank_, key, data, counter_);
   std::vector<std::shared_ptr<Call>> start;
   absl::Status status;
@@ -328,6 +332,39 @@ void GrpcGroup::StartCall(const std::shared_ptr<Call>& call) {
 }
 
 void GrpcGroup::OnCallDone(std::shared_ptr<Call> call) {
+  // A send that found no connection (UNAVAILABLE: a connect that failed,
+  // which a loaded machine can give even for a live peer) is made once
+  // more, waiting up to kConnectRetry for the channel to connect; it takes
+  // the first attempt's place in flight. A peer that is gone fails it
+  // again, so the group aborts at most kConnectRetry later.
+  if (call->status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      call->attempt == 0) {
+    std::shared_ptr<Call> retry;
+    {
+      absl::MutexLock lock(&mu_);
+      const absl::Time now = absl::Now();
+      if (!aborted_ && !closed_ && send_error_.ok() && now < call->deadline) {
+        retry = std::make_shared<Call>();
+        retry->group = this;
+        retry->peer = call->peer;
+        retry->channel = call->channel;
+        retry->deadline = call->deadline;
+        retry->attempt = 1;
+        retry->first_status = call->status;
+        retry->key = call->key;
+        retry->request = call->request;
+        retry->ctx.set_wait_for_ready(true);
+        retry->ctx.set_deadline(
+            ToChrono(std::min(call->deadline, now + kConnectRetry)));
+        live_.emplace(retry.get(), retry);
+      }
+    }
+    if (retry != nullptr) {
+      call.reset();
+      StartCall(retry);
+      return;
+    }
+  }
   call->request.Clear();  // gRPC is done with the payload
   std::vector<std::shared_ptr<Call>> start;
   absl::Status error;
@@ -337,11 +374,18 @@ void GrpcGroup::OnCallDone(std::shared_ptr<Call> call) {
     --in_flight_[call->peer];
     --total_in_flight_;
     if (!call->status.ok()) {
-      const absl::Status s = FromGrpcStatus(call->status);
+      // A retry that failed too reports the first attempt's status.
+      const absl::Status s = FromGrpcStatus(
+          call->attempt > 0 ? call->first_status : call->status);
+      const std::string again =
+          call->attempt > 0
+              ? absl::StrCat(" (retried, waiting for a connection: ",
+                             FromGrpcStatus(call->status).message(), ")")
+              : std::string();
       error = absl::Status(
           s.code(), absl::StrCat("deliver '", call->key, "' to rank ",
                                  call->peer, " (", peers_[call->peer],
-                                 "): ", s.message()));
+                                 "): ", s.message(), again));
       // Failures after an abort or close are their consequence
       // (cancellations).
       if (!aborted_ && !closed_ && send_error_.ok()) send_error_ = error;

@@ -111,6 +111,11 @@ class GrpcGroup : public std::enable_shared_from_this<GrpcGroup> {
   struct Call : Rpc {
     int peer = 0;
     int channel = 0;
+    absl::Time deadline;  // of the send (options' timeout)
+    // 1 for the one retry of a send whose first attempt found no
+    // connection (first_status: that attempt's).
+    int attempt = 0;
+    grpc::Status first_status;
     std::string key;
     grpc::ByteBuffer request;
     grpc::ByteBuffer response;
