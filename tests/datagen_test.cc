@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -139,6 +140,53 @@ TEST(DatagenTest, ReaderParsesEveryLineAndSummaryIsWritten) {
   EXPECT_EQ(json["seed"], 3);
   EXPECT_EQ(json["cardinalities"].get<std::vector<int64_t>>(),
             DefaultCardinalities());
+}
+
+// Multi-hot columns: 1 to max_hot ids a present field, readable as lists;
+// the other columns are what they would be without them (same draws).
+TEST(DatagenTest, MultiHotColumnsWriteIdListsOfOneToMaxHot) {
+  const std::string dir = TestDir();
+  DatagenOptions options = Small(dir + "/multi.tsv", 2000, 5);
+  options.multi_hot_columns = {0, 7};
+  options.max_hot = 3;
+  absl::StatusOr<DatagenSummary> summary = GenerateCriteoData(options);
+  STRATA_ASSERT_OK(summary);
+  EXPECT_GT(summary->bayes_auc, 0.7);
+  CriteoReaderOptions read;
+  read.multi_hot_columns = {0, 7};
+  auto reader = CriteoReader::Create(options.path, read);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  CriteoBatch batch;
+  ASSERT_TRUE(*(*reader)->Next(&batch, 5000));
+  ASSERT_EQ(batch.size, 2000);
+  std::map<int64_t, int> lengths;
+  for (int64_t e = 0; e < batch.size; ++e) {
+    for (int c : {0, 7}) {
+      const int64_t* o = batch.categorical_offsets.data() + e * 26 + c;
+      lengths[o[1] - o[0]]++;
+    }
+    for (int c : {1, 2, 25}) {  // single-valued: exactly one
+      const int64_t* o = batch.categorical_offsets.data() + e * 26 + c;
+      EXPECT_EQ(o[1] - o[0], 1);
+    }
+  }
+  // 0 (missing, about 2%), then 1, 2 and 3 about equally often.
+  EXPECT_LT(lengths[0], 150);
+  for (int k = 1; k <= 3; ++k) EXPECT_GT(lengths[k], 1000) << k;
+  EXPECT_EQ(lengths.count(4), 0u);
+  nlohmann::json json =
+      nlohmann::json::parse(ReadFile(options.path + ".summary.json"));
+  EXPECT_EQ(json["multi_hot_columns"].get<std::vector<int>>(),
+            std::vector<int>({0, 7}));
+  EXPECT_EQ(json["max_hot"], 3);
+  // Bad options name the field.
+  options.multi_hot_columns = {26};
+  EXPECT_THAT(GenerateCriteoData(options).status().message(),
+              HasSubstr("multi_hot_columns: 26 is not a categorical column"));
+  options.multi_hot_columns = {1};
+  options.max_hot = 0;
+  EXPECT_THAT(GenerateCriteoData(options).status().message(),
+              HasSubstr("max_hot must be in [1, 1024]"));
 }
 
 TEST(DatagenTest, IdsPerColumnAreBoundedByTheCardinality) {

@@ -18,6 +18,7 @@
 
 #include "client/coordinator_client.h"
 #include "tests/launch_util.h"
+#include "tests/process_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -127,6 +128,85 @@ TEST_F(LaunchTest, PsKilledAndRestartedRestoresTheCheckpoint) {
 // included (rows, slots, exactly-once windows), every step is applied once,
 // at most a checkpoint interval is lost, and the model still learns (test
 // AUC in the summary).
+// Multi-hot features end to end: strata datagen writes two multi-hot
+// columns (1 to 3 ids a field, their latent vectors averaged in the hidden
+// model), a mean bag reads them, and the job trains under parameter_server
+// (async and sync) and in one process (local_train) to an AUC near the
+// generator's ceiling on the training set.
+TEST_F(LaunchTest, MultiHotEmbeddingJobTrainsOnPsAndLocally) {
+  const std::string data = ::testing::TempDir() + "/multi_hot_" +
+                           std::to_string(getpid()) + ".tsv";
+  testing_util::ChildResult gen = testing_util::RunChild(
+      {STRATA_BIN_DIR "/strata", "datagen", "--out=" + data,
+       "--examples=4000", "--seed=3", "--multi-hot-columns=0,1",
+       "--max-hot=3", "--max-cardinality=300"},
+      std::chrono::seconds(120));
+  ASSERT_EQ(gen.exit_code, 0) << gen.output;
+  std::ifstream summary_file(data + ".summary.json");
+  const nlohmann::json gen_summary = nlohmann::json::parse(summary_file);
+  const double bayes = gen_summary["bayes_auc"].get<double>();
+  nlohmann::json emb = nlohmann::json::array();
+  emb.push_back({{"table", "tags"},
+                 {"columns", {0, 1}},
+                 {"output_dim", 4},
+                 {"combiner", "mean"},
+                 {"optimizer", {{"type", "adagrad"}, {"learning_rate", 0.1}}}});
+  for (int c = 2; c < 26; ++c) {
+    emb.push_back({{"table", "C" + std::to_string(c)},
+                   {"columns", {c}},
+                   {"output_dim", 4},
+                   {"optimizer", {{"type", "adagrad"},
+                                  {"learning_rate", 0.1}}}});
+  }
+  nlohmann::json job = {
+      {"name", "multi-hot"},
+      {"model",
+       {{"input_shape", {13}},
+        {"categorical_columns", 26},
+        {"embeddings", emb},
+        {"layers",
+         {{{"type", "dense"}, {"units", 16}, {"activation", "relu"}},
+          {{"type", "dense"}, {"units", 1}, {"activation", "sigmoid"}}}}}},
+      {"loss", "binary_crossentropy"},
+      {"metrics", {"accuracy", "auc"}},
+      {"optimizer", "adam"},
+      {"data",
+       {{"format", "criteo"},
+        {"multi_hot_columns", {0, 1}},
+        {"train", {{"path", data}}},
+        {"test", {{"path", data}}}}},
+      {"strategy", {{"type", "parameter_server"}}},
+      {"epochs", 6},
+      {"batch_size", 64},
+      {"seed", 1}};
+  for (const char* update : {"async", "sync"}) {
+    SCOPED_TRACE(update);
+    job["strategy"]["update"] = update;
+    const std::string path =
+        ::testing::TempDir() + "/multi_hot_" + update + ".json";
+    std::ofstream(path) << job.dump();
+    LaunchRun run = StartLaunch(std::string("multi_hot_") + update,
+                                {"--job=" + path, "--ps=2", "--workers=2"});
+    ASSERT_EQ(Wait(run), 0) << Log(run);
+    nlohmann::json s = Summary(run);
+    ExpectCompleted(run, s);
+    ASSERT_TRUE(s["test_auc"].is_number()) << s.dump();
+    // Trained and tested on the same 4000 lines, below the ceiling but
+    // well above chance.
+    EXPECT_GT(s["test_auc"].get<double>(), 0.7) << Log(run);
+    RecordProperty(std::string("auc_") + update,
+                   std::to_string(s["test_auc"].get<double>()));
+  }
+  const std::string local = ::testing::TempDir() + "/multi_hot_local.json";
+  std::ofstream(local) << job.dump();
+  testing_util::ChildResult trained = testing_util::RunChild(
+      {STRATA_BIN_DIR "/local_train", "--job=" + local}, std::chrono::seconds(300));
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(trained.output.find("test_auc"), std::string::npos)
+      << trained.output;
+  RecordProperty("bayes_auc", std::to_string(bayes));
+}
+
 TEST_F(LaunchTest, EmbeddingJobOnPsTablesSurvivesAKilledPs) {
   const std::string sample =
       std::string(STRATA_SOURCE_DIR) + "/tests/data/criteo_sample.tsv";

@@ -188,6 +188,21 @@ absl::Status Validate(const DatagenOptions& o) {
           check.field, " must be ", check.range, ", got ", check.value));
     }
   }
+  std::array<bool, kCriteoCategoricalColumns> seen{};
+  for (int c : o.multi_hot_columns) {
+    if (c < 0 || c >= kCriteoCategoricalColumns || seen[c]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "multi_hot_columns: ", c,
+          c < 0 || c >= kCriteoCategoricalColumns
+              ? " is not a categorical column (0 to 25)"
+              : " is listed twice"));
+    }
+    seen[c] = true;
+  }
+  if (o.max_hot < 1 || o.max_hot > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_hot must be in [1, 1024], got ", o.max_hot));
+  }
   return absl::OkStatus();
 }
 
@@ -210,26 +225,33 @@ class Model {
     return model;
   }
 
-  // Draws the 26 ids of one example into ids (missing: present[c] false)
-  // and returns w . sum of their latent vectors (unscaled).
-  double DrawCategorical(SplitMix64* rng,
-                         std::array<uint32_t, kCriteoCategoricalColumns>* ids,
-                         std::array<bool, kCriteoCategoricalColumns>* present)
+  // Draws the 26 ids of one example into ids (missing: present[c] false;
+  // a multi-hot column's into lists[c], ids[c] unused) and returns w . sum
+  // of their latent vectors (a multi-hot column's mean), unscaled.
+  double DrawCategorical(
+      SplitMix64* rng, std::array<uint32_t, kCriteoCategoricalColumns>* ids,
+      std::array<bool, kCriteoCategoricalColumns>* present,
+      std::array<std::vector<uint32_t>, kCriteoCategoricalColumns>* lists)
       const {
     double signal = 0;
     for (int c = 0; c < kCriteoCategoricalColumns; ++c) {
       (*present)[c] = rng->NextDouble() >= missing_rate_;
       if (!(*present)[c]) continue;
-      const uint64_t rank = samplers_[c].Sample(rng);
-      (*ids)[c] = IdOf(id_keys_[c], rank);
-      // v(c, rank): latent_dim values uniform in [-sqrt 3, sqrt 3) (unit
-      // variance), each a hash of (seed, c, rank, j).
-      const uint64_t base = SplitMix64::Mix(latent_keys_[c] ^ rank);
-      for (size_t j = 0; j < w_.size(); ++j) {
-        const double v =
-            (2.0 * ToUnit(SplitMix64::Mix(base + (j + 1) * kGolden)) - 1.0) *
-            std::sqrt(3.0);
-        signal += w_[j] * v;
+      if (!multi_hot_[c]) {
+        const uint64_t rank = samplers_[c].Sample(rng);
+        (*ids)[c] = IdOf(id_keys_[c], rank);
+        AddLatent(c, rank, 1.0, &signal);
+        continue;
+      }
+      std::vector<uint32_t>& list = (*lists)[c];
+      list.clear();
+      const int k = std::min(
+          max_hot_, 1 + static_cast<int>(rng->NextDouble() *
+                                         static_cast<double>(max_hot_)));
+      for (int i = 0; i < k; ++i) {
+        const uint64_t rank = samplers_[c].Sample(rng);
+        list.push_back(IdOf(id_keys_[c], rank));
+        AddLatent(c, rank, 1.0 / k, &signal);
       }
     }
     return signal;
@@ -238,9 +260,27 @@ class Model {
  private:
   explicit Model(const DatagenOptions& options)
       : missing_rate_(options.missing_rate),
-        w_(static_cast<size_t>(options.latent_dim)) {}
+        max_hot_(options.max_hot),
+        w_(static_cast<size_t>(options.latent_dim)) {
+    for (int c : options.multi_hot_columns) multi_hot_[c] = true;
+  }
+
+  // Adds scale * w . v(c, rank) to *signal, term by term (scale 1 adds
+  // exactly what it always did): v is latent_dim values uniform in
+  // [-sqrt 3, sqrt 3) (unit variance), each a hash of (seed, c, rank, j).
+  void AddLatent(int c, uint64_t rank, double scale, double* signal) const {
+    const uint64_t base = SplitMix64::Mix(latent_keys_[c] ^ rank);
+    for (size_t j = 0; j < w_.size(); ++j) {
+      const double v =
+          (2.0 * ToUnit(SplitMix64::Mix(base + (j + 1) * kGolden)) - 1.0) *
+          std::sqrt(3.0);
+      *signal += scale * w_[j] * v;
+    }
+  }
 
   double missing_rate_;
+  int max_hot_;
+  std::array<bool, kCriteoCategoricalColumns> multi_hot_{};
   std::vector<ZipfSampler> samplers_;
   std::array<uint64_t, kCriteoCategoricalColumns> id_keys_{};
   std::array<uint64_t, kCriteoCategoricalColumns> latent_keys_{};
@@ -259,10 +299,11 @@ Calibration Calibrate(const Model& model, const DatagenOptions& options,
   std::vector<double> raw(kCalibrationExamples);
   std::array<uint32_t, kCriteoCategoricalColumns> ids;
   std::array<bool, kCriteoCategoricalColumns> present;
+  std::array<std::vector<uint32_t>, kCriteoCategoricalColumns> lists;
   double sum = 0;
   for (int i = 0; i < kCalibrationExamples; ++i) {
     SplitMix64 rng(Key(options.seed, kCalibrationDomain, i));
-    raw[i] = model.DrawCategorical(&rng, &ids, &present);
+    raw[i] = model.DrawCategorical(&rng, &ids, &present, &lists);
     sum += raw[i];
   }
   const double mean = sum / kCalibrationExamples;
@@ -365,6 +406,9 @@ absl::StatusOr<DatagenSummary> GenerateCriteoData(
   text.reserve(kFlushBytes + 1024);
   std::array<uint32_t, kCriteoCategoricalColumns> ids;
   std::array<bool, kCriteoCategoricalColumns> present;
+  std::array<std::vector<uint32_t>, kCriteoCategoricalColumns> lists;
+  std::array<bool, kCriteoCategoricalColumns> multi_hot{};
+  for (int c : options.multi_hot_columns) multi_hot[c] = true;
   std::vector<float> scores, labels;
   auto flush_metrics = [&]() -> absl::Status {
     STRATA_RETURN_IF_ERROR(bayes.Add(scores, labels));
@@ -376,7 +420,8 @@ absl::StatusOr<DatagenSummary> GenerateCriteoData(
   for (int64_t i = 0; i < options.examples && status.ok(); ++i) {
     SplitMix64 rng(Key(options.seed, kExampleDomain,
                        static_cast<uint64_t>(i)));
-    const double s = model.DrawCategorical(&rng, &ids, &present) * cal.scale;
+    const double s =
+        model.DrawCategorical(&rng, &ids, &present, &lists) * cal.scale;
     const double logit = s + cal.bias;
     const double noisy = logit + options.noise * Gaussian(&rng);
     const bool label = rng.NextDouble() < Sigmoid(noisy);
@@ -399,7 +444,15 @@ absl::StatusOr<DatagenSummary> GenerateCriteoData(
     }
     for (int c = 0; c < kCriteoCategoricalColumns; ++c) {
       text.push_back('\t');
-      if (present[c]) AppendHex8(ids[c], &text);
+      if (!present[c]) continue;
+      if (!multi_hot[c]) {
+        AppendHex8(ids[c], &text);
+        continue;
+      }
+      for (size_t k = 0; k < lists[c].size(); ++k) {
+        if (k > 0) text.push_back(',');
+        AppendHex8(lists[c][k], &text);
+      }
     }
     text.push_back('\n');
     if (text.size() >= kFlushBytes) {
@@ -455,6 +508,10 @@ std::string DatagenSummaryJson(const DatagenOptions& options,
   j["missing_rate"] = options.missing_rate;
   j["positive_rate_target"] = options.positive_rate;
   j["signal_std"] = options.signal_std;
+  if (!options.multi_hot_columns.empty()) {
+    j["multi_hot_columns"] = options.multi_hot_columns;
+    j["max_hot"] = options.max_hot;
+  }
   return j.dump(2) + "\n";
 }
 

@@ -9,10 +9,12 @@
 //     missing with probability missing_rate; the id written is a keyed
 //     bijection of (seed, c, r) onto 32 bits, as 8 lowercase hex digits
 //     (distinct ranks of a column never share an id);
+//   * a multi-hot column (options.multi_hot_columns) draws 1 to max_hot
+//     ranks instead of one, written as a comma-separated list;
 //   * each (c, r) has a latent vector v(c, r) in R^latent_dim, a hash of
 //     (seed, c, r) (no table is kept); the signal is s = w . sum_c v(c, r_c)
 //     with w drawn from the seed and scaled so that s has standard deviation
-//     signal_std;
+//     signal_std (a multi-hot column adds the mean of its ranks' vectors);
 //   * the label is Bernoulli(sigmoid(s + b + noise * N(0, 1))), with the
 //     bias b solved (on a calibration sample) for the positive rate
 //     positive_rate;
@@ -59,6 +61,13 @@ struct DatagenOptions {
   double missing_rate = 0.02;   // [0, 1): each integer and id field
   double positive_rate = 0.25;  // (0, 1): the target fraction of 1 labels
   double signal_std = 1.5;      // > 0: the standard deviation of s
+  // Categorical columns (0..25, distinct) written as multi-hot fields: each
+  // present one holds 1 to max_hot ids (uniform), drawn independently from
+  // the column's Zipf distribution and written comma-separated, and adds
+  // the mean of their latent vectors to the signal (what a mean bag can
+  // learn). Empty: every field one id (and the same output as before).
+  std::vector<int> multi_hot_columns;
+  int max_hot = 4;  // [1, 1024]
 };
 
 struct DatagenSummary {

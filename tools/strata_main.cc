@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "common/cli.h"
 #include "common/daemon.h"
 #include "common/security_flags.h"
@@ -94,6 +95,11 @@ ABSL_FLAG(double, noise, 0.5, "datagen: the scale of the N(0,1) noise "
           "added to the label logit");
 ABSL_FLAG(double, missing_rate, 0.02, "datagen: the probability that a "
           "field is empty");
+ABSL_FLAG(std::vector<std::string>, multi_hot_columns, {},
+          "datagen: categorical columns (0..25, comma-separated) written as "
+          "multi-hot fields (comma-separated id lists)");
+ABSL_FLAG(int, max_hot, 4, "datagen: the most ids of a multi-hot field "
+          "(each holds 1 to this many, uniform)");
 ABSL_FLAG(double, positive_rate, 0.25, "datagen: the target fraction of "
           "positive labels");
 
@@ -322,6 +328,16 @@ int Datagen() {
   options.noise = absl::GetFlag(FLAGS_noise);
   options.missing_rate = absl::GetFlag(FLAGS_missing_rate);
   options.positive_rate = absl::GetFlag(FLAGS_positive_rate);
+  for (const std::string& c : absl::GetFlag(FLAGS_multi_hot_columns)) {
+    int column = 0;
+    if (!absl::SimpleAtoi(c, &column)) {
+      std::cerr << "strata datagen: --multi-hot-columns: '" << c
+                << "' is not a column index\n";
+      return 2;
+    }
+    options.multi_hot_columns.push_back(column);
+  }
+  options.max_hot = absl::GetFlag(FLAGS_max_hot);
   auto summary = strata::GenerateCriteoData(options);
   if (!summary.ok()) {
     std::cerr << "strata datagen: " << summary.status().message() << "\n";
@@ -387,10 +403,10 @@ strata::CliSpec Cli() {
        "strata datagen --out PATH --examples N [--seed S] "
        "[--cardinalities C1,...,C26 | --max-cardinality M] [--gzip] "
        "[--zipf-exponent X] [--latent-dim D] [--noise X] [--missing-rate X] "
-       "[--positive-rate X]",
+       "[--positive-rate X] [--multi-hot-columns C,... [--max-hot K]]",
        {{"Output", {"out", "examples", "seed", "gzip"}},
         {"Ids", {"cardinalities", "max_cardinality", "zipf_exponent",
-                 "missing_rate"}},
+                 "missing_rate", "multi_hot_columns", "max_hot"}},
         {"Labels", {"latent_dim", "noise", "positive_rate"}}}}};
   return cli;
 }
