@@ -128,7 +128,10 @@ TEST_F(CoordinatorHaLaunchTest, KilledLeaderIsReplacedAndTheRunCompletesOnce) {
 }
 
 TEST_F(CoordinatorHaLaunchTest, PausedLeaderIsFencedOffAndStepsDownOnResume) {
-  LaunchRun run = StartLaunch("ha_pause", {"--ha", "--ps=1", "--workers=2"});
+  // Long enough that the run is still going when the old leader resumes
+  // (the small job's 3 epochs can end during the failover).
+  LaunchRun run = StartLaunch("ha_pause",
+                              {"--ha", "--ps=1", "--workers=2", "--epochs=20"});
   auto etcd = EtcdOf(run);
   ASSERT_NE(etcd, nullptr) << Log(run);
   ASSERT_FALSE(WaitForProgress(run, 150).empty()) << Log(run);
@@ -145,6 +148,7 @@ TEST_F(CoordinatorHaLaunchTest, PausedLeaderIsFencedOffAndStepsDownOnResume) {
       absl::Seconds(2));
   auto before = client->GetJob();
   ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_EQ(before->state(), v1::JobStatus::RUNNING) << Log(run);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   int64_t steps = before->steps_completed();
   while (steps < before->steps_completed() + 50 &&
