@@ -64,12 +64,12 @@ CoordinatorClient::CoordinatorClient(std::string target,
 }
 
 template <typename Fn>
-absl::Status CoordinatorClient::Once(Fn fn) {
+absl::Status CoordinatorClient::Once(Fn fn, bool repeatable) {
   const size_t index = current_.load() % stubs_.size();
   grpc::ClientContext ctx;
   SetDeadline(&ctx, call_deadline_);
   absl::Status s = FromGrpcStatus(fn(&ctx, stubs_[index].get()));
-  if (s.code() == absl::StatusCode::kCancelled) {
+  if (repeatable && s.code() == absl::StatusCode::kCancelled) {
     // This client never cancels its calls: the server went away mid-call
     // (a restart, or a standby handing its port to the leader it became).
     s = absl::UnavailableError(absl::StrCat(
@@ -100,7 +100,7 @@ absl::Status CoordinatorClient::Once(Fn fn) {
   // A replica that is down, a standby, or one that does not answer in
   // time (paused): the next attempt goes to the next one.
   if ((s.code() == absl::StatusCode::kUnavailable ||
-       s.code() == absl::StatusCode::kDeadlineExceeded) &&
+       (repeatable && s.code() == absl::StatusCode::kDeadlineExceeded)) &&
       stubs_.size() > 1) {
     size_t expected = index;
     current_.compare_exchange_strong(expected, (index + 1) % stubs_.size());
@@ -109,20 +109,20 @@ absl::Status CoordinatorClient::Once(Fn fn) {
 }
 
 template <typename Fn>
-absl::Status CoordinatorClient::Call(Fn fn) {
+absl::Status CoordinatorClient::Call(Fn fn, bool repeatable) {
   const absl::Time give_up = absl::Now() + retry_for_;
   absl::Duration backoff = absl::Milliseconds(50);
   while (true) {
     // Every coordinator is tried once before pausing.
     absl::Status s;
     for (size_t i = 0; i < stubs_.size(); ++i) {
-      s = Once(fn);
+      s = Once(fn, repeatable);
       // With replicas, one that did not answer in time is passed over too
-      // (every coordinator call may be repeated: reports are idempotent,
-      // and a step leased twice goes back to the queue).
+      // when the call may be repeated (reports are idempotent, and a step
+      // leased twice goes back to the queue; SubmitJob is not).
       const bool next =
           s.code() == absl::StatusCode::kUnavailable ||
-          (s.code() == absl::StatusCode::kDeadlineExceeded &&
+          (repeatable && s.code() == absl::StatusCode::kDeadlineExceeded &&
            stubs_.size() > 1);
       if (!next) return s;
     }
@@ -174,8 +174,12 @@ absl::StatusOr<v1::GetClusterSpecResponse> CoordinatorClient::GetClusterSpec() {
 absl::StatusOr<v1::SubmitJobResponse> CoordinatorClient::SubmitJob(
     const v1::SubmitJobRequest& r) {
   v1::SubmitJobResponse resp;
+  // Not repeated after a deadline: the job may have started.
   absl::Status s = Call(
-      [&](grpc::ClientContext* ctx, v1::CoordinatorService::Stub* stub) { return stub->SubmitJob(ctx, r, &resp); });
+      [&](grpc::ClientContext* ctx, v1::CoordinatorService::Stub* stub) {
+        return stub->SubmitJob(ctx, r, &resp);
+      },
+      /*repeatable=*/false);
   if (!s.ok()) return s;
   return resp;
 }

@@ -74,10 +74,13 @@ class CoordinatorClient {
   // deadline, checks the answer's epoch, and moves on to the next
   // coordinator after UNAVAILABLE.
   template <typename Fn>
-  absl::Status Once(Fn fn);
-  // Once, retried while UNAVAILABLE for up to retry_for_.
+  absl::Status Once(Fn fn, bool repeatable = true);
+  // Once, retried while UNAVAILABLE for up to retry_for_. `repeatable`:
+  // the call may have taken effect when it timed out or was cancelled and
+  // may still be made again (with replicas, those go on to the next); a
+  // call that is not (SubmitJob) is retried only when refused.
   template <typename Fn>
-  absl::Status Call(Fn fn);
+  absl::Status Call(Fn fn, bool repeatable = true);
 
   const std::string target_;
   const absl::Duration retry_for_;

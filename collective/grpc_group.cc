@@ -373,7 +373,12 @@ void GrpcGroup::OnCallDone(std::shared_ptr<Call> call) {
     absl::MutexLock lock(&mu_);
     --in_flight_[call->peer];
     --total_in_flight_;
-    if (!call->status.ok()) {
+    // The retry of a send whose first attempt did reach the peer (the
+    // connection broke before the answer) finds the message there.
+    const bool delivered_before =
+        call->attempt > 0 &&
+        call->status.error_code() == grpc::StatusCode::ALREADY_EXISTS;
+    if (!call->status.ok() && !delivered_before) {
       // A retry that failed too reports the first attempt's status.
       const absl::Status s = FromGrpcStatus(
           call->attempt > 0 ? call->first_status : call->status);

@@ -11,6 +11,7 @@
 // (logging "leading as epoch N" on stderr). A leader that loses its lease, or whose
 // state write etcd refuses, exits at once with code 3 (to be restarted as
 // a standby).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -276,7 +277,13 @@ int RunElected(strata::CoordinatorServerOptions options,
   election_options.key = prefix + "/leader";
   election_options.candidate = advertise;
   election_options.ttl = absl::Milliseconds(ttl_ms);
-  strata::LeaderElection election(etcd.get(), election_options, logger);
+  // The election's calls end well within the lease (a renewal stuck for
+  // the client's default 5 s would outlast a 2 s lease).
+  auto election_etcd = strata::EtcdClient::Connect(
+      absl::GetFlag(FLAGS_etcd_endpoints),
+      std::max(absl::Milliseconds(300), absl::Milliseconds(ttl_ms) / 3));
+  strata::LeaderElection election(election_etcd.get(), election_options,
+                                  logger);
   absl::Notification campaign_stop;
   std::atomic<int64_t> won{0};
   std::thread campaign([&] {

@@ -32,6 +32,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     PsClientCheckpointerOptions checkpointer_options;
     checkpointer_options.security = options.ps_security;
     checkpointer_options.coordinator_epoch = options.service.leader_epoch;
+    checkpointer_options.leading = options.service.leading;
     s->checkpointer_ = std::make_shared<PsClientCheckpointer>(
         [raw] { return raw->PsTargets(); }, checkpointer_options);
   }

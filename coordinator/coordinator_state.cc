@@ -74,6 +74,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorState>> CoordinatorState::Create(
   const std::string path = state->StatePath();
   absl::StatusOr<std::string> text = fs->ReadFile(path);
   if (absl::IsNotFound(text.status())) return state;
+  if (absl::IsUnavailable(text.status())) {
+    // The store is out of reach for now (etcd): not a corrupt state.
+    return absl::UnavailableError(absl::StrCat(
+        "coordinator state ", path, " cannot be read now: ",
+        text.status().message()));
+  }
   if (!text.ok()) {
     return absl::DataLossError(
         absl::StrCat("coordinator state ", path, " cannot be read"));

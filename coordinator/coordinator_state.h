@@ -89,8 +89,9 @@ class CoordinatorState {
   // exists: the job resumes RUNNING, its in-flight items are pending again,
   // and known members keep their state with a fresh lease. Errors:
   // INVALID_ARGUMENT for bad options; DATA_LOSS naming the file and the
-  // problem when state.json is corrupt; FAILED_PRECONDITION when the state
-  // directory cannot be created.
+  // problem when state.json is corrupt or unreadable; UNAVAILABLE when the
+  // file system cannot be reached now (its read said UNAVAILABLE: etcd);
+  // FAILED_PRECONDITION when the state directory cannot be created.
   static absl::StatusOr<std::unique_ptr<CoordinatorState>> Create(
       CoordinatorOptions options, Logger* logger);
   ~CoordinatorState();

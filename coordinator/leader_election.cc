@@ -57,12 +57,25 @@ absl::StatusOr<int64_t> LeaderElection::Campaign(absl::Notification* stop) {
         return epoch_.load();
       }
       if (resp.ok()) {
-        // Someone leads: wait for the key to go.
         std::string leader;
         if (resp->responses_size() > 0 &&
             resp->responses(0).response_range().kvs_size() > 0) {
-          leader = resp->responses(0).response_range().kvs(0).value();
+          const etcdserverpb::KeyValue& kv =
+              resp->responses(0).response_range().kvs(0);
+          if (kv.lease() == *lease) {
+            // Our own key: an earlier attempt won but its answer was lost
+            // (a retry on another endpoint, a deadline). Leading since.
+            epoch_ = kv.create_revision();
+            lost_ = false;
+            logger_->Info("election_won", {{"key", options_.key},
+                                           {"epoch", epoch_.load()},
+                                           {"lease", *lease},
+                                           {"answer_lost", true}});
+            return epoch_.load();
+          }
+          leader = kv.value();
         }
+        // Someone else leads: wait for the key to go.
         if (leader != last_seen) {
           logger_->Info("election_standby",
                         {{"key", options_.key}, {"leader", leader}});

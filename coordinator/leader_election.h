@@ -11,6 +11,7 @@
 #define STRATA_COORDINATOR_LEADER_ELECTION_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -35,8 +36,15 @@ struct LeaderElectionOptions {
   absl::Duration ttl = absl::Seconds(3);
   // How often a standby looks at the key.
   absl::Duration poll = absl::Milliseconds(200);
-  // The clock of the local lease check (injected in tests).
-  std::function<absl::Time()> now = [] { return absl::Now(); };
+  // The clock of the local lease check (injected in tests): monotonic by
+  // default (only differences matter; a wall clock stepped back would
+  // stretch the lease).
+  std::function<absl::Time()> now = [] {
+    return absl::FromUnixNanos(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+  };
 };
 
 // Thread-safe. The client and logger must outlive it.

@@ -36,6 +36,11 @@ absl::Status PsClientCheckpointer::ForEach(
   }
   absl::Status first;
   for (const PsTarget& target : targets) {
+    if (options_.leading && !options_.leading()) {
+      return absl::UnavailableError(absl::StrCat(
+          what, ": this coordinator (epoch ", options_.coordinator_epoch,
+          ") no longer leads"));
+    }
     absl::Status status = call(ClientFor(target.address));
     if (!status.ok() && first.ok()) {
       first = absl::Status(

@@ -59,6 +59,9 @@ struct PsClientCheckpointerOptions {
   // The elected coordinator's epoch, sent with every call so that the PS
   // tasks refuse a deposed coordinator's (0: not elected).
   int64_t coordinator_epoch = 0;
+  // Asked before every call to a PS task when set: a coordinator that no
+  // longer leads makes none (UNAVAILABLE), whatever the PS tasks know.
+  std::function<bool()> leading;
 };
 
 // PsCheckpointer over PsClient: calls Save/Restore on every target that

@@ -186,15 +186,25 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::CreateVariable(
       });
 }
 
-absl::Status ParameterServiceImpl::AdmitCoordinatorEpoch(int64_t epoch,
-                                                        const char* method) {
+absl::Status ParameterServiceImpl::AdmitCoordinatorEpoch(
+    int64_t epoch, const ServiceCall& call, const char* method) {
   if (epoch <= 0) return absl::OkStatus();
-  int64_t seen = coordinator_epoch_.load();
-  while (epoch > seen && !coordinator_epoch_.compare_exchange_weak(seen, epoch)) {
+  const std::string job = call.caller().has_value() ? call.caller()->job : "";
+  int64_t seen = 0;
+  {
+    absl::MutexLock lock(&epochs_mu_);
+    int64_t& highest = coordinator_epochs_[job];
+    seen = highest;
+    if (epoch >= highest) {
+      highest = epoch;
+      return absl::OkStatus();
+    }
   }
-  if (epoch >= seen) return absl::OkStatus();
   logger_->Log(LogLevel::kWarning, "coordinator_fenced",
-               {{"method", method}, {"epoch", epoch}, {"leader_epoch", seen}});
+               {{"method", method},
+                {"job", job},
+                {"epoch", epoch},
+                {"leader_epoch", seen}});
   return absl::FailedPreconditionError(absl::StrCat(
       method, " refused: it comes from coordinator epoch ", epoch,
       ", and the coordinator of epoch ", seen,
@@ -208,7 +218,7 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::Save(
       ctx, "Save", Role::kCoordinator, RunOn::kCheckpointThread,
       [this, req, resp](const ServiceCall& call) -> absl::Status {
         STRATA_RETURN_IF_ERROR(
-            AdmitCoordinatorEpoch(req->coordinator_epoch(), "Save"));
+            AdmitCoordinatorEpoch(req->coordinator_epoch(), call, "Save"));
         STRATA_ASSIGN_OR_RETURN(
             std::string path,
             ScopedCheckpointPath(*store_, call.caller(), req->path(), "save"));
@@ -232,7 +242,7 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::Restore(
       ctx, "Restore", Role::kCoordinator, RunOn::kCheckpointThread,
       [this, req, resp](const ServiceCall& call) -> absl::Status {
         STRATA_RETURN_IF_ERROR(
-            AdmitCoordinatorEpoch(req->coordinator_epoch(), "Restore"));
+            AdmitCoordinatorEpoch(req->coordinator_epoch(), call, "Restore"));
         STRATA_ASSIGN_OR_RETURN(
             std::string path, ScopedCheckpointPath(*store_, call.caller(),
                                                    req->path(), "restore"));
@@ -254,8 +264,8 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::DeleteCheckpoints(
   return Unary(
       ctx, "DeleteCheckpoints", Role::kCoordinator, RunOn::kCheckpointThread,
       [this, req, resp](const ServiceCall& call) -> absl::Status {
-        STRATA_RETURN_IF_ERROR(AdmitCoordinatorEpoch(req->coordinator_epoch(),
-                                                     "DeleteCheckpoints"));
+        STRATA_RETURN_IF_ERROR(AdmitCoordinatorEpoch(
+            req->coordinator_epoch(), call, "DeleteCheckpoints"));
         // Every path is checked before any is deleted.
         std::vector<std::string> paths;
         for (const std::string& p : req->paths()) {

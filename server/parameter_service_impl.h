@@ -220,7 +220,11 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   // Fencing of elected coordinators: OK for epoch 0 (not elected) and for
   // an epoch at least the highest seen so far (which it raises);
   // FAILED_PRECONDITION naming both epochs for a deposed coordinator's.
-  absl::Status AdmitCoordinatorEpoch(int64_t epoch, const char* method);
+  // Kept per job (the caller's; "" without credentials): jobs' elected
+  // coordinators have epochs of unrelated scales.
+  absl::Status AdmitCoordinatorEpoch(int64_t epoch, const ServiceCall& call,
+                                     const char* method)
+      ABSL_LOCKS_EXCLUDED(epochs_mu_);
 
   ParameterStore* const store_;
   Logger* const logger_;
@@ -234,8 +238,10 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   absl::Mutex table_metrics_mu_;
   std::set<std::string> table_metrics_ ABSL_GUARDED_BY(table_metrics_mu_);
   // The highest coordinator epoch a Save, Restore or DeleteCheckpoints
-  // carried.
-  std::atomic<int64_t> coordinator_epoch_{0};
+  // carried, per job.
+  absl::Mutex epochs_mu_;
+  std::map<std::string, int64_t> coordinator_epochs_
+      ABSL_GUARDED_BY(epochs_mu_);
   // Removes the doorbells whose thread ended (their region was dropped),
   // for the caller to destroy outside the lock.
   std::vector<std::unique_ptr<DoorbellServer>> TakeFinishedDoorbellsLocked()

@@ -41,23 +41,33 @@ namespace {
 constexpr absl::Duration kStartTimeout = absl::Seconds(60);
 constexpr absl::Duration kPoll = absl::Milliseconds(100);
 
-// A TCP port on 127.0.0.1 that was free a moment ago (for etcd, which must
-// be told its ports).
-absl::StatusOr<int> FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError("socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
+// `n` distinct TCP ports on 127.0.0.1 that were free a moment ago (for
+// etcd, which must be told its ports): all bound at once, then released.
+absl::StatusOr<std::vector<int>> FreeLoopbackPorts(int n) {
+  std::vector<int> fds;
+  std::vector<int> ports;
+  absl::Status status;
+  for (int i = 0; i < n && status.ok(); ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      status = absl::InternalError("socket() failed");
+      break;
+    }
+    fds.push_back(fd);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      status = absl::UnavailableError("no free port on 127.0.0.1");
+      break;
+    }
+    ports.push_back(ntohs(addr.sin_port));
   }
-  close(fd);
-  if (port <= 0) return absl::UnavailableError("no free port on 127.0.0.1");
-  return port;
+  for (int fd : fds) close(fd);
+  if (!status.ok()) return status;
+  return ports;
 }
 
 // The etcd binary: on the PATH, else Debian's.
@@ -322,8 +332,10 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   const std::string cluster_file = run_dir + "/cluster.json";
 
   if (options.ha) {
-    STRATA_ASSIGN_OR_RETURN(const int client_port, FreeLoopbackPort());
-    STRATA_ASSIGN_OR_RETURN(const int peer_port, FreeLoopbackPort());
+    STRATA_ASSIGN_OR_RETURN(const std::vector<int> ports,
+                            FreeLoopbackPorts(2));
+    const int client_port = ports[0];
+    const int peer_port = ports[1];
     const std::string client_url =
         absl::StrCat("http://127.0.0.1:", client_port);
     const std::string peer_url = absl::StrCat("http://127.0.0.1:", peer_port);
