@@ -482,6 +482,22 @@ TEST_F(AuthTest, RestoredTablesStayTheirJobs) {
               StatusIs(absl::StatusCode::kPermissionDenied));
 }
 
+// The PS keeps the highest elected-coordinator epoch per job: one job's
+// high epoch does not fence another job's coordinator, while a lower epoch
+// of the same job is refused.
+TEST_F(AuthTest, CoordinatorEpochsAreFencedPerJob) {
+  STRATA_ASSERT_OK(Client("coord-a")->Save("a-ckpt", 1000).status());
+  // Job ops (the admin's) counts its own epochs.
+  STRATA_ASSERT_OK(Client("admin")->Save("ops-ckpt", 5).status());
+  EXPECT_THAT(Client("coord-a")->Save("a-ckpt-2", 999).status(),
+              StatusIsWithMessage(absl::StatusCode::kFailedPrecondition,
+                                  "coordinator epoch 999, and the coordinator "
+                                  "of epoch 1000 has led since"));
+  EXPECT_THAT(Client("admin")->Save("ops-ckpt-2", 4).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  STRATA_ASSERT_OK(Client("admin")->Save("ops-ckpt-3", 6).status());
+}
+
 TEST_F(AuthTest, CoordinatorCheckpointsUnderItsJobDirectory) {
   auto coord = Client("coord-a");
   auto saved = coord->Save("ckpt");
