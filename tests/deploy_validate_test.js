@@ -101,7 +101,7 @@ test('policy layer: elected coordinators and etcd disagree in broken-ha.yaml', (
   const schema = run('schema', rendered);
   assert.strictEqual(schema.code, 0, `every field is valid:\n${schema.out}`);
   expectFindings(run('policy', rendered), 'policy', [
-    'readinessProbe must be a tcpSocket probe: an elected coordinator (--etcd-endpoints) answers grpc health NOT_SERVING',
+    'readinessProbe must be a tcpSocket probe: an elected coordinator (--etcd-endpoints) fails grpc health checks (UNAVAILABLE)',
     'StatefulSet/strata-coordinator: Service strata-coordinator must be headless (clusterIP: None) with publishNotReadyAddresses: true',
     '--advertise-address=strata-coordinator:5000: an elected coordinator advertises its name through the headless Service',
     'Job/strata-submit container submit: --coordinator=strata-coordinator-0.strata-coordinator:5000 must list every replica of the elected StatefulSet/strata-coordinator',

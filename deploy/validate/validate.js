@@ -499,12 +499,12 @@ function checkContainer(pod, c, isInit, findings, add) {
     if (!pp) continue;
     // A daemon serving TLS (--tls-cert) answers health only over TLS, which
     // the kubelet's grpc probe cannot speak: a tcpSocket probe of the port.
-    // An elected coordinator (--etcd-endpoints) answers NOT_SERVING while it
+    // An elected coordinator (--etcd-endpoints) answers UNAVAILABLE while it
     // stands by: a grpc probe would keep the standby from starting, restart
     // it, and stall rollouts and drains on it; a tcpSocket probe only.
     const tls = (c.args || []).some((x) => String(x).startsWith('--tls-cert'));
     if (elected && pp.kind !== 'tcpSocket') {
-      add(where, `${p} must be a tcpSocket probe: an elected coordinator (--etcd-endpoints) answers grpc health NOT_SERVING while it stands by`);
+      add(where, `${p} must be a tcpSocket probe: an elected coordinator (--etcd-endpoints) fails grpc health checks (UNAVAILABLE) while it stands by`);
     } else if (!elected && STRATA_DAEMONS.has(daemon) && pp.kind !== 'grpc' &&
         !(tls && pp.kind === 'tcpSocket')) {
       add(where, `${p} should be a native grpc probe (${daemon} serves grpc.health.v1)` +
