@@ -576,8 +576,27 @@ std::vector<CheckpointVariable> TableStore::CheckpointEntries() const {
 }
 
 absl::Status TableStore::Restore(const Checkpoint& checkpoint) {
+  STRATA_ASSIGN_OR_RETURN(Prepared prepared, PrepareRestore(checkpoint));
+  CommitRestore(std::move(prepared));
+  return absl::OkStatus();
+}
+
+std::vector<std::string> TableStore::Prepared::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, shard] : tables_) out.push_back(name);
+  return out;
+}
+
+void TableStore::CommitRestore(Prepared prepared) {
+  absl::MutexLock lock(&mu_);
+  tables_.swap(prepared.tables_);
+}
+
+absl::StatusOr<TableStore::Prepared> TableStore::PrepareRestore(
+    const Checkpoint& checkpoint) const {
   STRATA_ASSIGN_OR_RETURN(auto saved, SavedTables(checkpoint));
-  std::map<std::string, std::shared_ptr<Shard>> fresh;
+  Prepared prepared;
+  std::map<std::string, std::shared_ptr<Shard>>& fresh = prepared.tables_;
   for (const auto& [name, t] : saved) {
     STRATA_ASSIGN_OR_RETURN(v1::TableSpec spec, SavedSpec(name, t));
     absl::StatusOr<v1::TableSpec> normalized = Normalize(spec);
@@ -602,9 +621,7 @@ absl::Status TableStore::Restore(const Checkpoint& checkpoint) {
                                        &s.window));
     fresh.emplace(name, *std::move(shard));
   }
-  absl::MutexLock lock(&mu_);
-  tables_.swap(fresh);
-  return absl::OkStatus();
+  return prepared;
 }
 
 absl::StatusOr<int64_t> TableStore::Reshard(

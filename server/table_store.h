@@ -101,8 +101,29 @@ class TableStore {
 
   // Replaces every table with the tables of `checkpoint` (a checkpoint of
   // this task: same shard layout). Errors: DATA_LOSS naming the entry;
-  // nothing changes then.
+  // nothing changes then. PrepareRestore and CommitRestore are its two
+  // halves, for a caller that checks something between them.
   absl::Status Restore(const Checkpoint& checkpoint);
+
+  // (Declared here for Prepared; defined in table_store.cc.)
+ private:
+  struct Shard;
+
+ public:
+  // The tables of a checkpoint, built aside (nothing changes here).
+  class Prepared {
+   public:
+    // The tables' names.
+    std::vector<std::string> names() const;
+
+   private:
+    friend class TableStore;
+    std::map<std::string, std::shared_ptr<Shard>> tables_;
+  };
+  // Errors: as Restore's.
+  absl::StatusOr<Prepared> PrepareRestore(const Checkpoint& checkpoint) const;
+  // Replaces every table with the prepared ones.
+  void CommitRestore(Prepared prepared);
 
   // Loads, into each table this task holds, the rows of that table's name
   // in `checkpoints` (written by any number of tasks) whose ids fall in its
@@ -113,8 +134,6 @@ class TableStore {
   absl::StatusOr<int64_t> Reshard(const std::vector<Checkpoint>& checkpoints);
 
  private:
-  struct Shard;
-
   absl::StatusOr<std::shared_ptr<Shard>> Get(const std::string& name) const;
   // A new shard for a normalized spec. Errors: INVALID_ARGUMENT.
   absl::StatusOr<std::shared_ptr<Shard>> NewShard(

@@ -81,8 +81,7 @@ absl::StatusOr<bool> VariableStore::CreateTable(
 }
 
 absl::Status VariableStore::CheckCheckpointAccessLocked(
-    const std::optional<Caller>& caller, const char* what,
-    bool tables_too) const {
+    const std::optional<Caller>& caller, const char* what) const {
   if (ReachesEveryJob(caller)) return absl::OkStatus();
   for (const auto& [name, v] : variables_) {
     auto it = owners_.find(name);
@@ -92,10 +91,7 @@ absl::Status VariableStore::CheckCheckpointAccessLocked(
           "': only an admin credential may ", what, " its checkpoints"));
     }
   }
-  absl::StatusOr<std::vector<v1::TableInfo>> tables =
-      tables_too ? tables_.Stats("")
-                 : absl::StatusOr<std::vector<v1::TableInfo>>(
-                       std::vector<v1::TableInfo>());
+  absl::StatusOr<std::vector<v1::TableInfo>> tables = tables_.Stats("");
   if (tables.ok()) {
     for (const v1::TableInfo& t : *tables) {
       auto it = table_owners_.find(t.spec().name());
@@ -263,13 +259,15 @@ absl::StatusOr<int64_t> VariableStore::Restore(
     }
   }
   const int64_t n = static_cast<int64_t>(fresh.size());
-  STRATA_RETURN_IF_ERROR(tables_.Restore(ckpt));
+  STRATA_ASSIGN_OR_RETURN(TableStore::Prepared restored_tables,
+                          tables_.PrepareRestore(ckpt));
+  const std::vector<std::string> table_names = restored_tables.names();
   {
     absl::MutexLock lock(&mu_);
-    // Another job may have created a variable while the files were read
-    // (the tables were checked before: they hold the checkpoint's now).
-    STRATA_RETURN_IF_ERROR(
-        CheckCheckpointAccessLocked(caller, "restore", /*tables_too=*/false));
+    // Another job may have created a variable or a table while the files
+    // were read: then nothing changes.
+    STRATA_RETURN_IF_ERROR(CheckCheckpointAccessLocked(caller, "restore"));
+    tables_.CommitRestore(std::move(restored_tables));
     // A job's coordinator owns what it restored; an admin (or a server
     // without credentials) keeps the owners known before.
     absl::flat_hash_map<std::string, std::string> owners;
@@ -283,16 +281,12 @@ absl::StatusOr<int64_t> VariableStore::Restore(
     }
     // The same for the tables the checkpoint held.
     absl::flat_hash_map<std::string, std::string> table_owners;
-    absl::StatusOr<std::vector<v1::TableInfo>> tables = tables_.Stats("");
-    if (tables.ok()) {
-      for (const v1::TableInfo& t : *tables) {
-        const std::string& name = t.spec().name();
-        auto known = table_owners_.find(name);
-        if (ReachesEveryJob(caller) && known != table_owners_.end()) {
-          table_owners[name] = known->second;
-        } else if (caller.has_value()) {
-          table_owners[name] = caller->job;
-        }
+    for (const std::string& name : table_names) {
+      auto known = table_owners_.find(name);
+      if (ReachesEveryJob(caller) && known != table_owners_.end()) {
+        table_owners[name] = known->second;
+      } else if (caller.has_value()) {
+        table_owners[name] = caller->job;
       }
     }
     variables_.swap(fresh);

@@ -124,11 +124,9 @@ class VariableStore : public ParameterStore {
   absl::Status CheckTableOwnerLocked(const std::optional<Caller>& caller,
                                      const std::string& name) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // `tables_too`: the tables' owners are checked as well as the
-  // variables'.
+  // The variables' owners and the tables'.
   absl::Status CheckCheckpointAccessLocked(const std::optional<Caller>& caller,
-                                           const char* what,
-                                           bool tables_too = true) const
+                                           const char* what) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Makes `name` the caller's job's unless it has an owner (no caller:
   // nothing).

@@ -278,3 +278,60 @@ TEST(VariableStoreConcurrencyTest, DeadlineTimerRunsEveryCallbackOnce) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// A store whose checkpoint reads wait until the test releases them.
+class SlowReadStore final : public VariableStore {
+ public:
+  using VariableStore::VariableStore;
+  absl::Notification reading;
+  absl::Notification release;
+
+ protected:
+  absl::StatusOr<Checkpoint> ReadCheckpointFiles(
+      const std::string& path) override {
+    if (!reading.HasBeenNotified()) reading.Notify();
+    release.WaitForNotificationWithTimeout(absl::Seconds(30));
+    return VariableStore::ReadCheckpointFiles(path);
+  }
+};
+
+// A table another job creates while a job's restore reads its files is
+// neither dropped nor given to the restoring job: the restore is refused
+// and changes nothing.
+TEST(VariableStoreTablesTest, TableCreatedByAnotherJobDuringARestoreSurvives) {
+  const std::string dir = std::filesystem::path(::testing::TempDir()) /
+                          ("restore_tables_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  VariableStoreOptions options;
+  options.checkpoint_dir = dir;
+  SlowReadStore store(options);
+  const Caller a{"a", Role::kCoordinator};
+  const Caller b{"b", Role::kCoordinator};
+  v1::TableSpec spec;
+  spec.set_name("a.t");
+  spec.set_dim(2);
+  ASSERT_TRUE(store.CreateTable(spec, a).ok());
+  ASSERT_TRUE(store.Save("ckpt", a).ok());
+  absl::Status restored;
+  std::thread restore([&] { restored = store.Restore("ckpt", a).status(); });
+  ASSERT_TRUE(store.reading.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  v1::TableSpec other = spec;
+  other.set_name("b.t");
+  ASSERT_TRUE(store.CreateTable(other, b).ok());
+  store.release.Notify();
+  restore.join();
+  EXPECT_EQ(restored.code(), absl::StatusCode::kPermissionDenied) << restored;
+  // Job b's table is there and still b's; job a's table too.
+  EXPECT_TRUE(store.tables()->Stats("b.t").ok());
+  EXPECT_TRUE(store.tables()->Stats("a.t").ok());
+  EXPECT_EQ(store.CheckTableOwner(a, "b.t").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(store.CheckTableOwner(b, "b.t").ok());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace strata
