@@ -227,6 +227,20 @@ class StandbyServer {
   std::unique_ptr<grpc::Server> server_;
 };
 
+// On stop signal `sig`: the final checkpoint (--final-checkpoint-seconds),
+// then the drain (--drain-seconds), the state written.
+void CheckpointAndDrain(int sig, strata::CoordinatorServer* server,
+                        strata::Logger* logger) {
+  strata::FinalCheckpointOptions final_checkpoint;
+  final_checkpoint.timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_final_checkpoint_seconds));
+  strata::TakeFinalCheckpoint(
+      strata::StateCheckpointProgress(server->state()).get(),
+      final_checkpoint, logger, sig);
+  logger->Info("draining", {{"signal", sig}});
+  server->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
+}
+
 [[noreturn]] void ExitLostLeadership(strata::Logger* logger,
                                      const std::string& reason) {
   logger->Error("leadership_lost", {{"reason", reason}, {"exit_code", 3}});
@@ -339,15 +353,7 @@ int RunElected(strata::CoordinatorServerOptions options,
   logger->Info("leading", {{"epoch", epoch}, {"address", address}});
   LogListening(options, **server, logger);
 
-  sig = stop.Wait();
-  strata::FinalCheckpointOptions final_checkpoint;
-  final_checkpoint.timeout =
-      absl::Seconds(absl::GetFlag(FLAGS_final_checkpoint_seconds));
-  strata::TakeFinalCheckpoint(
-      strata::StateCheckpointProgress((*server)->state()).get(),
-      final_checkpoint, logger, sig);
-  logger->Info("draining", {{"signal", sig}});
-  (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
+  CheckpointAndDrain(stop.Wait(), server->get(), logger);
   // The state is written: a standby may take over at once.
   election.Resign();
   logger->Info("stopped", {});
@@ -385,15 +391,7 @@ int main(int argc, char** argv) {
               << (*server)->metrics_port() << std::endl;
   }
 
-  const int sig = stop.Wait();
-  strata::FinalCheckpointOptions final_checkpoint;
-  final_checkpoint.timeout =
-      absl::Seconds(absl::GetFlag(FLAGS_final_checkpoint_seconds));
-  strata::TakeFinalCheckpoint(
-      strata::StateCheckpointProgress((*server)->state()).get(),
-      final_checkpoint, &logger, sig);
-  logger.Log(strata::LogLevel::kInfo, "draining", {{"signal", sig}});
-  (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
+  CheckpointAndDrain(stop.Wait(), server->get(), &logger);
   logger.Log(strata::LogLevel::kInfo, "stopped", {});
   return 0;
 }
