@@ -501,6 +501,8 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   std::set<int64_t> leaders;
   v1::JobStatus status;
   absl::Status result = absl::OkStatus();
+  // When the last worker was seen gone (InfiniteFuture: some are alive).
+  absl::Time all_exited_at = absl::InfiniteFuture();
   while (true) {
     if (stop != nullptr && stop->load()) {
       result = absl::CancelledError("interrupted; stopped every process");
@@ -603,9 +605,20 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
       }
     }
     if (alive == 0) {
-      result = absl::UnavailableError(absl::StrCat(
-          "every worker exited before the job ended; see ", run_dir));
-      break;
+      // The workers may have finished the job just before the coordinator
+      // died (or was paused): its answer decides, once it can give one.
+      if (all_exited_at == absl::InfiniteFuture()) all_exited_at = absl::Now();
+      if (s.ok() || absl::Now() - all_exited_at > kStartTimeout) {
+        result = absl::UnavailableError(absl::StrCat(
+            "every worker exited before the job ended",
+            s.ok() ? std::string()
+                   : absl::StrCat(" (the coordinator did not say: ",
+                                  s.status().message(), ")"),
+            "; see ", run_dir));
+        break;
+      }
+    } else {
+      all_exited_at = absl::InfiniteFuture();
     }
     absl::SleepFor(kPoll);
   }
