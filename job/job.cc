@@ -435,13 +435,15 @@ absl::StatusOr<JobSpec> ParseJobFields(const json& job, bool full) {
     const bool criteo = spec.data.format == "criteo";
     int64_t features = 1;
     for (int64_t d : spec.model.input_shape) features *= d;
-    if (criteo && (features != 13 || spec.model.categorical_columns != 26)) {
+    // A model may leave the 13 integer columns out (input_shape [0]).
+    if (criteo && ((features != 13 && features != 0) ||
+                   spec.model.categorical_columns != 26)) {
       return PathError("job.model",
                        absl::StrCat("criteo data has 13 integer and 26 "
                                     "categorical columns; the model takes ",
                                     features, " and ",
                                     spec.model.categorical_columns,
-                                    " (set input_shape [13] and "
+                                    " (set input_shape [13] or [0] and "
                                     "categorical_columns 26)"));
     }
     if (!criteo && spec.model.categorical_columns > 0) {

@@ -294,8 +294,11 @@ absl::Status ParseModel(const json& value, ModelSpec* model) {
   for (size_t i = 0; i < shape.size(); ++i) {
     const json& d = shape[i];
     const std::string path = absl::StrCat(o.Path("input_shape"), "[", i, "]");
-    if (!d.is_number_integer() || d.get<int64_t>() < 1 ||
-        d.get<int64_t>() > (int64_t{1} << 31)) {
+    // A model with embeddings may take no dense features: input_shape [0].
+    const bool no_dense = !model->embeddings.empty() && shape.size() == 1 &&
+                          d.is_number_integer() && d.get<int64_t>() == 0;
+    if (!no_dense && (!d.is_number_integer() || d.get<int64_t>() < 1 ||
+                      d.get<int64_t>() > (int64_t{1} << 31))) {
       return PathError(path, absl::StrCat("expected a positive integer, got ",
                                           Show(d)));
     }

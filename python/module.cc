@@ -65,6 +65,53 @@ sdk::Dataset FromArrays(const FloatArray& x, const IntArray& y) {
                                    features);
 }
 
+using IdArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+// Rows of categorical ids (2-D: examples x ids, each >= 0) and 0/1 labels:
+// a criteo-file dataset (sdk::datasets::FromIds). `bag`: all of a row's ids
+// in one multi-hot column, else one column each.
+sdk::Dataset FromIds(const IdArray& x, const IntArray& y, bool bag) {
+  if (x.ndim() != 2) {
+    Raise(absl::InvalidArgumentError("x must be 2-D (examples, ids)"));
+  }
+  if (y.ndim() != 1 || y.shape(0) != x.shape(0)) {
+    Raise(absl::InvalidArgumentError(
+        "y must be 1-D with one label per row of x"));
+  }
+  std::vector<int64_t> ids(x.data(), x.data() + x.size());
+  std::vector<int32_t> labels(y.data(), y.data() + y.size());
+  absl::StatusOr<sdk::Dataset> d;
+  {
+    py::gil_scoped_release release;
+    d = sdk::datasets::FromIds(ids, x.shape(1), labels, bag);
+  }
+  return Value(std::move(d));
+}
+
+// An embedding over categorical columns 0..columns-1 (the model's only
+// inputs): {"table", "columns", "output_dim", "combiner", "init_scale",
+// "optimizer": {"type", "learning_rate", ...}}.
+sdk::Embedding EmbeddingFrom(const py::dict& d) {
+  std::vector<int64_t> columns(d["columns"].cast<int64_t>());
+  for (size_t c = 0; c < columns.size(); ++c) columns[c] = static_cast<int64_t>(c);
+  sdk::Embedding e(d["table"].cast<std::string>(), std::move(columns),
+                   d["output_dim"].cast<int64_t>(),
+                   d["combiner"].cast<std::string>());
+  e.init_scale = d["init_scale"].cast<double>();
+  const py::dict o = d["optimizer"].cast<py::dict>();
+  sdk::TableOptimizer opt(o["type"].cast<std::string>());
+  const auto set = [&](const char* key, std::optional<double>* field) {
+    if (o.contains(key)) *field = o[key].cast<double>();
+  };
+  set("learning_rate", &opt.learning_rate);
+  set("epsilon", &opt.epsilon);
+  set("initial_accumulator_value", &opt.initial_accumulator_value);
+  set("beta_1", &opt.beta_1);
+  set("beta_2", &opt.beta_2);
+  e.optimizer = opt;
+  return e;
+}
+
 sdk::Layer LayerFrom(const py::dict& d) {
   sdk::Layer l;
   l.type = d["type"].cast<std::string>();
@@ -99,15 +146,26 @@ py::dict EpochDict(const sdk::EpochResult& e) {
 // A model and the strategy it was built under.
 class PyModel {
  public:
+  // `embedding` (None or EmbeddingFrom's dict): the model reads
+  // categorical ids only, through that embedding, into `layers`.
   PyModel(const py::list& layers, const std::string& name, uint64_t seed,
-          std::shared_ptr<sdk::Strategy> strategy) {
+          std::shared_ptr<sdk::Strategy> strategy, const py::object& embedding) {
     std::vector<sdk::Layer> ls;
     for (const py::handle& h : layers) ls.push_back(LayerFrom(h.cast<py::dict>()));
     sdk::ModelOptions options;
     options.name = name;
     options.seed = seed;
     auto scope = strategy->Scope();
-    model_ = std::make_unique<sdk::Sequential>(std::move(ls), options);
+    if (embedding.is_none()) {
+      model_ = std::make_unique<sdk::Sequential>(std::move(ls), options);
+      return;
+    }
+    sdk::Inputs inputs;
+    inputs.dense = 0;
+    inputs.categorical = 26;  // the criteo file's columns (FromIds)
+    inputs.embeddings.push_back(EmbeddingFrom(embedding.cast<py::dict>()));
+    model_ = std::make_unique<sdk::Sequential>(std::move(inputs),
+                                               std::move(ls), options);
   }
 
   void Compile(const py::dict& optimizer, const std::string& loss,
@@ -249,6 +307,26 @@ class PyModel {
     return result;
   }
 
+  // Predict over a dataset (a model with an embedding reads its ids so).
+  py::array_t<float> PredictDataset(const sdk::Dataset& data,
+                                    int64_t batch_size) const {
+    absl::StatusOr<std::vector<float>> out;
+    {
+      py::gil_scoped_release release;
+      out = model_->Predict(data, batch_size);
+    }
+    std::vector<float> values = Value(std::move(out));
+    const int64_t outputs = model_->num_outputs();
+    const int64_t n = outputs > 0 ? static_cast<int64_t>(values.size()) / outputs : 0;
+    py::array_t<float> result({n, outputs});
+    std::copy(values.begin(), values.end(), result.mutable_data());
+    return result;
+  }
+
+  std::vector<std::pair<std::string, int64_t>> TableRows() const {
+    return model_->TableRows();
+  }
+
   std::vector<py::array_t<float>> GetWeights() const {
     std::vector<std::vector<float>> w = Value(model_->GetWeights());
     std::vector<std::vector<int64_t>> shapes = Shapes();
@@ -332,6 +410,8 @@ PYBIND11_MODULE(_strata, m) {
       .def_property_readonly("in_memory", &sdk::Dataset::in_memory)
       .def("__repr__", &sdk::Dataset::DebugString);
   m.def("dataset_from_arrays", &FromArrays, py::arg("x"), py::arg("y"));
+  m.def("dataset_from_ids", &FromIds, py::arg("x"), py::arg("y"),
+        py::arg("bag"));
   m.def("dataset_idx", &sdk::datasets::Idx, py::arg("images"),
         py::arg("labels"), py::arg("scale") = 1.0);
   // The examples of an IDX pair as numpy arrays (float32 features scaled by
@@ -419,9 +499,9 @@ PYBIND11_MODULE(_strata, m) {
 
   py::class_<PyModel>(m, "Model")
       .def(py::init<const py::list&, const std::string&, uint64_t,
-                    std::shared_ptr<sdk::Strategy>>(),
+                    std::shared_ptr<sdk::Strategy>, const py::object&>(),
            py::arg("layers"), py::arg("name"), py::arg("seed"),
-           py::arg("strategy"))
+           py::arg("strategy"), py::arg("embedding") = py::none())
       .def("compile", &PyModel::Compile, py::arg("optimizer"),
            py::arg("loss"), py::arg("metrics"))
       .def("fit", &PyModel::Fit, py::arg("train"), py::arg("epochs"),
@@ -432,6 +512,9 @@ PYBIND11_MODULE(_strata, m) {
       .def("evaluate", &PyModel::Evaluate, py::arg("data"),
            py::arg("batch_size"))
       .def("predict", &PyModel::Predict, py::arg("x"), py::arg("batch_size"))
+      .def("predict_dataset", &PyModel::PredictDataset, py::arg("data"),
+           py::arg("batch_size"))
+      .def("table_rows", &PyModel::TableRows)
       .def("get_weights", &PyModel::GetWeights)
       .def("set_weights", &PyModel::SetWeights, py::arg("weights"))
       .def("weight_shapes", &PyModel::Shapes)

@@ -1,6 +1,17 @@
 // Datasets: sources, loading and caching, and the job's "data" object.
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -208,6 +219,110 @@ Dataset Criteo(std::string path, std::string bad_lines,
   return internal::DatasetAccess::Make(std::move(source));
 }
 
+absl::StatusOr<Dataset> FromIds(const std::vector<int64_t>& ids,
+                                int64_t columns,
+                                const std::vector<int32_t>& labels, bool bag,
+                                const std::string& dir) {
+  const int64_t max_columns =
+      bag ? int64_t{1} << 20 : int64_t{kCriteoCategoricalColumns};
+  if (columns < 1 || columns > max_columns) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "FromIds: columns must be in [1, ", max_columns, "] ",
+        bag ? "(the ids of one multi-hot field)"
+            : "(one criteo categorical column each)",
+        ", got ", columns));
+  }
+  const int64_t n = static_cast<int64_t>(labels.size());
+  if (static_cast<int64_t>(ids.size()) != n * columns) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "FromIds: ", n, " labels of ", columns, " ids need ", n * columns,
+        " ids, got ", ids.size()));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (labels[i] != 0 && labels[i] != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "FromIds: label ", i, " is ", labels[i], "; labels must be 0 or 1"));
+    }
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "FromIds: id [", i / columns, ", ", i % columns, "] is negative (",
+          ids[i], ")"));
+    }
+  }
+  std::error_code ec;
+  const std::filesystem::path base =
+      dir.empty() ? std::filesystem::temp_directory_path(ec)
+                  : std::filesystem::path(dir);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("FromIds: no temporary directory: ", ec.message()));
+  }
+  std::string path = (base / "strata-ids-XXXXXX.tsv").string();
+  const int fd = mkstemps(path.data(), 4);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "FromIds: cannot create a file in ", base.string(), ": ",
+        std::strerror(errno)));
+  }
+  // Removed with the last copy of the dataset (and now, on failure).
+  auto owned = std::shared_ptr<const std::string>(
+      new std::string(path), [](const std::string* p) {
+        std::remove(p->c_str());
+        delete p;
+      });
+  FILE* f = fdopen(fd, "w");
+  if (f == nullptr) {
+    close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("FromIds: ", path, ": ", std::strerror(errno)));
+  }
+  // label, 13 empty integer fields, then the 26 categorical fields, each
+  // line within the reader's default bound.
+  const int64_t kMaxLineBytes = CriteoReaderOptions().max_line_bytes;
+  std::string line;
+  char hex[17];
+  bool ok = true;
+  for (int64_t i = 0; i < n && ok; ++i) {
+    line.assign(1, labels[i] == 1 ? '1' : '0');
+    line.append(kCriteoDenseColumns, '\t');
+    const int64_t* row = ids.data() + i * columns;
+    for (int64_t c = 0; c < columns; ++c) {
+      line.push_back(bag && c > 0 ? ',' : '\t');
+      const int len = std::snprintf(hex, sizeof(hex), "%llx",
+                                    static_cast<unsigned long long>(row[c]));
+      line.append(hex, static_cast<size_t>(len));
+    }
+    const int64_t used = bag ? 1 : columns;
+    line.append(static_cast<size_t>(kCriteoCategoricalColumns - used), '\t');
+    if (static_cast<int64_t>(line.size()) > kMaxLineBytes) {
+      std::fclose(f);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "FromIds: example ", i, "'s ids take ", line.size(),
+          " bytes as a criteo line, more than ", kMaxLineBytes,
+          "; use fewer columns"));
+    }
+    line.push_back('\n');
+    ok = std::fwrite(line.data(), 1, line.size(), f) == line.size();
+  }
+  const int write_errno = errno;
+  if (std::fclose(f) != 0 || !ok) {
+    return absl::UnavailableError(absl::StrCat(
+        "FromIds: writing ", path, ": ",
+        std::strerror(ok ? errno : write_errno)));
+  }
+  auto source = std::make_shared<Dataset::Source>();
+  source->kind = Kind::kCriteo;
+  source->path = path;
+  if (bag) {
+    source->multi_hot_columns = {0};
+    if (columns > 1024) source->max_ids_per_field = columns;
+  }
+  source->owned_file = std::move(owned);
+  return internal::DatasetAccess::Make(std::move(source));
+}
+
 Dataset FromArrays(std::vector<float> x, std::vector<int32_t> labels,
                    int64_t features) {
   auto arrays = std::make_shared<::strata::Dataset>();
@@ -236,6 +351,9 @@ absl::StatusOr<nlohmann::json> DataJson(const Dataset& train,
     data["bad_lines"] = tr.bad_lines;
     if (!tr.multi_hot_columns.empty()) {
       data["multi_hot_columns"] = tr.multi_hot_columns;
+    }
+    if (tr.max_ids_per_field > 0) {
+      data["max_ids_per_field"] = tr.max_ids_per_field;
     }
   }
   if (DatasetAccess::take(train) > 0) {
@@ -267,6 +385,9 @@ absl::StatusOr<nlohmann::json> DataJson(const Dataset& train,
       return absl::InvalidArgumentError(
           "validation data: a job holds one set of multi-hot columns for "
           "both splits; the training and validation data differ");
+    }
+    if (te.max_ids_per_field > tr.max_ids_per_field) {
+      data["max_ids_per_field"] = te.max_ids_per_field;
     }
     data["test"] = SplitJson(te);
     if (DatasetAccess::take(*test) > 0) {
@@ -305,6 +426,7 @@ absl::StatusOr<std::unique_ptr<CriteoReader>> OpenCriteo(
   options.bad_line_policy =
       s.bad_lines == "skip" ? BadLinePolicy::kSkip : BadLinePolicy::kStop;
   options.multi_hot_columns = s.multi_hot_columns;
+  if (s.max_ids_per_field > 0) options.max_ids_per_field = s.max_ids_per_field;
   return CriteoReader::Create(s.path, options);
 }
 

@@ -37,11 +37,15 @@ struct Dataset::Source {
   std::string path;    // csv, criteo
   std::string bad_lines = "stop";  // criteo
   std::vector<int> multi_hot_columns;  // criteo
+  int64_t max_ids_per_field = 0;       // criteo; 0: the reader's default
   int64_t label_column = 0;
   bool header = true;
   double scale = 1.0;
   // kArrays: as given to FromArrays (checked by Load).
   std::shared_ptr<const ::strata::Dataset> arrays;
+  // A file this source wrote (FromIds) and removes when the last copy of
+  // the dataset goes.
+  std::shared_ptr<const void> owned_file;
 };
 
 // A Dataset's loaded examples, shared by its copies.

@@ -161,6 +161,24 @@ Dataset Csv(std::string path, int64_t label_column = 0, bool header = true,
 Dataset Criteo(std::string path, std::string bad_lines = "stop",
                std::vector<int> multi_hot_columns = {});
 
+// Examples of categorical ids in memory, for a model whose Inputs have no
+// dense features (Inputs::dense 0), as Keras's Embedding layer reads them:
+// example i's ids are ids[i * columns, (i + 1) * columns), each >= 0, and
+// labels[i] is 0 or 1. `bag` false: column c of the model's categorical
+// inputs holds id c (columns <= 26; for concat embeddings over columns
+// 0..columns-1); `bag` true: categorical column 0 is multi-hot and holds
+// all of an example's ids (for a "sum" or "mean" embedding over column 0;
+// columns <= 2^20). The examples are written once, as a criteo file in
+// `dir` (empty: the system's temporary directory) that every strategy's
+// Fit streams (a cluster's workers read it too); the file is removed when
+// the last copy of the dataset goes. Errors: INVALID_ARGUMENT naming the
+// first bad value (a negative id, a label not 0 or 1, sizes that disagree);
+// the file system's error.
+absl::StatusOr<Dataset> FromIds(const std::vector<int64_t>& ids,
+                                int64_t columns,
+                                const std::vector<int32_t>& labels, bool bag,
+                                const std::string& dir = "");
+
 // Examples in memory: `x` holds labels.size() rows of `features` values.
 // Consistency is checked by Load(). Usable under every strategy (a local
 // cluster's Fit writes them as IDX files into its run directory).

@@ -436,6 +436,26 @@ TEST(EmbeddingModelTest, JobsWithEmbeddingsAreCheckedNamingTheField) {
                                  absl::StatusCode::kInvalidArgument, c.message))
         << c.pointer;
   }
+  // A model with embeddings may leave the dense columns out ([0]); one
+  // without may not, nor may [0] be part of a longer shape.
+  nlohmann::json no_dense = base;
+  no_dense["model"]["input_shape"] = {0};
+  absl::StatusOr<JobSpec> no_dense_ok = ParseJob(no_dense);
+  ASSERT_TRUE(no_dense_ok.ok()) << no_dense_ok.status();
+  EXPECT_EQ(DenseModelSpec(no_dense_ok->model).input_shape, Shape({4}));
+  no_dense["model"]["input_shape"] = {0, 13};
+  EXPECT_THAT(ParseJob(no_dense),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.model.input_shape[0]: expected a "
+                                  "positive integer, got 0"));
+  no_dense["model"]["input_shape"] = {0};
+  no_dense["model"].erase("embeddings");
+  no_dense["model"].erase("categorical_columns");
+  no_dense["data"] = {{"format", "csv"}, {"train", {{"path", "/x.csv"}}}};
+  EXPECT_THAT(ParseJob(no_dense),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "job.model.input_shape[0]: expected a "
+                                  "positive integer, got 0"));
   // Multi-hot columns: a bag may read them, a concat embedding may not.
   nlohmann::json multi = base;
   multi["data"]["multi_hot_columns"] = {1, 5};

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sdk/strata.h"
+#include "worker/criteo_data.h"
 #include "tests/test_util.h"
 
 namespace strata::sdk {
@@ -330,6 +331,93 @@ TEST(SdkEmbeddingTest, MultiHotColumnsTrainInABag) {
   absl::StatusOr<History> w = wrong.Fit(data, one);
   EXPECT_THAT(w.status().message(),
               HasSubstr("a concat embedding reads exactly one id per column"));
+}
+
+// Ids in memory (Keras's Embedding input): written once as a criteo file
+// that the reader gives back as written, single ids or one multi-hot
+// field, removed with the dataset; a model without dense inputs trains on
+// them.
+TEST(SdkEmbeddingTest, IdsInMemoryTrainAModelWithoutDenseInputs) {
+  // 400 examples of 3 ids in [0, 20): label 1 when the first id is even.
+  std::vector<int64_t> ids;
+  std::vector<int32_t> labels;
+  for (int i = 0; i < 400; ++i) {
+    for (int c = 0; c < 3; ++c) ids.push_back((i * 7 + c * 13) % 20);
+    labels.push_back(ids[ids.size() - 3] % 2 == 0 ? 1 : 0);
+  }
+  const std::string dir = ::testing::TempDir();
+  std::string path;
+  {
+    absl::StatusOr<Dataset> single = datasets::FromIds(ids, 3, labels, false, dir);
+    ASSERT_TRUE(single.ok()) << single.status();
+    path = single->DebugString().substr(7, single->DebugString().find(',') - 7);
+    ASSERT_TRUE(fs::exists(path)) << single->DebugString();
+    absl::StatusOr<std::unique_ptr<CriteoReader>> reader =
+        CriteoReader::Create(path, CriteoReaderOptions());
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    CriteoBatch batch;
+    ASSERT_TRUE(*(*reader)->Next(&batch, 1000));
+    ASSERT_EQ(batch.size, 400);
+    for (int i = 0; i < 400; ++i) {
+      EXPECT_EQ(batch.labels[i], labels[i]);
+      for (int c = 0; c < 3; ++c) {
+        EXPECT_EQ(batch.categorical[i * 26 + c], ids[i * 3 + c]);
+      }
+      EXPECT_EQ(batch.categorical[i * 26 + 3], kCriteoMissingId);
+      EXPECT_EQ(batch.dense[i * 13], 0.0f);
+    }
+
+    Inputs inputs{0, 26, {Embedding("ids", {0, 1, 2}, 4)}};
+    inputs.embeddings[0].optimizer.learning_rate = 0.2;
+    Sequential model(std::move(inputs), {Dense(8, "relu"), Dense(1, "sigmoid")});
+    ASSERT_TRUE(model.Compile(Adam(0.01), "binary_crossentropy", {"accuracy"}).ok());
+    EXPECT_EQ(model.num_features(), 3 * 4);
+    FitOptions fit{/*epochs=*/15, /*batch_size=*/16, /*validation=*/*single};
+    fit.validation_freq = 15;
+    fit.verbose = 0;
+    absl::StatusOr<History> h = model.Fit(*single, fit);
+    ASSERT_TRUE(h.ok()) << h.status();
+    EXPECT_GT(h->epochs.back().test_accuracy, 0.95);
+    EXPECT_EQ(TotalRows(model), 20);
+  }
+  EXPECT_FALSE(fs::exists(path)) << "the last copy removes its file";
+
+  // One multi-hot field per example, for a mean bag over column 0.
+  absl::StatusOr<Dataset> bag = datasets::FromIds(ids, 3, labels, true, dir);
+  ASSERT_TRUE(bag.ok()) << bag.status();
+  Inputs bag_inputs{0, 26, {Embedding("ids", {0}, 4, "mean")}};
+  Sequential bag_model(std::move(bag_inputs), {Dense(1, "sigmoid")});
+  ASSERT_TRUE(bag_model.Compile(Adam(0.01), "binary_crossentropy", {"accuracy"}).ok());
+  FitOptions one{/*epochs=*/1, /*batch_size=*/16};
+  one.verbose = 0;
+  absl::StatusOr<History> hb = bag_model.Fit(*bag, one);
+  ASSERT_TRUE(hb.ok()) << hb.status();
+  EXPECT_EQ(TotalRows(bag_model), 20);
+
+  // Bad input names the value; nothing is written.
+  const auto count = [&] {
+    return std::distance(fs::directory_iterator(dir), fs::directory_iterator());
+  };
+  const auto before = count();
+  std::vector<int64_t> negative = ids;
+  negative[5] = -3;
+  EXPECT_THAT(datasets::FromIds(negative, 3, labels, false, dir).status().message(),
+              HasSubstr("id [1, 2] is negative (-3)"));
+  std::vector<int32_t> three = labels;
+  three[7] = 3;
+  EXPECT_THAT(datasets::FromIds(ids, 3, three, false, dir).status().message(),
+              HasSubstr("label 7 is 3; labels must be 0 or 1"));
+  EXPECT_THAT(datasets::FromIds(ids, 4, labels, false, dir).status().message(),
+              HasSubstr("400 labels of 4 ids need 1600 ids, got 1200"));
+  EXPECT_THAT(datasets::FromIds(std::vector<int64_t>(27, 1), 27, {1}, false, dir)
+                  .status()
+                  .message(),
+              HasSubstr("columns must be in [1, 26]"));
+  EXPECT_EQ(count(), before);
+  EXPECT_EQ(datasets::FromIds(ids, 3, labels, false, "/nonexistent/dir")
+                .status()
+                .code(),
+            absl::StatusCode::kUnavailable);
 }
 
 TEST(SdkEmbeddingClusterTest, MultiHotColumnsTrainOnThePsTasks) {

@@ -1,4 +1,5 @@
-"""strata.keras.layers: Dense, Dropout, Flatten (and Input / InputLayer)."""
+"""strata.keras.layers: Dense, Dropout, Flatten, Embedding,
+GlobalAveragePooling1D (and Input / InputLayer)."""
 import numbers
 
 _ACTIVATIONS = ("linear", "relu", "sigmoid", "tanh", "softmax")
@@ -126,4 +127,75 @@ class Flatten(Layer):
             spec["name"] = self.name
         if self.input_shape:
             spec["input_shape"] = list(self.input_shape)
+        return spec
+
+
+class Embedding(Layer):
+    """keras.layers.Embedding: integer ids in [0, input_dim) -> rows of
+    `output_dim` values. The rows are a dynamic embedding table (made on
+    first touch from the seed, trained where the table lives: here, or on the
+    PS tasks under ParameterServerStrategy) rather than an input_dim x
+    output_dim matrix, so get_weights() holds the dense layers' weights only.
+
+    It must be the model's first layer, followed by Flatten (the rows of the
+    `input_length` <= 26 ids side by side) or GlobalAveragePooling1D (their
+    mean; any input_length), then Dense layers ending in one sigmoid unit
+    with binary_crossentropy: the models of Keras's text and click-through
+    tutorials. The table trains with the compiled optimizer's counterpart
+    for rows: SGD as sgd, Adam as lazy Adam, Adagrad as adagrad."""
+
+    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform",
+                 embeddings_regularizer=None, activity_regularizer=None,
+                 embeddings_constraint=None, mask_zero=False, input_length=None,
+                 sparse=False, name=None, input_shape=None, **kwargs):
+        if input_length is not None and input_shape is None:
+            input_shape = (_positive_int("Embedding", "input_length", input_length),)
+        super().__init__(name=name, input_shape=input_shape, **kwargs)
+        self.input_dim = _positive_int("Embedding", "input_dim", input_dim)
+        self.output_dim = _positive_int("Embedding", "output_dim", output_dim)
+        if self.output_dim > 4096:
+            raise ValueError("Embedding: `output_dim` must be at most 4096, got %d"
+                             % self.output_dim)
+        if embeddings_initializer not in ("uniform", "random_uniform"):
+            raise ValueError("Embedding: `embeddings_initializer` %r is not supported "
+                             "(only 'uniform': RandomUniform(-0.05, 0.05))"
+                             % (embeddings_initializer,))
+        for arg, value in (("embeddings_regularizer", embeddings_regularizer),
+                           ("activity_regularizer", activity_regularizer),
+                           ("embeddings_constraint", embeddings_constraint)):
+            if value is not None:
+                raise ValueError("Embedding: `%s` is not supported" % arg)
+        if mask_zero:
+            raise ValueError("Embedding: `mask_zero=True` is not supported (id 0 is a "
+                             "row like any other)")
+        if self.input_shape is not None and len(self.input_shape) != 1:
+            raise ValueError("Embedding: the input is 1-D per example (input_length "
+                             "ids), got input_shape %r" % (self.input_shape,))
+
+    def _spec(self):
+        spec = {"type": "embedding", "input_dim": self.input_dim,
+                "output_dim": self.output_dim}
+        if self.name:
+            spec["name"] = self.name
+        if self.input_shape:
+            spec["input_shape"] = list(self.input_shape)
+        return spec
+
+
+class GlobalAveragePooling1D(Layer):
+    """keras.layers.GlobalAveragePooling1D: after an Embedding, the mean of its
+    rows (steps axis 1, channels last)."""
+
+    def __init__(self, data_format="channels_last", keepdims=False, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        if data_format != "channels_last":
+            raise ValueError("GlobalAveragePooling1D: `data_format` %r is not supported "
+                             "(only 'channels_last')" % (data_format,))
+        if keepdims:
+            raise ValueError("GlobalAveragePooling1D: `keepdims=True` is not supported")
+
+    def _spec(self):
+        spec = {"type": "global_average_pooling1d"}
+        if self.name:
+            spec["name"] = self.name
         return spec

@@ -14,6 +14,7 @@ import numpy as np
 from .. import _strata
 from .. import data as _data
 from .. import distribute as _distribute
+from .. import errors as _errors
 from . import callbacks as _callbacks
 from . import layers as _layers
 from . import losses as _losses
@@ -59,6 +60,32 @@ def _labels(y, what, n):
     if len(a) and a.min() < 0:
         raise ValueError("%s: `y` holds a negative label (%d)" % (what, int(a.min())))
     return np.ascontiguousarray(a, dtype=np.int32)
+
+
+def _ids(x, what, embedding):
+    """x as int64 rows of ids (examples, input_length), C order, each id in
+    [0, input_dim) as Keras's Embedding requires."""
+    if isinstance(x, _data.Dataset):
+        raise TypeError("%s: pass the dataset as `x` alone" % what)
+    a = np.asarray(x)
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+        raise TypeError("%s: `x` must hold integer ids, got dtype %s" % (what, a.dtype))
+    if a.ndim == 1 and embedding["length"] == 1:
+        a = a.reshape(-1, 1)
+    if a.ndim != 2 or a.shape[1] != embedding["length"]:
+        raise ValueError("%s: `x` must have shape (examples, %d) (the Embedding's "
+                         "input_length), got %s" % (what, embedding["length"], a.shape))
+    if not np.issubdtype(a.dtype, np.integer):
+        if not np.all(np.isfinite(a)) or np.any(a != np.round(a)):
+            raise ValueError("%s: `x` must hold integer ids" % what)
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    bad = (a < 0) | (a >= embedding["input_dim"])
+    if bad.any():
+        i, j = (int(v) for v in np.argwhere(bad)[0])
+        raise _errors.InvalidArgumentError(
+            "%s: indices[%d,%d] = %d is not in [0, %d)"
+            % (what, i, j, int(a[i, j]), embedding["input_dim"]))
+    return a
 
 
 def _positive(what, name, value):
@@ -168,6 +195,7 @@ class Sequential:
         self._layers = []
         self._strategy = _distribute.get_strategy()
         self._native = None
+        self._embedding = None
         self._metric_names = []
         self._optimizer = None
         self._loss = None
@@ -204,6 +232,60 @@ class Sequential:
             specs[0]["input_shape"] = list(shape)
         return specs
 
+    # Keras's row optimizers for an Embedding's table, by the compiled one.
+    _TABLE_OPTIMIZERS = {"sgd": "sgd", "adam": "lazy_adam", "adagrad": "adagrad"}
+
+    def _split_embedding(self, opt):
+        """(the layer specs after an Embedding and its pooling, the embedding's
+        description) for a model starting with an Embedding, else (specs, None)."""
+        specs = self._specs()
+        for i, spec in enumerate(specs):
+            pooling_ok = (i == 1 and specs[0]["type"] == "embedding")
+            if (spec["type"] == "embedding" and i > 0) or \
+                    (spec["type"] == "global_average_pooling1d" and not pooling_ok):
+                raise ValueError("compile: %s (layer %d)"
+                                 % ("an Embedding must be the model's first layer"
+                                    if spec["type"] == "embedding" else
+                                    "GlobalAveragePooling1D must come right after "
+                                    "the model's first layer, an Embedding", i))
+        if not specs or specs[0]["type"] != "embedding":
+            return specs, None
+        emb = specs[0]
+        if "input_shape" not in emb:
+            raise ValueError("compile: the Embedding needs `input_length` (or start the "
+                             "model with keras.Input(shape=(input_length,)))")
+        length = emb["input_shape"][0]
+        if len(specs) < 2 or specs[1]["type"] not in ("flatten", "global_average_pooling1d"):
+            raise ValueError("compile: an Embedding must be followed by Flatten or "
+                             "GlobalAveragePooling1D")
+        bag = specs[1]["type"] == "global_average_pooling1d"
+        if not bag and length > 26:
+            raise ValueError("compile: Embedding followed by Flatten takes at most 26 "
+                             "ids per example (input_length %d); use "
+                             "GlobalAveragePooling1D for longer inputs" % length)
+        table_type = self._TABLE_OPTIMIZERS.get(opt._type)
+        if table_type is None:
+            raise ValueError("compile: an Embedding's rows train with SGD, Adam or "
+                             "Adagrad; %s is not supported for them" % opt.name)
+        table_opt = {"type": table_type, "learning_rate": opt.learning_rate}
+        if opt._type == "adam":
+            table_opt.update(beta_1=opt.beta_1, beta_2=opt.beta_2, epsilon=opt.epsilon)
+        elif opt._type == "adagrad":
+            table_opt.update(epsilon=opt.epsilon,
+                             initial_accumulator_value=opt.initial_accumulator_value)
+        elif opt.momentum:
+            raise ValueError("compile: an Embedding's rows train with plain SGD; "
+                             "momentum %g is not supported for them" % opt.momentum)
+        embedding = {"table": emb.get("name", "embedding"), "output_dim": emb["output_dim"],
+                     "columns": 1 if bag else length,
+                     "combiner": "mean" if bag else "concat", "init_scale": 0.05,
+                     "optimizer": table_opt}
+        rest = specs[2:]
+        if not rest:
+            raise ValueError("compile: the model needs a Dense layer after the "
+                             "Embedding's %s" % ("pooling" if bag else "Flatten"))
+        return rest, dict(embedding, input_dim=emb["input_dim"], length=length, bag=bag)
+
     @property
     def distribute_strategy(self):
         return self._strategy
@@ -217,12 +299,13 @@ class Sequential:
                             % ", ".join(sorted(kwargs)))
         if not self._layers:
             raise ValueError("compile: the model has no layers")
-        if self._specs()[0].get("input_shape") is None:
-            raise ValueError("compile: the first layer needs an `input_shape` (or start "
-                             "the model with keras.Input(shape=...))")
         if loss is None:
             raise ValueError("compile: `loss` is required")
         opt = _optimizers.get(optimizer)
+        specs, embedding = self._split_embedding(opt)
+        if embedding is None and specs[0].get("input_shape") is None:
+            raise ValueError("compile: the first layer needs an `input_shape` (or start "
+                             "the model with keras.Input(shape=...))")
         loss_name = _losses.get(loss)
         self._metric_names = []
         native_metrics = []
@@ -231,10 +314,16 @@ class Sequential:
             if native not in native_metrics:
                 native_metrics.append(native)
                 self._metric_names.append(shown)
-        model = _strata.Model(self._specs(), self.name, _utils._seed(),
-                              self._strategy._native)
+        native_embedding = None
+        if embedding is not None:
+            native_embedding = {k: embedding[k] for k in
+                                ("table", "output_dim", "columns", "combiner",
+                                 "init_scale", "optimizer")}
+        model = _strata.Model(specs, self.name, _utils._seed(),
+                              self._strategy._native, native_embedding)
         model.compile(opt._spec(), loss_name, native_metrics)
         self._native = model
+        self._embedding = embedding
         self._optimizer = opt
         self.optimizer = opt
         self._loss = loss_name
@@ -248,7 +337,7 @@ class Sequential:
         return self._native
 
     # --- data ------------------------------------------------------------
-    def _dataset(self, x, y, what, batch_size=None):
+    def _dataset(self, x, y, what, batch_size=None, shuffle=True):
         """(native dataset, batch size from the dataset or None, shuffled)."""
         if isinstance(x, _distribute.DistributedDataset):
             x = x._global_dataset()
@@ -261,18 +350,39 @@ class Sequential:
             if x.repeat_count is None:
                 raise ValueError("%s: the dataset repeats forever; fit reads one "
                                  "pass per epoch (drop .repeat())" % what)
-            feats = _features(x.features, what)
+            if self._embedding is not None:
+                feats = _ids(x.features, what, self._embedding)
+            else:
+                feats = _features(x.features, what)
             labels = _labels(x.labels, what, len(feats))
             if x.repeat_count > 1:
                 feats = np.concatenate([feats] * x.repeat_count)
                 labels = np.concatenate([labels] * x.repeat_count)
-            return (_strata.dataset_from_arrays(feats, labels), x.batch_size, x.shuffled,
-                    len(feats))
+            return (self._native_dataset(feats, labels, x.shuffled, what), x.batch_size,
+                    x.shuffled, len(feats))
         if isinstance(x, tuple) and y is None and len(x) == 2:
             x, y = x
-        feats = _features(x, what)
+        if self._embedding is not None:
+            feats = _ids(x, what, self._embedding)
+        else:
+            feats = _features(x, what)
         labels = _labels(y, what, len(feats))
-        return _strata.dataset_from_arrays(feats, labels), batch_size, True, len(feats)
+        return (self._native_dataset(feats, labels, shuffle and what == "fit", what),
+                batch_size, True, len(feats))
+
+    def _native_dataset(self, feats, labels, shuffle, what):
+        if self._embedding is None:
+            return _strata.dataset_from_arrays(feats, labels)
+        if len(labels) and labels.max() > 1:
+            raise ValueError("%s: a model with an Embedding predicts one probability "
+                             "(sigmoid, binary_crossentropy): labels must be 0 or 1, "
+                             "got %d" % (what, int(labels.max())))
+        if shuffle:
+            # The ids are streamed from a file in its order each epoch: they are
+            # shuffled once, here, with the model's seed.
+            order = np.random.default_rng(_utils._seed()).permutation(len(labels))
+            feats, labels = feats[order], labels[order]
+        return _strata.dataset_from_ids(feats, labels, self._embedding["bag"])
 
     # --- fit -------------------------------------------------------------
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto",
@@ -311,7 +421,7 @@ class Sequential:
                 raise ValueError("fit: validation_split=%r leaves no examples to train "
                                  "or validate on" % (validation_split,))
             x, y, validation_data = xa[:cut], ya[:cut], (xa[cut:], ya[cut:])
-        train, ds_batch, _, n = self._dataset(x, y, "fit", batch_size)
+        train, ds_batch, _, n = self._dataset(x, y, "fit", batch_size, shuffle)
         batch = batch_size or ds_batch or 32
         validation = None
         if validation_data is not None:
@@ -446,6 +556,11 @@ class Sequential:
             x = x.dataset
         if isinstance(x, _data.Dataset):
             x = x.features
+        if self._embedding is not None:
+            ids = _ids(x, "predict", self._embedding)
+            data = _strata.dataset_from_ids(ids, np.zeros(len(ids), np.int32),
+                                            self._embedding["bag"])
+            return native.predict_dataset(data, max(batch_size or 32, 1024))
         feats = _features(x, "predict")
         if feats.shape[1] != native.num_features:
             raise ValueError("predict: Input has %d features per example; the model "
