@@ -290,21 +290,10 @@ class PyModel {
   py::array_t<float> Predict(const FloatArray& x, int64_t batch_size) const {
     int64_t features = 0;
     std::vector<float> rows = Rows(x, &features);
-    const int64_t n = x.shape(0);
-    absl::StatusOr<std::vector<float>> out;
-    {
-      py::gil_scoped_release release;
-      std::vector<int32_t> labels(static_cast<size_t>(n), 0);
-      out = model_->Predict(
-          sdk::datasets::FromArrays(std::move(rows), std::move(labels),
-                                    features),
-          batch_size);
-    }
-    std::vector<float> values = Value(std::move(out));
-    const int64_t outputs = model_->num_outputs();
-    py::array_t<float> result({n, outputs});
-    std::copy(values.begin(), values.end(), result.mutable_data());
-    return result;
+    std::vector<int32_t> labels(static_cast<size_t>(x.shape(0)), 0);
+    return PredictDataset(sdk::datasets::FromArrays(std::move(rows),
+                                                    std::move(labels), features),
+                          batch_size);
   }
 
   // Predict over a dataset (a model with an embedding reads its ids so).
