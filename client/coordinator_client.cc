@@ -246,6 +246,8 @@ absl::Status MembershipAgent::RegisterOnce() {
   *req.mutable_task() = task_;
   req.set_address(address_);
   req.set_incarnation(incarnation_);
+  req.set_exclusive(exclusive_);
+  req.set_replaces(replaces_);
   auto resp = client_->Register(req);
   if (!resp.ok()) return resp.status();
   generation_ = resp->generation();
@@ -254,6 +256,24 @@ absl::Status MembershipAgent::RegisterOnce() {
                {{"coordinator", client_->target()},
                 {"generation", resp->generation()},
                 {"incarnation", incarnation_}});
+  return absl::OkStatus();
+}
+
+void MembershipAgent::SetExclusive(std::string replaces,
+                                   std::function<void()> on_lost) {
+  exclusive_ = true;
+  replaces_ = std::move(replaces);
+  on_lost_ = std::move(on_lost);
+}
+
+absl::Status MembershipAgent::Fence(const std::string& backup) {
+  v1::HeartbeatRequest req;
+  *req.mutable_task() = task_;
+  req.set_incarnation(incarnation_);
+  req.set_fence_incarnation(backup);
+  auto resp = client_->Heartbeat(req);
+  if (!resp.ok()) return resp.status();
+  generation_ = resp->generation();
   return absl::OkStatus();
 }
 
@@ -281,6 +301,13 @@ void MembershipAgent::Loop() {
       logger_->Log(LogLevel::kWarning, "reregistering",
                    {{"reason", std::string(resp.status().message())}});
       absl::Status s = RegisterOnce();
+      if (absl::IsAlreadyExists(s) && exclusive_) {
+        // Another replica holds the task now.
+        logger_->Log(LogLevel::kWarning, "replaced",
+                     {{"reason", std::string(s.message())}});
+        if (on_lost_) on_lost_();
+        return;
+      }
       if (!s.ok()) {
         logger_->Log(LogLevel::kWarning, "register_failed",
                      {{"error", s.ToString()}});

@@ -4,6 +4,7 @@
 #define STRATA_CLIENT_COORDINATOR_CLIENT_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -105,9 +106,20 @@ class MembershipAgent {
                   Logger* logger);
   ~MembershipAgent();
 
+  // A replicated ps task's replica (RegisterRequest.exclusive): registers
+  // exclusively, as the takeover of `replaces` when not empty; when a
+  // heartbeat finds the task taken by another incarnation, `on_lost` runs
+  // (on the heartbeat thread) and heartbeats stop. Call before Start.
+  void SetExclusive(std::string replaces, std::function<void()> on_lost);
+
   // Registers (retrying while the coordinator is unavailable) and starts
   // the heartbeat thread.
   absl::Status Start();
+
+  // A heartbeat now that fences off `backup` (HeartbeatRequest
+  // .fence_incarnation). Errors: the coordinator's; NOT_FOUND when this
+  // incarnation no longer holds the task.
+  absl::Status Fence(const std::string& backup);
   // Stops heartbeating and deregisters (best effort).
   void Stop();
 
@@ -126,6 +138,9 @@ class MembershipAgent {
   const std::string address_;
   const std::string incarnation_;
   Logger* const logger_;
+  bool exclusive_ = false;
+  std::string replaces_;
+  std::function<void()> on_lost_;
   std::atomic<int64_t> generation_{0};
   std::atomic<int64_t> group_{0};
   std::atomic<int64_t> heartbeat_ms_{1000};

@@ -33,7 +33,14 @@ RetryPolicy RetryPolicyOf(const PsClientOptions& options) {
 }  // namespace
 
 std::unique_ptr<PsClient> PsClient::Connect(const std::string& target,
-                                            const PsClientOptions& options) {
+                                            const PsClientOptions& given) {
+  PsClientOptions options = given;
+  if (IsReplicaSetTarget(target)) {
+    // A replicated task: calls retry through a primary's failover (its
+    // backup registers and starts listening within about a second).
+    options.max_attempts = std::max(options.max_attempts, 12);
+    options.max_backoff = std::min(options.max_backoff, absl::Seconds(1));
+  }
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   const int n = std::max(1, options.num_channels);
   for (int i = 0; i < n; ++i) {

@@ -146,9 +146,31 @@ std::string BearerValue(const std::string& token) {
   return absl::StrCat("Bearer ", token);
 }
 
-std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
+bool IsReplicaSetTarget(const std::string& target) {
+  return target.find(',') != std::string::npos &&
+         target.find("://") == std::string::npos &&
+         !absl::StartsWith(target, "ipv4:") &&
+         !absl::StartsWith(target, "ipv6:");
+}
+
+std::string ChannelTarget(const std::string& target) {
+  if (!IsReplicaSetTarget(target)) return target;
+  // pick_first over the addresses in order: the channel connects to the
+  // first that accepts, which is the primary (backups do not listen).
+  return absl::StrCat(absl::StrContains(target, "[") ? "ipv6:" : "ipv4:",
+                      target);
+}
+
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& raw_target,
                                              const ClientSecurity& security,
                                              grpc::ChannelArguments args) {
+  const std::string target = ChannelTarget(raw_target);
+  if (target != raw_target) {
+    // After the primary's death, try the next replica soon.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  }
   if (security.tls.enabled && !security.tls.server_name.empty()) {
     args.SetSslTargetNameOverride(security.tls.server_name);
   }

@@ -67,7 +67,15 @@ struct ClientSecurity {
   std::string auth_token;
 };
 
-// A channel to `target` with `security`: TLS per security.tls, and an
+// A replicated PS task's address: its replicas' HOST:PORT (IP literals),
+// comma-separated ("127.0.0.1:7001,127.0.0.1:7002").
+bool IsReplicaSetTarget(const std::string& target);
+// The gRPC target for `target`: a replica set becomes an "ipv4:" (or
+// "ipv6:") address list, which the channel tries in order; others as is.
+std::string ChannelTarget(const std::string& target);
+
+// A channel to `target` (a replica set too, see ChannelTarget) with
+// `security`: TLS per security.tls, and an
 // interceptor that adds the token to every call's metadata (plaintext too:
 // local clusters may use tokens without TLS).
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,

@@ -58,6 +58,9 @@ struct MemberRecord {
   std::string incarnation;
   v1::Member::State state = v1::Member::ALIVE;
   absl::Time last_heartbeat;
+  // A replicated ps task's primary: the backups it dropped (by the
+  // incarnation they would register with), which may not take it over.
+  std::vector<std::string> fenced;
 };
 
 // An in-flight item: TRAIN of a step or EVALUATE of an epoch.
@@ -227,10 +230,22 @@ absl::StatusOr<MemberRecord*> LiveMember(CoordinatorCore& core,
 void BumpGeneration(CoordinatorCore& core)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
 // The locked part of CoordinatorState::Register; returns the generation.
+// `state_intact`: a ps replica taking over from the primary it backed up
+// (no restore).
 int64_t RegisterMember(CoordinatorCore& core, const TaskKey& task,
                        const std::string& address,
-                       const std::string& incarnation, Callbacks* callbacks)
+                       const std::string& incarnation, Callbacks* callbacks,
+                       bool state_intact = false)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// An exclusive registration (RegisterRequest.exclusive) of `incarnation`
+// replacing `replaces`: whether it takes over the task's state (true) or
+// is a plain registration (false). Errors: ALREADY_EXISTS while another
+// live incarnation holds the task and the claim may not replace it.
+absl::StatusOr<bool> CheckExclusiveClaim(const CoordinatorCore& core,
+                                         const TaskKey& task,
+                                         const std::string& incarnation,
+                                         const std::string& replaces)
+    ABSL_SHARED_LOCKS_REQUIRED(core.mu);
 // The locked part of Deregister; false when the member had already left.
 absl::StatusOr<bool> DeregisterMember(CoordinatorCore& core,
                                       const TaskKey& task,

@@ -1,5 +1,6 @@
 // Membership: registration, heartbeat leases, leaving and failing, and the
 // views of the cluster (see coordinator_internal.h).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -117,9 +118,35 @@ void BumpGeneration(CoordinatorCore& core) {
   core.MarkDirty();
 }
 
+absl::StatusOr<bool> CheckExclusiveClaim(const CoordinatorCore& core,
+                                         const TaskKey& task,
+                                         const std::string& incarnation,
+                                         const std::string& replaces) {
+  auto it = core.members.find(task);
+  if (it == core.members.end()) return false;
+  const MemberRecord& m = it->second;
+  if (m.incarnation == incarnation) return false;
+  const bool fenced = std::find(m.fenced.begin(), m.fenced.end(),
+                                incarnation) != m.fenced.end();
+  if (!replaces.empty() && replaces == m.incarnation) {
+    if (!fenced) return true;
+    return absl::AlreadyExistsError(absl::StrCat(
+        "task ", Name(task), ": incarnation ", json(m.incarnation).dump(),
+        " dropped this replica (", json(incarnation).dump(),
+        ") as its backup; it may not take the task over"));
+  }
+  if (m.state != v1::Member::ALIVE) return false;
+  return absl::AlreadyExistsError(absl::StrCat(
+      "task ", Name(task), " is held by incarnation ",
+      json(m.incarnation).dump(), " at ", m.address,
+      replaces.empty() ? std::string()
+                       : absl::StrCat(" (not ", json(replaces).dump(), ")")));
+}
+
 int64_t RegisterMember(CoordinatorCore& core, const TaskKey& task,
                        const std::string& address,
-                       const std::string& incarnation, Callbacks* callbacks) {
+                       const std::string& incarnation, Callbacks* callbacks,
+                       bool state_intact) {
   const absl::Time now = core.Now();
   auto it = core.members.find(task);
   if (it == core.members.end()) {
@@ -145,7 +172,13 @@ int64_t RegisterMember(CoordinatorCore& core, const TaskKey& task,
          {"previous_incarnation", previous},
          {"previous_state", v1::Member::State_Name(previous_state)},
          {"generation", core.generation}});
-    if (task.role == "ps") NotePsRestart(core, task);
+    if (task.role == "ps" && state_intact) {
+      core.logger->Warning("ps_failover", {{"member", Name(task)},
+                                           {"incarnation", incarnation},
+                                           {"replaces", previous}});
+    } else if (task.role == "ps") {
+      NotePsRestart(core, task);
+    }
   } else if (it->second.state != v1::Member::ALIVE ||
              it->second.address != address) {
     MemberRecord& m = it->second;

@@ -410,7 +410,8 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Register(
   return Unary(ctx, "Register", Role::kWorker, [&]() -> absl::Status {
     STRATA_ASSIGN_OR_RETURN(
         int64_t generation,
-        state_->Register(req->task(), req->address(), req->incarnation()));
+        state_->Register(req->task(), req->address(), req->incarnation(),
+                         req->exclusive(), req->replaces()));
     resp->set_generation(generation);
     resp->set_lease_ms(absl::ToInt64Milliseconds(state_->options().lease));
     resp->set_heartbeat_ms(
@@ -424,7 +425,8 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Heartbeat(
     v1::HeartbeatResponse* resp) {
   return Unary(ctx, "Heartbeat", Role::kWorker, [&]() -> absl::Status {
     STRATA_ASSIGN_OR_RETURN(int64_t generation,
-                            state_->Heartbeat(req->task(), req->incarnation()));
+                            state_->Heartbeat(req->task(), req->incarnation(),
+                                              req->fence_incarnation()));
     resp->set_generation(generation);
     resp->set_group(state_->NewestGroup());
     return absl::OkStatus();

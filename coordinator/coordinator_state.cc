@@ -150,15 +150,22 @@ void CoordinatorState::AfterChange(Callbacks callbacks) {
 
 absl::StatusOr<int64_t> CoordinatorState::Register(
     const v1::TaskId& task_id, const std::string& address,
-    const std::string& incarnation) {
+    const std::string& incarnation, bool exclusive,
+    const std::string& replaces) {
   STRATA_ASSIGN_OR_RETURN(
       TaskKey task, ci::ValidateRegistration(*core_, task_id, incarnation));
   Callbacks callbacks;
   int64_t generation = 0;
   {
     absl::MutexLock lock(&core_->mu);
-    generation =
-        ci::RegisterMember(*core_, task, address, incarnation, &callbacks);
+    bool state_intact = false;
+    if (exclusive) {
+      STRATA_ASSIGN_OR_RETURN(state_intact,
+                              ci::CheckExclusiveClaim(*core_, task,
+                                                      incarnation, replaces));
+    }
+    generation = ci::RegisterMember(*core_, task, address, incarnation,
+                                    &callbacks, state_intact);
   }
   AfterChange(std::move(callbacks));
   STRATA_RETURN_IF_ERROR(Flush());
@@ -166,12 +173,19 @@ absl::StatusOr<int64_t> CoordinatorState::Register(
 }
 
 absl::StatusOr<int64_t> CoordinatorState::Heartbeat(
-    const v1::TaskId& task_id, const std::string& incarnation) {
+    const v1::TaskId& task_id, const std::string& incarnation,
+    const std::string& fence) {
   STRATA_ASSIGN_OR_RETURN(TaskKey task, ci::ValidateTask(task_id));
   absl::MutexLock lock(&core_->mu);
   STRATA_ASSIGN_OR_RETURN(ci::MemberRecord * m,
                           ci::LiveMember(*core_, task, incarnation));
   m->last_heartbeat = core_->Now();
+  if (!fence.empty()) {
+    m->fenced.push_back(fence);
+    if (m->fenced.size() > 16) m->fenced.erase(m->fenced.begin());
+    core_->logger->Info("ps_backup_fenced", {{"member", ci::Name(task)},
+                                             {"backup", fence}});
+  }
   return core_->generation;
 }
 

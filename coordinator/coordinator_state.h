@@ -114,15 +114,23 @@ class CoordinatorState {
   // Returns the generation. Errors: INVALID_ARGUMENT (role, index, empty
   // incarnation, a task outside the static cluster); UNAVAILABLE when the
   // state cannot be written (the registration holds in memory; retry).
+  // `exclusive` / `replaces`: a replicated ps task's claim
+  // (RegisterRequest.exclusive); ALREADY_EXISTS when it may not take the
+  // task (CheckExclusiveClaim).
   absl::StatusOr<int64_t> Register(const v1::TaskId& task,
                                    const std::string& address,
-                                   const std::string& incarnation);
+                                   const std::string& incarnation,
+                                   bool exclusive = false,
+                                   const std::string& replaces = "");
 
   // Refreshes the lease. Returns the generation. Errors: NOT_FOUND (the
   // message says "re-register") for an unknown task, a stale incarnation,
   // or a member already declared FAILED or LEFT.
+  // `fence`: a replicated ps primary's dropped backup, which may no longer
+  // take the task over (HeartbeatRequest.fence_incarnation).
   absl::StatusOr<int64_t> Heartbeat(const v1::TaskId& task,
-                                    const std::string& incarnation);
+                                    const std::string& incarnation,
+                                    const std::string& fence = "");
 
   // Marks the member LEFT (generation++) and re-queues its work. Leaving
   // twice is OK. Errors: NOT_FOUND for an unknown task or stale

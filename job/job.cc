@@ -230,7 +230,7 @@ absl::Status ParseStrategy(const json& value, StrategySpec* s) {
   STRATA_RETURN_IF_ERROR(
       o.CheckKeys({"type", "update", "partitioner", "sync_replicas",
                    "collective", "replicas", "pack_bytes", "timeout_seconds",
-                   "gradient_compression"}));
+                   "gradient_compression", "ps_replication"}));
   // The names are the policy registry's (strategies/placement_policy.h).
   STRATA_RETURN_IF_ERROR(o.String("type", true, &s->type, /*allow_empty=*/true));
   if (!IsPlacementPolicyName(s->type)) {
@@ -275,6 +275,19 @@ absl::Status ParseStrategy(const json& value, StrategySpec* s) {
                      s->type == "multi_worker_mirrored" ? "'" : "",
                      " pushes none (use parameter_server, central_storage "
                      "or multi_worker_mirrored with collective 'ps')"));
+  }
+  STRATA_RETURN_IF_ERROR(
+      o.Int("ps_replication", false, 1, 2, &s->ps_replication));
+  if (s->ps_replication > 1 && !pushes_to_ps) {
+    return PathError(o.Path("ps_replication"),
+                     absl::StrCat(s->type,
+                                  s->type == "multi_worker_mirrored"
+                                      ? " with collective 'ring'"
+                                      : "",
+                                  " keeps no variables on PS tasks; "
+                                  "ps_replication needs parameter_server, "
+                                  "central_storage or multi_worker_mirrored "
+                                  "with collective 'ps'"));
   }
   if (o.Has("partitioner")) {
     STRATA_RETURN_IF_ERROR(ParsePartitioner(
@@ -429,6 +442,11 @@ absl::StatusOr<JobSpec> ParseJobFields(const json& job, bool full) {
                      absl::StrCat("strategy ", spec.strategy.type,
                                   " does not train embedding tables yet "
                                   "(parameter_server and one_device do)"));
+  }
+  if (!spec.model.embeddings.empty() && spec.strategy.ps_replication > 1) {
+    return PathError("job.strategy.ps_replication",
+                     "embedding tables are not replicated yet; use 1 with "
+                     "model.embeddings");
   }
 
   if (o.Has("model") && o.Has("data")) {

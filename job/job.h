@@ -166,7 +166,7 @@ struct PartitionerSpec {
 // "multi_worker_mirrored" | "mirrored" | "one_device", "update": "async" |
 // "sync", "partitioner": {...}, "sync_replicas", "collective": "ring" |
 // "ps", "replicas", "pack_bytes", "timeout_seconds", "gradient_compression":
-// "none" | "bf16" | "fp16"}. `update` defaults to "async" for
+// "none" | "bf16" | "fp16", "ps_replication": 1 | 2}. `update` defaults to "async" for
 // parameter_server and "sync" for the others, which only support "sync"
 // (one_device accepts either: it has one replica). `options` is the strategy
 // object as written ({} when absent).
@@ -192,6 +192,10 @@ struct StrategySpec {
   // gradients to PS tasks: parameter_server, central_storage and
   // multi_worker_mirrored with collective "ps".
   std::string gradient_compression = "none";
+  // Replicas of each PS task (1 or 2): with 2, each task has a backup that
+  // holds every change before it is acknowledged and takes over when the
+  // primary dies (server/replication.h; strata launch runs both).
+  int64_t ps_replication = 1;
   nlohmann::json options = nlohmann::json::object();
 };
 

@@ -6,9 +6,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/coordinator_client.h"
 #include "common/cli.h"
 #include "common/daemon.h"
@@ -16,6 +20,7 @@
 #include "common/security_flags.h"
 #include "common/task_identity.h"
 #include "server/device_state.h"
+#include "server/ps_replica.h"
 #include "server/ps_server.h"
 
 ABSL_FLAG(std::string, host, "", "Address to listen on (default 127.0.0.1, "
@@ -43,6 +48,13 @@ ABSL_FLAG(double, shutdown_delay_seconds, 0,
           "checkpoint; a second signal ends the wait");
 ABSL_FLAG(double, drain_seconds, 10, "Grace period for in-flight calls on "
           "SIGTERM");
+ABSL_FLAG(int, replica, -1, "A replicated task (ps.replication 2): this "
+          "process's replica index in --replica-addresses");
+ABSL_FLAG(std::string, replica_addresses, "", "A replicated task: every "
+          "replica's serving HOST:PORT, comma-separated (clients fail over "
+          "along it); this replica listens on its own once primary");
+ABSL_FLAG(std::string, replication_addresses, "", "A replicated task: every "
+          "replica's replication HOST:PORT, comma-separated");
 ABSL_FLAG(std::string, device, "cpu", "Where variables and optimizer slots "
           "live and the optimizers run: cpu, cuda (device 0) or cuda:N");
 
@@ -65,6 +77,8 @@ strata::CliSpec Cli() {
        {"host", "port", "metrics_port", "device", "max_variable_bytes"}},
       {"Cluster", {"coordinator", "task_index", "task_index_from_name",
                    "advertise"}},
+      {"Replication", {"replica", "replica_addresses",
+                       "replication_addresses"}},
       {"Checkpoints", {"checkpoint_dir"}},
       {"Shutdown", {"shutdown_delay_seconds", "drain_seconds"}},
       strata::SecurityFlagGroup()};
@@ -76,7 +90,52 @@ struct PsConfig {
   strata::TaskIdentity id;
   strata::PsServerOptions server;
   strata::SecurityOptions security;
+  // A replicated task (--replica >= 0).
+  std::optional<strata::PsReplicaOptions> replica;
 };
+
+// --replica*: the replica's options, with its serving port in `options`.
+absl::Status ReplicaFromFlags(PsConfig* config) {
+  const int replica = absl::GetFlag(FLAGS_replica);
+  if (replica < 0) return absl::OkStatus();
+  const std::vector<std::string> serving = absl::StrSplit(
+      absl::GetFlag(FLAGS_replica_addresses), ',', absl::SkipEmpty());
+  const std::vector<std::string> replication = absl::StrSplit(
+      absl::GetFlag(FLAGS_replication_addresses), ',', absl::SkipEmpty());
+  if (serving.size() < 2 || serving.size() != replication.size() ||
+      replica >= static_cast<int>(serving.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--replica ", replica, ": --replica-addresses and "
+        "--replication-addresses must list the same number (at least 2) of "
+        "HOST:PORT, this replica among them (got ", serving.size(), " and ",
+        replication.size(), ")"));
+  }
+  const std::string& own = serving[replica];
+  const size_t colon = own.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(own.substr(colon + 1),
+                                                      &port) ||
+      port <= 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--replica-addresses: ", own, " is not HOST:PORT with a port"));
+  }
+  std::string host = own.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[') {
+    host = host.substr(1, host.size() - 2);
+  }
+  config->server.host = host;
+  config->server.port = port;
+  config->server.defer_serving = true;
+  strata::PsReplicaOptions r;
+  r.task_index = config->id.task_index;
+  r.replica = replica;
+  r.replication_addresses = replication;
+  r.advertise = absl::StrJoin(serving, ",");
+  r.tls = config->security.tls;
+  r.security = config->security.client;
+  config->replica = std::move(r);
+  return absl::OkStatus();
+}
 
 int Fail(int code, absl::string_view message) {
   std::cerr << "strata-ps: " << message << "\n";
@@ -131,6 +190,8 @@ absl::StatusOr<PsConfig> ConfigFromFlags() {
   config.security = *std::move(security);
   options.tls = config.security.tls;
   options.service.credentials = config.security.credentials;
+  absl::Status replica = ReplicaFromFlags(&config);
+  if (!replica.ok()) return BadFlag(replica);
   return config;
 }
 
@@ -155,6 +216,30 @@ absl::StatusOr<std::unique_ptr<strata::MembershipAgent>> Register(
   return agent;
 }
 
+// A replicated task's replica: the role loop until a stop signal.
+int RunReplica(const PsConfig& config, strata::PsServer* server,
+               const strata::StopSignals& stop, strata::Logger* logger) {
+  if (config.id.coordinator.empty()) {
+    return Fail(2, "--replica needs a coordinator (--coordinator)");
+  }
+  auto coordinator = strata::CoordinatorClient::Connect(
+      config.id.coordinator, absl::Seconds(30), config.security.client);
+  auto replica = strata::PsReplica::Start(server, coordinator.get(),
+                                          *config.replica, logger);
+  if (!replica.ok()) return Fail(1, replica.status().message());
+  // The replication address is the one this process listens on at once;
+  // it serves on its --replica-addresses entry once primary.
+  std::cout << "listening on "
+            << config.replica->replication_addresses[config.replica->replica]
+            << std::endl;
+  const int sig = stop.Wait();
+  logger->Log(strata::LogLevel::kInfo, "draining", {{"signal", sig}});
+  (*replica)->Stop();
+  server->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
+  logger->Log(strata::LogLevel::kInfo, "stopped", {});
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -174,6 +259,9 @@ int main(int argc, char** argv) {
     logger.Log(strata::LogLevel::kError, "start_failed",
                {{"error", server.status().ToString()}});
     return Fail(1, server.status().message());
+  }
+  if (config->replica.has_value()) {
+    return RunReplica(*config, server->get(), stop, &logger);
   }
   std::cout << "listening on " << (*server)->address() << std::endl;
   std::string advertise = absl::GetFlag(FLAGS_advertise);

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/tf_config.h"
 #include "server/checkpoint.h"
 #include "server/device_state.h"
@@ -50,7 +51,13 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
   s->store_ = std::make_unique<VariableStore>(store_options);
   s->service_ = std::make_unique<ParameterServiceImpl>(
       s->store_.get(), logger, s->metrics_.get(), options.service);
+  if (!options.defer_serving) STRATA_RETURN_IF_ERROR(s->StartServing());
+  return s;
+}
 
+absl::Status PsServer::StartServing() {
+  if (daemon_ != nullptr) return absl::OkStatus();
+  const PsServerOptions& options = options_;
   auto credentials = MakeServerCredentials(options.tls);
   if (!credentials.ok()) return credentials.status();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -58,7 +65,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
   serving.host = options.host;
   serving.port = options.port;
   serving.credentials = *credentials;
-  serving.services = {s->service_.get()};
+  serving.services = {service_.get()};
   serving.health_services = {"strata.v1.ParameterService"};
   serving.configure_builder = [&options](grpc::ServerBuilder& builder) {
     for (const auto& [name, value] : DataPlaneChannelArgs()) {
@@ -67,11 +74,11 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
     if (options.configure_builder) options.configure_builder(builder);
   };
   serving.metrics_port = options.metrics_port;
-  serving.metrics = s->metrics_.get();
+  serving.metrics = metrics_.get();
   auto started = DaemonServer::Start(std::move(serving));
   if (!started.ok()) return started.status();
-  s->daemon_ = *std::move(started);
-  return s;
+  daemon_ = *std::move(started);
+  return absl::OkStatus();
 }
 
 PsServer::~PsServer() { Shutdown(absl::Seconds(5)); }

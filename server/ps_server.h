@@ -35,6 +35,9 @@ struct PsServerOptions {
   ParameterServiceOptions service;
   // Extra builder configuration (interceptors in tests, credentials).
   std::function<void(grpc::ServerBuilder&)> configure_builder;
+  // Builds the store and service but does not listen until StartServing
+  // (a replicated task's backup listens only once promoted).
+  bool defer_serving = false;
 };
 
 // Owns everything a PS process runs. Thread-safe.
@@ -46,6 +49,11 @@ class PsServer {
   static absl::StatusOr<std::unique_ptr<PsServer>> Start(
       const PsServerOptions& options, Logger* logger);
   ~PsServer();
+
+  // Listens on options.port (once; the deferred start of defer_serving).
+  // Errors: UNAVAILABLE when the address cannot be bound.
+  absl::Status StartServing();
+  bool serving() const { return daemon_ != nullptr; }
 
   int port() const { return daemon_ ? daemon_->port() : 0; }
   int metrics_port() const;

@@ -139,6 +139,62 @@ std::optional<SyncAccumulator::Averaged> SyncAccumulator::CompleteStep(
   return out;
 }
 
+nlohmann::json SyncAccumulator::Export(
+    std::vector<std::shared_ptr<const Buffer>>* sums) const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [step, acc] : steps_) {
+    nlohmann::json contributors = nlohmann::json::array();
+    for (const auto& [job, worker] : acc.contributors) {
+      contributors.push_back({job, worker});
+    }
+    out.push_back({{"step", step},
+                   {"rows", std::vector<int64_t>(acc.rows.begin(),
+                                                 acc.rows.end())},
+                   {"dense", acc.dense},
+                   {"contributors", contributors},
+                   {"group", acc.group},
+                   {"group_size", acc.group_size}});
+    sums->push_back(acc.sum);
+  }
+  return out;
+}
+
+absl::Status SyncAccumulator::Import(const nlohmann::json& steps,
+                                     const std::vector<std::string>& sums) {
+  const size_t bytes = num_elements_ * DTypeSize(dtype_);
+  if (!steps.is_array() || steps.size() != sums.size()) {
+    return absl::DataLossError("held sync steps: malformed transfer");
+  }
+  std::map<int64_t, Step> imported;
+  try {
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const nlohmann::json& s = steps[i];
+      if (sums[i].size() != bytes) {
+        return absl::DataLossError(absl::StrCat(
+            "held sync step ", s.at("step").get<int64_t>(), ": sum has ",
+            sums[i].size(), " bytes, expected ", bytes));
+      }
+      Step acc;
+      acc.sum = Buffer::Allocate(bytes, false);
+      std::memcpy(acc.sum->data(), sums[i].data(), bytes);
+      for (int64_t r : s.at("rows")) acc.rows.insert(r);
+      acc.dense = s.at("dense").get<bool>();
+      for (const auto& c : s.at("contributors")) {
+        acc.contributors.insert(
+            {c.at(0).get<std::string>(), c.at(1).get<int64_t>()});
+      }
+      acc.group = s.at("group").get<int64_t>();
+      acc.group_size = s.at("group_size").get<int32_t>();
+      imported[s.at("step").get<int64_t>()] = std::move(acc);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(
+        absl::StrCat("held sync steps: malformed transfer: ", e.what()));
+  }
+  steps_.swap(imported);
+  return absl::OkStatus();
+}
+
 std::set<std::tuple<std::string, int64_t, int64_t>>
 SyncAccumulator::HeldPushes() const {
   std::set<std::tuple<std::string, int64_t, int64_t>> held;

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "common/tensor.h"
+#include "nlohmann/json.hpp"
 #include "server/exactly_once.h"
 
 namespace strata {
@@ -62,6 +63,14 @@ class SyncAccumulator {
 
   // (job, worker, step) of every push held in a step not yet applied.
   std::set<std::tuple<std::string, int64_t, int64_t>> HeldPushes() const;
+
+  // The held steps, for a PS replica's state transfer: their bookkeeping
+  // as JSON and their sums in `sums` (one per step, in the JSON's order).
+  nlohmann::json Export(std::vector<std::shared_ptr<const Buffer>>* sums) const;
+  // Replaces the held steps with an Export. Errors: DATA_LOSS for a
+  // malformed export (nothing changes then).
+  absl::Status Import(const nlohmann::json& steps,
+                      const std::vector<std::string>& sums);
 
  private:
   struct Step {

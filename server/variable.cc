@@ -340,33 +340,68 @@ absl::StatusOr<PushOutcome> Variable::TakePush(const PushMeta& meta,
                                                const char* rows) {
   Ready ready;
   PushOutcome out;
+  uint64_t ticket = 0;
   {
     absl::MutexLock lock(&mu_);
     STRATA_ASSIGN_OR_RETURN(bool seen, dedup_.SeenBefore(meta, name()));
     if (seen) {
       out.version = version_;
       out.duplicate = true;
-      return out;
-    }
-    if (mode_ == v1::UpdateMode::SYNC) {
-      STRATA_RETURN_IF_ERROR(
-          pending_.Add(name(), version_, meta, dense, ids, rows));
-      // Taken: its gradient is in its step's sum.
-      dedup_.Record(meta);
-      STRATA_ASSIGN_OR_RETURN(out.applied, ApplyCompleteStepsLocked());
+      // The first copy may still be on its way to the backup.
+      if (sink_ != nullptr) ticket = sink_->Tail();
     } else {
-      STRATA_RETURN_IF_ERROR(dense != nullptr ? ApplyDenseLocked(dense)
-                                              : ApplyRowsLocked(ids, rows));
-      ++version_;
-      dedup_.Record(meta);
-      AdvanceClockLocked(meta);
-      out.applied = true;
+      if (mode_ == v1::UpdateMode::SYNC) {
+        STRATA_RETURN_IF_ERROR(
+            pending_.Add(name(), version_, meta, dense, ids, rows));
+        // Taken: its gradient is in its step's sum.
+        dedup_.Record(meta);
+        STRATA_ASSIGN_OR_RETURN(out.applied, ApplyCompleteStepsLocked());
+      } else {
+        STRATA_RETURN_IF_ERROR(dense != nullptr ? ApplyDenseLocked(dense)
+                                                : ApplyRowsLocked(ids, rows));
+        ++version_;
+        dedup_.Record(meta);
+        AdvanceClockLocked(meta);
+        out.applied = true;
+      }
+      out.version = version_;
+      ticket = ReplicatePushLocked(meta, dense, ids, rows);
+      PublishLocked(&ready);
     }
-    out.version = version_;
-    PublishLocked(&ready);
   }
   for (auto& fn : ready) fn(absl::OkStatus());
+  STRATA_RETURN_IF_ERROR(WaitReplicated(ticket));
   return out;
+}
+
+uint64_t Variable::ReplicatePushLocked(const PushMeta& meta,
+                                       const char* dense,
+                                       absl::Span<const int64_t> ids,
+                                       const char* rows) {
+  if (sink_ == nullptr || !sink_->active()) return 0;
+  v1::ReplicationEntry e;
+  e.set_kind(dense != nullptr ? v1::ReplicationEntry::PUSH_DENSE
+                              : v1::ReplicationEntry::PUSH_ROWS);
+  e.set_variable(name());
+  e.set_job(meta.job);
+  e.set_worker(meta.worker);
+  e.set_step(meta.step);
+  e.set_attempt(meta.attempt);
+  e.set_group(meta.group);
+  e.set_group_size(meta.group_size);
+  e.set_tagged(meta.tagged);
+  if (dense != nullptr) {
+    e.set_data(dense, byte_size_);
+  } else {
+    e.mutable_ids()->Add(ids.begin(), ids.end());
+    e.set_data(rows, ids.size() * row_width_ * DTypeSize(dtype_));
+  }
+  return sink_->Append(std::move(e));
+}
+
+absl::Status Variable::WaitReplicated(uint64_t ticket) const {
+  if (ticket == 0 || sink_ == nullptr) return absl::OkStatus();
+  return sink_->Wait(ticket);
 }
 
 absl::StatusOr<bool> Variable::ApplyCompleteStepsLocked() {
@@ -403,6 +438,7 @@ absl::StatusOr<int64_t> Variable::Assign(const char* data, size_t size) {
   }
   Ready ready;
   int64_t version;
+  uint64_t ticket = 0;
   {
     absl::MutexLock lock(&mu_);
     if (on_device_ != nullptr) {
@@ -414,9 +450,17 @@ absl::StatusOr<int64_t> Variable::Assign(const char* data, size_t size) {
     if (mode_ != v1::UpdateMode::SYNC) ++version_;
     ++changes_;
     version = version_;
+    if (sink_ != nullptr && sink_->active()) {
+      v1::ReplicationEntry e;
+      e.set_kind(v1::ReplicationEntry::ASSIGN);
+      e.set_variable(name());
+      e.set_data(data, size);
+      ticket = sink_->Append(std::move(e));
+    }
     PublishLocked(&ready);
   }
   for (auto& fn : ready) fn(absl::OkStatus());
+  STRATA_RETURN_IF_ERROR(WaitReplicated(ticket));
   return version;
 }
 

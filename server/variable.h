@@ -26,6 +26,7 @@
 #include "server/device_state.h"
 #include "server/exactly_once.h"
 #include "server/pull_waiters.h"
+#include "server/replication_sink.h"
 #include "server/shared_regions.h"
 #include "server/sync_accumulator.h"
 #include "server/variable_mirrors.h"
@@ -169,6 +170,23 @@ class Variable {
   // Where the value and slots live.
   const PsDevice& device() const { return device_; }
 
+  // PS replication (server/replication.h): every change is appended to
+  // `sink` under this variable's lock, and a push or assignment returns
+  // only once the sink's backup has it (or the backup was dropped). Set
+  // before the variable is shared; null: not replicated.
+  void set_replication(ReplicationSink* sink) { sink_ = sink; }
+  // Appends this variable's whole state (an INSTALL entry: value, slots,
+  // version, exactly-once window, clocks, the SYNC steps not yet applied)
+  // to `sink`, under the lock, for a state transfer. Errors: the CUDA
+  // failures of reading the slots.
+  absl::Status AppendState(ReplicationSink* sink, const std::string& owner)
+      const;
+  // Rebuilds a variable from an INSTALL entry. Errors: DATA_LOSS for a
+  // malformed entry; those of FromCheckpoint.
+  static absl::StatusOr<std::shared_ptr<Variable>> FromReplica(
+      const v1::ReplicationEntry& entry, uint64_t max_bytes,
+      const PsDevice& device = PsDevice());
+
   // Keeps a copy of the value at `offset` of `region` (layout in
   // common/shared_layout.h), written now and after every change, and
   // marked kMirrorGone when this variable is destroyed; replaces a mirror at
@@ -250,8 +268,19 @@ class Variable {
   // After a change: writes the mirrors and moves the callbacks of the
   // waiters now ready into `ready`.
   void PublishLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The checkpoint metadata (see CheckpointEntry).
-  nlohmann::json MetaLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The checkpoint metadata (see CheckpointEntry); with `with_held`, the
+  // window also lists the pushes held in unapplied SYNC steps (a state
+  // transfer sends those steps along).
+  nlohmann::json MetaLocked(bool with_held = false) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The replication entry of a taken push (`dense`, or rows `ids`), or 0
+  // when nothing is replicated now; the ticket to wait for.
+  uint64_t ReplicatePushLocked(const PushMeta& meta, const char* dense,
+                               absl::Span<const int64_t> ids,
+                               const char* rows)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Waits for `ticket` (see ReplicationSink::Wait); OK for 0.
+  absl::Status WaitReplicated(uint64_t ticket) const;
   // The entry of CheckpointEntry but for the slots.
   CheckpointVariable EntryWithoutSlotsLocked() const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -271,6 +300,7 @@ class Variable {
   const int num_replicas_;
   const int staleness_;
   const PsDevice device_;
+  ReplicationSink* sink_ = nullptr;
 
   mutable absl::Mutex mu_;
   // The value (on a CUDA device: the host copy of the device's value).

@@ -1,5 +1,6 @@
 // Variable's checkpoint form: the entry it saves (CheckpointEntry,
 // ToCheckpoint) and the variable rebuilt from one (FromCheckpoint).
+#include <cstring>
 #include <set>
 #include <string>
 #include <tuple>
@@ -167,7 +168,7 @@ absl::Status Variable::RestoreLocked(const CheckpointVariable& entry) {
   return absl::OkStatus();
 }
 
-nlohmann::json Variable::MetaLocked() const {
+nlohmann::json Variable::MetaLocked(bool with_held) const {
   std::string spec_json;
   google::protobuf::util::JsonPrintOptions opts;
   opts.preserve_proto_field_names = true;
@@ -179,7 +180,8 @@ nlohmann::json Variable::MetaLocked() const {
   // Pushes held in unapplied sync steps are not in the checkpoint's value,
   // so they are not recorded as taken: after a restore they are re-pushed.
   const std::set<std::tuple<std::string, int64_t, int64_t>> held =
-      pending_.HeldPushes();
+      with_held ? std::set<std::tuple<std::string, int64_t, int64_t>>()
+                : pending_.HeldPushes();
   nlohmann::json dedup = nlohmann::json::array();
   for (const auto& [key, w] : dedup_.windows()) {
     nlohmann::json steps = nlohmann::json::array();
@@ -233,6 +235,83 @@ CheckpointVariable Variable::ToCheckpoint() const {
   if (entry.ok()) return *std::move(entry);
   absl::ReaderMutexLock lock(&mu_);
   return EntryWithoutSlotsLocked();
+}
+
+namespace {
+
+std::shared_ptr<Buffer> BufferOf(const std::string& bytes) {
+  std::shared_ptr<Buffer> b = Buffer::Allocate(bytes.size(), false);
+  if (!bytes.empty()) std::memcpy(b->data(), bytes.data(), bytes.size());
+  return b;
+}
+
+}  // namespace
+
+absl::Status Variable::AppendState(ReplicationSink* sink,
+                                  const std::string& owner) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::shared_ptr<Buffer>> slots = slots_;
+  if (on_device_ != nullptr) {
+    STRATA_ASSIGN_OR_RETURN(slots, on_device_->ReadSlots());
+  }
+  v1::ReplicationEntry e;
+  e.set_kind(v1::ReplicationEntry::INSTALL);
+  e.set_variable(name());
+  e.set_owner(owner);
+  nlohmann::json wrapper;
+  wrapper["meta"] = MetaLocked(/*with_held=*/true);
+  wrapper["dtype"] = static_cast<int>(dtype_);
+  wrapper["shape"] = shape_;
+  e.set_meta_json(wrapper.dump());
+  e.set_data(value_->data(), value_->size());
+  std::vector<std::string> names = optimizer_->SlotNames();
+  for (size_t i = 0; i < slots.size() && i < names.size(); ++i) {
+    e.add_slot_names(names[i]);
+    e.add_slots(slots[i]->data(), slots[i]->size());
+  }
+  std::vector<std::shared_ptr<const Buffer>> sums;
+  e.set_pending_json(pending_.Export(&sums).dump());
+  for (const auto& sum : sums) e.add_pending(sum->data(), sum->size());
+  sink->Append(std::move(e));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Variable>> Variable::FromReplica(
+    const v1::ReplicationEntry& entry, uint64_t max_bytes,
+    const PsDevice& device) {
+  const std::string where = absl::StrCat("replicated variable ",
+                                         Quote(entry.variable()));
+  nlohmann::json wrapper = nlohmann::json::parse(entry.meta_json(), nullptr,
+                                                 /*allow_exceptions=*/false);
+  nlohmann::json pending = nlohmann::json::parse(
+      entry.pending_json(), nullptr, /*allow_exceptions=*/false);
+  if (!wrapper.is_object() || !wrapper.contains("meta") ||
+      !wrapper["dtype"].is_number_integer() || !wrapper["shape"].is_array() ||
+      pending.is_discarded()) {
+    return absl::DataLossError(absl::StrCat(where, ": malformed state"));
+  }
+  CheckpointVariable c;
+  c.name = entry.variable();
+  c.dtype = static_cast<DType>(wrapper["dtype"].get<int>());
+  for (const auto& d : wrapper["shape"]) {
+    if (!d.is_number_integer()) {
+      return absl::DataLossError(absl::StrCat(where, ": malformed shape"));
+    }
+    c.shape.push_back(d.get<int64_t>());
+  }
+  c.meta = wrapper["meta"];
+  c.value = BufferOf(entry.data());
+  for (int i = 0; i < entry.slots_size() && i < entry.slot_names_size(); ++i) {
+    c.slots.emplace_back(entry.slot_names(i),
+                         BufferOf(entry.slots(i)));
+  }
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v,
+                          FromCheckpoint(c, max_bytes, device));
+  std::vector<std::string> sums(entry.pending().begin(),
+                                entry.pending().end());
+  absl::MutexLock lock(&v->mu_);
+  STRATA_RETURN_IF_ERROR(v->pending_.Import(pending, sums));
+  return v;
 }
 
 }  // namespace strata

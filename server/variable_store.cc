@@ -73,6 +73,11 @@ bool VariableStore::TableVisibleTo(const std::optional<Caller>& caller,
 absl::StatusOr<bool> VariableStore::CreateTable(
     const v1::TableSpec& spec, const std::optional<Caller>& caller) {
   // Under mu_: two jobs creating one name cannot both come to own it.
+  if (sink_ != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "table '", spec.name(), "': this ps task is replicated "
+        "(ps.replication 2), and dynamic tables are not replicated yet"));
+  }
   absl::MutexLock lock(&mu_);
   STRATA_RETURN_IF_ERROR(CheckTableOwnerLocked(caller, spec.name()));
   STRATA_ASSIGN_OR_RETURN(bool created, tables_.Create(spec));
@@ -160,14 +165,86 @@ absl::StatusOr<bool> VariableStore::Create(
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v,
                           Variable::Create(spec, options_.max_variable_bytes,
                                            options_.device));
-  absl::MutexLock lock(&mu_);
-  // A concurrent create of the same name may have won the race.
-  if (auto found = FindForCreateLocked(spec, caller, /*detail=*/false)) {
-    return *std::move(found);
+  uint64_t ticket = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    // A concurrent create of the same name may have won the race.
+    if (auto found = FindForCreateLocked(spec, caller, /*detail=*/false)) {
+      return *std::move(found);
+    }
+    v->set_replication(sink_);
+    if (sink_ != nullptr && sink_->active()) {
+      v1::ReplicationEntry e;
+      e.set_kind(v1::ReplicationEntry::CREATE);
+      e.set_variable(spec.name());
+      *e.mutable_spec() = spec;
+      if (caller.has_value()) e.set_owner(caller->job);
+      ticket = sink_->Append(std::move(e));
+    }
+    variables_.emplace(spec.name(), std::move(v));
+    AdoptLocked(caller, spec.name());
   }
-  variables_.emplace(spec.name(), std::move(v));
-  AdoptLocked(caller, spec.name());
+  if (ticket != 0) STRATA_RETURN_IF_ERROR(sink_->Wait(ticket));
   return true;
+}
+
+void VariableStore::set_replication(ReplicationSink* sink) {
+  absl::MutexLock lock(&mu_);
+  sink_ = sink;
+  for (auto& [name, v] : variables_) v->set_replication(sink);
+}
+
+absl::Status VariableStore::AppendState() {
+  if (sink_ == nullptr) return absl::OkStatus();
+  std::vector<std::pair<std::shared_ptr<Variable>, std::string>> all;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const auto& [name, v] : variables_) {
+      auto owner = owners_.find(name);
+      all.emplace_back(v, owner == owners_.end() ? "" : owner->second);
+    }
+  }
+  for (const auto& [v, owner] : all) {
+    STRATA_RETURN_IF_ERROR(v->AppendState(sink_, owner));
+  }
+  return absl::OkStatus();
+}
+
+void VariableStore::Install(std::shared_ptr<Variable> v,
+                            const std::string& owner) {
+  std::shared_ptr<Variable> old;
+  {
+    absl::MutexLock lock(&mu_);
+    const std::string name = v->name();
+    auto it = variables_.find(name);
+    if (it != variables_.end()) old = std::move(it->second);
+    v->set_replication(sink_);
+    variables_[name] = std::move(v);
+    if (owner.empty()) {
+      owners_.erase(name);
+    } else {
+      owners_[name] = owner;
+    }
+  }
+  if (old != nullptr) {
+    old->RetireMirrors();
+    old->CancelWaiters(absl::AbortedError(absl::StrCat(
+        "variable '", old->name(), "' was replaced; pull again")));
+  }
+}
+
+void VariableStore::Clear() {
+  std::map<std::string, std::shared_ptr<Variable>> old;
+  {
+    absl::MutexLock lock(&mu_);
+    old.swap(variables_);
+    owners_.clear();
+  }
+  for (auto& [name, v] : old) {
+    v->RetireMirrors();
+    v->CancelWaiters(absl::AbortedError(
+        absl::StrCat("variable '", name, "' was dropped; pull again")));
+  }
 }
 
 absl::StatusOr<std::shared_ptr<Variable>> VariableStore::Get(
@@ -289,9 +366,21 @@ absl::StatusOr<int64_t> VariableStore::Restore(
         table_owners[name] = caller->job;
       }
     }
+    for (auto& [name, v] : fresh) v->set_replication(sink_);
     variables_.swap(fresh);
     owners_.swap(owners);
     table_owners_.swap(table_owners);
+    if (sink_ != nullptr && sink_->active()) {
+      // The backup drops its variables and takes the restored ones.
+      v1::ReplicationEntry e;
+      e.set_kind(v1::ReplicationEntry::RESET);
+      sink_->Append(std::move(e));
+    }
+  }
+  absl::Status replicated = absl::OkStatus();
+  if (sink_ != nullptr && sink_->active()) {
+    replicated = AppendState();
+    if (replicated.ok()) replicated = sink_->Wait(sink_->Tail());
   }
   for (auto& [name, old] : fresh) {
     // A call may still hold the old variable: its mirrors are gone now.
@@ -300,6 +389,7 @@ absl::StatusOr<int64_t> VariableStore::Restore(
         "variable '", name, "' was replaced by a restore from '", resolved,
         "'; pull again")));
   }
+  if (!replicated.ok()) return replicated;
   return n;
 }
 

@@ -109,6 +109,19 @@ class VariableStore : public ParameterStore {
 
   const VariableStoreOptions& options() const { return options_; }
 
+  // PS replication (server/replication.h). A primary's store appends its
+  // changes to `sink` (creations, restores, and through each variable its
+  // pushes and assignments) and refuses dynamic tables, which are not
+  // replicated. Set before serving.
+  void set_replication(ReplicationSink* sink);
+  // The state transfer to a new backup: appends every variable's state
+  // (Variable::AppendState) to the sink.
+  absl::Status AppendState();
+  // A backup's store applying its primary's entries: adds or replaces a
+  // variable (owned by `owner`'s job unless empty), drops them all.
+  void Install(std::shared_ptr<Variable> v, const std::string& owner);
+  void Clear();
+
  protected:
   // The checkpoint's file I/O (server/checkpoint.h), called without any
   // lock held. Tests override them to stand for slow storage.
@@ -140,6 +153,7 @@ class VariableStore : public ParameterStore {
       bool detail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const VariableStoreOptions options_;
+  ReplicationSink* sink_ = nullptr;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Variable>> variables_
       ABSL_GUARDED_BY(mu_);

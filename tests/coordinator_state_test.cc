@@ -24,6 +24,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::TaskId Task(const std::string& role, int index) {
   v1::TaskId t;
@@ -720,6 +721,45 @@ TEST_F(CoordinatorStateTest, LeasesTheWorkerNoLongerHoldsAreRequeued) {
   Done(0, s2);
   Done(1, other);
   EXPECT_EQ(state_->GetJob().steps_completed(), 3);
+}
+
+// A replicated ps task (ps.replication 2): replicas register exclusively;
+// the backup of incarnation "a" takes the task over from it with its state
+// (no restore, nothing lost) unless "a" fenced it off first.
+TEST_F(CoordinatorStateTest, ReplicatedPsTakeoverKeepsStateUnlessFenced) {
+  StartJob(JobJson(1, 1, 0, /*checkpoint_every_steps=*/3), 6);
+  for (int i = 0; i < 4; ++i) Done(0, Work(0));
+  auto save = state_->NextPsAction();  // due at step 3
+  if (save.has_value()) state_->FinishPsAction(*save, absl::OkStatus());
+  const v1::TaskId ps = Task("ps", 0);
+  // Held by "a" (alive): a claim that replaces nothing is refused.
+  EXPECT_THAT(state_->Register(ps, "p0:1,p1:1", "b", true, ""),
+              StatusIsWithMessage(absl::StatusCode::kAlreadyExists,
+                                  "is held by incarnation \"a\""));
+  // "a" lost its backup "c" and fenced it: "c" may not take over.
+  ASSERT_TRUE(state_->Heartbeat(ps, "a", "c").ok());
+  EXPECT_THAT(state_->Register(ps, "p0:1,p1:1", "c", true, "a"),
+              StatusIsWithMessage(absl::StatusCode::kAlreadyExists,
+                                  "dropped this replica"));
+  // Its backup "b" takes over: no restore, no lost step, work goes on.
+  ASSERT_TRUE(state_->Register(ps, "p0:1,p1:1", "b", true, "a").ok());
+  EXPECT_THAT(log_.str(), HasSubstr("\"event\":\"ps_failover\""));
+  EXPECT_THAT(log_.str(), Not(HasSubstr("ps_restart_detected")));
+  EXPECT_FALSE(state_->NextPsAction().has_value());
+  EXPECT_EQ(Work(0).kind(), v1::WorkItem::TRAIN);
+  EXPECT_EQ(state_->GetJob().lost_steps(), 0);
+  // The old primary is fenced off: its heartbeat says so, and it cannot
+  // claim the task back while "b" holds it.
+  EXPECT_THAT(state_->Heartbeat(ps, "a"),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(state_->Register(ps, "p0:1,p1:1", "a", true, ""),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+  // A replica whose predecessor is gone (lease expired) claims it, with a
+  // restore: that is a restart, not a takeover.
+  now_ += absl::Seconds(30);
+  state_->CheckLeases();
+  ASSERT_TRUE(state_->Register(ps, "p0:1,p1:1", "d", true, "").ok());
+  EXPECT_THAT(log_.str(), HasSubstr("ps_restart_detected"));
 }
 
 TEST_F(CoordinatorStateTest, PsRestartRestoresCheckpointAndRequeuesLaterSteps) {

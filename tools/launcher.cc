@@ -173,7 +173,10 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   // One coordinator, or (--ha) the replicas and their etcd.
   std::vector<ChildProcess> coordinators(options.ha ? 2 : 1);
   ChildProcess etcd;
-  std::vector<ChildProcess> ps(num_ps);
+  // With strategy.ps_replication 2, task i runs as ps[2i] (replica 0) and
+  // ps[2i+1] (replica 1), each knowing both serving addresses.
+  const int replication = static_cast<int>(job.strategy.ps_replication);
+  std::vector<ChildProcess> ps(num_ps * replication);
   std::vector<ChildProcess> workers(num_workers);
   auto all = [&]() {
     std::vector<ChildProcess*> v;
@@ -270,23 +273,52 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   for (const auto& c : coordinators) coordinator_addresses.push_back(c.address);
   const std::string coordinator_target =
       absl::StrJoin(coordinator_addresses, ",");
-  for (int i = 0; i < num_ps; ++i) {
-    ps[i].name = absl::StrCat("ps:", i);
-    ps[i].argv = {bin + "/strata-ps", "--host=127.0.0.1", "--port=0",
-                  absl::StrCat("--task-index=", i),
-                  "--checkpoint-dir=" + run_dir + absl::StrCat("/ps-", i),
-                  "--coordinator=" + coordinator_target};
-    if (!options.ps_device.empty()) {
-      ps[i].argv.push_back("--device=" + options.ps_device);
+  std::vector<int> replica_ports;
+  if (replication > 1) {
+    STRATA_ASSIGN_OR_RETURN(replica_ports,
+                            FreeLoopbackPorts(2 * replication * num_ps));
+  }
+  for (int k = 0; k < num_ps * replication; ++k) {
+    const int i = k / replication;
+    const int r = k % replication;
+    ChildProcess& p = ps[k];
+    p.name = replication > 1 ? absl::StrCat("ps:", i, "/", r)
+                             : absl::StrCat("ps:", i);
+    p.argv = {bin + "/strata-ps", "--host=127.0.0.1", "--port=0",
+              absl::StrCat("--task-index=", i),
+              "--checkpoint-dir=" + run_dir + absl::StrCat("/ps-", i),
+              "--coordinator=" + coordinator_target};
+    std::string serving;
+    if (replication > 1) {
+      std::vector<std::string> addresses(2);
+      for (int j = 0; j < replication; ++j) {
+        const int base = 2 * (i * replication + j);
+        absl::StrAppend(&addresses[0], j ? "," : "", "127.0.0.1:",
+                        replica_ports[base]);
+        absl::StrAppend(&addresses[1], j ? "," : "", "127.0.0.1:",
+                        replica_ports[base + 1]);
+      }
+      serving = addresses[0];
+      p.argv.push_back(absl::StrCat("--replica=", r));
+      p.argv.push_back("--replica-addresses=" + addresses[0]);
+      p.argv.push_back("--replication-addresses=" + addresses[1]);
     }
-    ps[i].log_path = run_dir + absl::StrCat("/ps-", i, ".log");
+    if (!options.ps_device.empty()) {
+      p.argv.push_back("--device=" + options.ps_device);
+    }
+    p.log_path = run_dir + (replication > 1
+                                ? absl::StrCat("/ps-", i, "-", r, ".log")
+                                : absl::StrCat("/ps-", i, ".log"));
     // A PS only registers with the coordinator: the worker role will do.
-    secure(&ps[i], true, security.worker_token);
-    absl::Status s = Spawn(&ps[i], true, kStartTimeout);
+    secure(&p, true, security.worker_token);
+    absl::Status s = Spawn(&p, true, kStartTimeout);
     if (!s.ok()) {
       stop_all();
       return s;
     }
+    // A replica reports its replication address; clients and the summary
+    // know the task by both serving addresses.
+    if (replication > 1) p.address = serving;
   }
   coord = CoordinatorClient::Connect(coordinator_target, absl::Seconds(30),
                                     security.launcher);
@@ -428,10 +460,16 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
                          std::max(absl::Milliseconds(500), r.pause * 2));
       // A server comes back on its port (etcd's ports are in its flags).
       const bool wait_for_address = server && c != &etcd;
-      if (wait_for_address) c->argv[2] = "--port=" + Port(c->address);
+      const bool replica = replication > 1 && !ps.empty() &&
+                           c >= &ps.front() && c <= &ps.back();
+      const std::string address = c->address;
+      if (wait_for_address && !replica) {
+        c->argv[2] = "--port=" + Port(c->address);
+      }
       c->restarts++;
       changed = true;
       absl::Status started = Spawn(c, wait_for_address, kStartTimeout);
+      if (replica) c->address = address;
       if (started.ok()) return started;
       if (++r.failed_starts >= kMaxFailedStarts) {
         return absl::UnavailableError(absl::StrCat(
@@ -519,6 +557,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
                            : "none"},
         {"replicas_per_worker", policy->local_replicas()},
         {"ps", num_ps},
+        {"ps_replication", replication},
         {"workers", num_workers},
         {"epochs", job.epochs},
         {"batch_size", job.batch_size},
@@ -564,7 +603,12 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
         << std::endl;
     if (options.on_finished) {
       std::vector<std::string> addresses;
-      for (const auto& p : ps) addresses.push_back(p.address);
+      for (const auto& p : ps) {
+        // The replicas of a task share its address.
+        if (addresses.empty() || addresses.back() != p.address) {
+          addresses.push_back(p.address);
+        }
+      }
       result = options.on_finished(addresses);
     }
   }
