@@ -221,29 +221,33 @@ void PsReplica::Run() {
       continue;
     }
     refusals = 0;
-    absl::MutexLock lock(&mu_);
-    auto opened = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) -> bool {
-      return stopped_ || stream_open_;
-    };
-    if (!mu_.AwaitWithTimeout(absl::Condition(&opened), absl::Seconds(10))) {
-      continue;
+    bool failed = false;
+    {
+      absl::MutexLock lock(&mu_);
+      auto opened = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) -> bool {
+        return stopped_ || stream_open_;
+      };
+      if (!mu_.AwaitWithTimeout(absl::Condition(&opened),
+                                absl::Seconds(10))) {
+        continue;
+      }
+      logger_->Info("backup", {{"primary", stream_primary_},
+                               {"incarnation", incarnation}});
+      auto closed = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) -> bool {
+        return stopped_ || stream_closed_;
+      };
+      mu_.Await(absl::Condition(&closed));
+      if (stopped_) return;
+      role_ = ReplicaRole::STARTING;
+      failed = stream_failed_;
+      // The primary's stream ended: take the task over from it.
+      if (!failed) replaces = stream_primary_;
     }
-    logger_->Info("backup", {{"primary", stream_primary_},
-                             {"incarnation", incarnation}});
-    auto closed = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) -> bool {
-      return stopped_ || stream_closed_;
-    };
-    mu_.Await(absl::Condition(&closed));
-    if (stopped_) return;
-    role_ = ReplicaRole::STARTING;
-    if (stream_failed_) {
-      mu_.Unlock();
+    if (failed) {
+      // This replica's state is not the primary's: drop it, join again.
       server_->store()->Clear();
-      mu_.Lock();
       continue;
     }
-    // The primary's stream ended: take the task over from it.
-    replaces = stream_primary_;
     logger_->Warning("primary_lost", {{"primary", replaces}});
   }
 }

@@ -728,9 +728,11 @@ TEST_F(CoordinatorStateTest, LeasesTheWorkerNoLongerHoldsAreRequeued) {
 // (no restore, nothing lost) unless "a" fenced it off first.
 TEST_F(CoordinatorStateTest, ReplicatedPsTakeoverKeepsStateUnlessFenced) {
   StartJob(JobJson(1, 1, 0, /*checkpoint_every_steps=*/3), 6);
-  for (int i = 0; i < 4; ++i) Done(0, Work(0));
+  for (int i = 0; i < 3; ++i) Done(0, Work(0));
   auto save = state_->NextPsAction();  // due at step 3
-  if (save.has_value()) state_->FinishPsAction(*save, absl::OkStatus());
+  ASSERT_TRUE(save.has_value());
+  state_->FinishPsAction(*save, absl::OkStatus());
+  Done(0, Work(0));  // step 3
   const v1::TaskId ps = Task("ps", 0);
   // Held by "a" (alive): a claim that replaces nothing is refused.
   EXPECT_THAT(state_->Register(ps, "p0:1,p1:1", "b", true, ""),
