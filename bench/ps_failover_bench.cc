@@ -24,7 +24,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
-#include "client/ps_client.h"
 #include "tests/launch_util.h"
 #include "nlohmann/json.hpp"
 
@@ -58,34 +57,6 @@ std::string JobFile(int replication, const std::string& name) {
   std::ofstream out(path);
   out << job.dump();
   return path;
-}
-
-std::vector<std::string> Split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t comma = s.find(',', start);
-    if (comma == std::string::npos) comma = s.size();
-    out.push_back(s.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
-
-// The serving replica of ps task 0 ("ps:0/R"), or "".
-std::string Primary(const nlohmann::json& cluster) {
-  for (const auto& c : cluster) {
-    const std::string name = c["name"];
-    if (name.rfind("ps:0/", 0) != 0) continue;
-    const int r = name.back() - '0';
-    auto addresses = Split(c["address"]);
-    if (r >= static_cast<int>(addresses.size())) continue;
-    PsClientOptions options;
-    options.max_attempts = 1;
-    options.deadline = absl::Seconds(1);
-    if (PsClient::Connect(addresses[r], options)->Stats().ok()) return name;
-  }
-  return "";
 }
 
 int Count(const std::string& path, const std::string& needle) {
@@ -175,7 +146,7 @@ int Main() {
     std::string primary;
     while (Clock::now() < deadline) {
       cluster = Cluster(run);
-      primary = Primary(cluster);
+      primary = PrimaryReplica(cluster, 0);
       int backups = 0;
       for (int r = 0; r < 2; ++r) {
         backups += Count(run.dir + "/run/ps-0-" + std::to_string(r) + ".log",

@@ -14,10 +14,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "client/coordinator_client.h"
+#include "client/ps_client.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -185,6 +187,30 @@ inline pid_t PidOf(const nlohmann::json& cluster, const std::string& name) {
     if (c["name"] == name) return c["pid"].get<pid_t>();
   }
   return -1;
+}
+
+// The replica of replicated ps task `task` (strategy.ps_replication 2,
+// named "ps:T/R" in the cluster file) that serves now: its own serving
+// address, the R-th of the task's comma-separated address, answers. ""
+// when none does.
+inline std::string PrimaryReplica(const nlohmann::json& cluster, int task) {
+  const std::string prefix = "ps:" + std::to_string(task) + "/";
+  for (const auto& c : cluster) {
+    const std::string name = c["name"];
+    if (name.rfind(prefix, 0) != 0) continue;
+    const int replica = std::stoi(name.substr(prefix.size()));
+    std::vector<std::string> addresses;
+    std::stringstream all(c["address"].get<std::string>());
+    for (std::string a; std::getline(all, a, ',');) addresses.push_back(a);
+    if (replica >= static_cast<int>(addresses.size())) continue;
+    PsClientOptions options;
+    options.max_attempts = 1;
+    options.deadline = absl::Seconds(1);
+    if (PsClient::Connect(addresses[replica], options)->Stats().ok()) {
+      return name;
+    }
+  }
+  return "";
 }
 
 inline nlohmann::json Summary(const LaunchRun& run) {

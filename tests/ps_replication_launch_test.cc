@@ -10,8 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "client/ps_client.h"
-#include "common/tls.h"
 #include "tests/launch_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -44,33 +42,6 @@ std::string JobFile(const Mode& mode) {
   return path;
 }
 
-// The replica of ps task `task` that serves now (its serving address
-// answers), by its name in the cluster file ("ps:T/R"); "" when none does.
-std::string Primary(const nlohmann::json& cluster, int task) {
-  for (const auto& c : cluster) {
-    const std::string name = c["name"];
-    const std::string prefix = "ps:" + std::to_string(task) + "/";
-    if (name.rfind(prefix, 0) != 0) continue;
-    const int replica = std::stoi(name.substr(prefix.size()));
-    const std::string all = c["address"];
-    std::vector<std::string> addresses;
-    size_t start = 0;
-    while (start <= all.size()) {
-      size_t comma = all.find(',', start);
-      if (comma == std::string::npos) comma = all.size();
-      addresses.push_back(all.substr(start, comma - start));
-      start = comma + 1;
-    }
-    if (replica >= static_cast<int>(addresses.size())) continue;
-    PsClientOptions options;
-    options.max_attempts = 1;
-    options.deadline = absl::Seconds(2);
-    auto client = PsClient::Connect(addresses[replica], options);
-    if (client->Stats().ok()) return name;
-  }
-  return "";
-}
-
 class PsReplicationLaunchTest : public ::testing::TestWithParam<Mode> {
  protected:
   void SetUp() override {
@@ -86,7 +57,7 @@ TEST_P(PsReplicationLaunchTest, PrimaryKilledLosesNoStep) {
        "--workers=2"});
   nlohmann::json cluster = WaitForProgress(run, 150);
   ASSERT_FALSE(cluster.empty()) << Log(run);
-  const std::string primary = Primary(cluster, 0);
+  const std::string primary = PrimaryReplica(cluster, 0);
   ASSERT_FALSE(primary.empty()) << Log(run);
   const pid_t victim = PidOf(cluster, primary);
   ASSERT_GT(victim, 0) << Log(run);
