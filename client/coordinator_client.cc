@@ -248,6 +248,7 @@ absl::Status MembershipAgent::RegisterOnce() {
   req.set_incarnation(incarnation_);
   req.set_exclusive(exclusive_);
   req.set_replaces(replaces_);
+  req.set_only_if_failed(only_if_failed_);
   auto resp = client_->Register(req);
   if (!resp.ok()) return resp.status();
   generation_ = resp->generation();
@@ -260,9 +261,11 @@ absl::Status MembershipAgent::RegisterOnce() {
 }
 
 void MembershipAgent::SetExclusive(std::string replaces,
-                                   std::function<void()> on_lost) {
+                                   std::function<void()> on_lost,
+                                   bool only_if_failed) {
   exclusive_ = true;
   replaces_ = std::move(replaces);
+  only_if_failed_ = only_if_failed;
   on_lost_ = std::move(on_lost);
 }
 

@@ -110,7 +110,9 @@ class MembershipAgent {
   // exclusively, as the takeover of `replaces` when not empty; when a
   // heartbeat finds the task taken by another incarnation, `on_lost` runs
   // (on the heartbeat thread) and heartbeats stop. Call before Start.
-  void SetExclusive(std::string replaces, std::function<void()> on_lost);
+  // `only_if_failed`: replace `replaces` only once its lease expired.
+  void SetExclusive(std::string replaces, std::function<void()> on_lost,
+                    bool only_if_failed = false);
 
   // Registers (retrying while the coordinator is unavailable) and starts
   // the heartbeat thread.
@@ -140,6 +142,7 @@ class MembershipAgent {
   Logger* const logger_;
   bool exclusive_ = false;
   std::string replaces_;
+  bool only_if_failed_ = false;
   std::function<void()> on_lost_;
   std::atomic<int64_t> generation_{0};
   std::atomic<int64_t> group_{0};

@@ -38,7 +38,7 @@ std::unique_ptr<PsClient> PsClient::Connect(const std::string& target,
   if (IsReplicaSetTarget(target)) {
     // A replicated task: calls retry through a primary's failover (its
     // backup registers and starts listening within about a second).
-    options.max_attempts = std::max(options.max_attempts, 12);
+    options.max_attempts = std::max(options.max_attempts, 20);
     options.max_backoff = std::min(options.max_backoff, absl::Seconds(1));
   }
   std::vector<std::shared_ptr<grpc::Channel>> channels;

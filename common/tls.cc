@@ -170,6 +170,15 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& raw_target,
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // A primary that hangs (its connection open, nothing answered) is
+    // noticed within about 2 s: the connection closes, calls fail
+    // UNAVAILABLE and retry, and the channel moves on to a replica that
+    // listens (a hung process's port accepts but never completes the
+    // handshake, which the 100 ms minimum connect time gives up on).
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 1000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 1000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   }
   if (security.tls.enabled && !security.tls.server_name.empty()) {
     args.SetSslTargetNameOverride(security.tls.server_name);

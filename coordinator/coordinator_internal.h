@@ -241,10 +241,12 @@ int64_t RegisterMember(CoordinatorCore& core, const TaskKey& task,
 // replacing `replaces`: whether it takes over the task's state (true) or
 // is a plain registration (false). Errors: ALREADY_EXISTS while another
 // live incarnation holds the task and the claim may not replace it.
+// `only_if_failed`: replacing `replaces` only once its lease expired.
 absl::StatusOr<bool> CheckExclusiveClaim(const CoordinatorCore& core,
                                          const TaskKey& task,
                                          const std::string& incarnation,
-                                         const std::string& replaces)
+                                         const std::string& replaces,
+                                         bool only_if_failed = false)
     ABSL_SHARED_LOCKS_REQUIRED(core.mu);
 // The locked part of Deregister; false when the member had already left.
 absl::StatusOr<bool> DeregisterMember(CoordinatorCore& core,

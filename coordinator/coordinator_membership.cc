@@ -121,7 +121,8 @@ void BumpGeneration(CoordinatorCore& core) {
 absl::StatusOr<bool> CheckExclusiveClaim(const CoordinatorCore& core,
                                          const TaskKey& task,
                                          const std::string& incarnation,
-                                         const std::string& replaces) {
+                                         const std::string& replaces,
+                                         bool only_if_failed) {
   auto it = core.members.find(task);
   if (it == core.members.end()) return false;
   const MemberRecord& m = it->second;
@@ -129,6 +130,11 @@ absl::StatusOr<bool> CheckExclusiveClaim(const CoordinatorCore& core,
   const bool fenced = std::find(m.fenced.begin(), m.fenced.end(),
                                 incarnation) != m.fenced.end();
   if (!replaces.empty() && replaces == m.incarnation) {
+    if (!fenced && only_if_failed && m.state == v1::Member::ALIVE) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "task ", Name(task), ": incarnation ", json(m.incarnation).dump(),
+          " is alive (its lease has not expired)"));
+    }
     if (!fenced) return true;
     return absl::AlreadyExistsError(absl::StrCat(
         "task ", Name(task), ": incarnation ", json(m.incarnation).dump(),

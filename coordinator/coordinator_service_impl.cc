@@ -411,7 +411,8 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Register(
     STRATA_ASSIGN_OR_RETURN(
         int64_t generation,
         state_->Register(req->task(), req->address(), req->incarnation(),
-                         req->exclusive(), req->replaces()));
+                         req->exclusive(), req->replaces(),
+                         req->only_if_failed()));
     resp->set_generation(generation);
     resp->set_lease_ms(absl::ToInt64Milliseconds(state_->options().lease));
     resp->set_heartbeat_ms(

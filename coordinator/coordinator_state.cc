@@ -151,7 +151,7 @@ void CoordinatorState::AfterChange(Callbacks callbacks) {
 absl::StatusOr<int64_t> CoordinatorState::Register(
     const v1::TaskId& task_id, const std::string& address,
     const std::string& incarnation, bool exclusive,
-    const std::string& replaces) {
+    const std::string& replaces, bool only_if_failed) {
   STRATA_ASSIGN_OR_RETURN(
       TaskKey task, ci::ValidateRegistration(*core_, task_id, incarnation));
   Callbacks callbacks;
@@ -162,7 +162,8 @@ absl::StatusOr<int64_t> CoordinatorState::Register(
     if (exclusive) {
       STRATA_ASSIGN_OR_RETURN(state_intact,
                               ci::CheckExclusiveClaim(*core_, task,
-                                                      incarnation, replaces));
+                                                      incarnation, replaces,
+                                                      only_if_failed));
     }
     generation = ci::RegisterMember(*core_, task, address, incarnation,
                                     &callbacks, state_intact);

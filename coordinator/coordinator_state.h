@@ -121,7 +121,8 @@ class CoordinatorState {
                                    const std::string& address,
                                    const std::string& incarnation,
                                    bool exclusive = false,
-                                   const std::string& replaces = "");
+                                   const std::string& replaces = "",
+                                   bool only_if_failed = false);
 
   // Refreshes the lease. Returns the generation. Errors: NOT_FOUND (the
   // message says "re-register") for an unknown task, a stale incarnation,

@@ -222,6 +222,7 @@ void PsReplica::Run() {
     }
     refusals = 0;
     bool failed = false;
+    std::string primary;
     {
       absl::MutexLock lock(&mu_);
       auto opened = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) -> bool {
@@ -231,17 +232,46 @@ void PsReplica::Run() {
                                 absl::Seconds(10))) {
         continue;
       }
-      logger_->Info("backup", {{"primary", stream_primary_},
+      primary = stream_primary_;
+      logger_->Info("backup", {{"primary", primary},
                                {"incarnation", incarnation}});
-      auto closed = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) -> bool {
-        return stopped_ || stream_closed_;
-      };
-      mu_.Await(absl::Condition(&closed));
-      if (stopped_) return;
-      role_ = ReplicaRole::STARTING;
-      failed = stream_failed_;
-      // The primary's stream ended: take the task over from it.
-      if (!failed) replaces = stream_primary_;
+    }
+    // Until the stream ends, check every second whether the primary hangs
+    // (its lease expired while its stream stays open).
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto closed = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) -> bool {
+          return stopped_ || stream_closed_;
+        };
+        if (mu_.AwaitWithTimeout(absl::Condition(&closed),
+                                 options_.hang_check)) {
+          if (stopped_) return;
+          role_ = ReplicaRole::STARTING;
+          failed = stream_failed_;
+          // The primary's stream ended: take the task over from it.
+          if (!failed) replaces = stream_primary_;
+          break;
+        }
+      }
+      auto claim = std::make_unique<MembershipAgent>(
+          coordinator_, task, options_.advertise, incarnation, logger_);
+      claim->SetExclusive(primary, [this] { Lost(); },
+                          /*only_if_failed=*/true);
+      if (claim->Start().ok()) {
+        // Its stream may stay open: the service refuses its frames now.
+        {
+          absl::MutexLock lock(&mu_);
+          role_ = ReplicaRole::STARTING;
+        }
+        logger_->Warning("primary_hangs", {{"primary", primary}});
+        absl::Status s = BecomePrimary(std::move(claim), incarnation, true);
+        if (!s.ok()) {
+          logger_->Error("serving_failed", {{"error", s.ToString()}});
+          std::_Exit(1);
+        }
+        return;
+      }
     }
     if (failed) {
       // This replica's state is not the primary's: drop it, join again.

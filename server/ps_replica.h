@@ -48,6 +48,10 @@ struct PsReplicaOptions {
   TlsOptions tls;
   ClientSecurity security;
   absl::Duration ack_timeout = absl::Seconds(5);
+  // How often a backup asks the coordinator whether its primary's lease
+  // expired while its stream stays open (a hung primary), and then takes
+  // the task over.
+  absl::Duration hang_check = absl::Seconds(1);
   // Runs when this primary lost the task to its backup (default: log and
   // exit the process with code 3, so that it is restarted as a backup).
   std::function<void()> on_lost;

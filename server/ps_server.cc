@@ -71,6 +71,13 @@ absl::Status PsServer::StartServing() {
     for (const auto& [name, value] : DataPlaneChannelArgs()) {
       builder.AddChannelArgument(name, value);
     }
+    if (options.defer_serving) {
+      // A replica's clients ping every second to notice a hung primary.
+      builder.AddChannelArgument(
+          GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
+      builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+      builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    }
     if (options.configure_builder) options.configure_builder(builder);
   };
   serving.metrics_port = options.metrics_port;

@@ -360,6 +360,12 @@ grpc::Status ReplicationServiceImpl::Replicate(
   bool failed = false;
   grpc::Status result = grpc::Status::OK;
   while (stream->Read(&frame)) {
+    if (!hooks_.is_backup()) {
+      // This replica took the task over from a primary that hung.
+      result = grpc::Status(grpc::StatusCode::ABORTED,
+                            "this replica took the task over");
+      break;
+    }
     if (!opened) {
       primary = frame.primary_incarnation();
       hooks_.stream_opened(primary);

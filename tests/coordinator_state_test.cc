@@ -743,6 +743,12 @@ TEST_F(CoordinatorStateTest, ReplicatedPsTakeoverKeepsStateUnlessFenced) {
   EXPECT_THAT(state_->Register(ps, "p0:1,p1:1", "c", true, "a"),
               StatusIsWithMessage(absl::StatusCode::kAlreadyExists,
                                   "dropped this replica"));
+  // A takeover only once "a"'s lease expired (a hung primary) is refused
+  // while "a" is alive.
+  EXPECT_THAT(state_->Register(ps, "p0:1,p1:1", "b", true, "a",
+                               /*only_if_failed=*/true),
+              StatusIsWithMessage(absl::StatusCode::kAlreadyExists,
+                                  "lease has not expired"));
   // Its backup "b" takes over: no restore, no lost step, work goes on.
   ASSERT_TRUE(state_->Register(ps, "p0:1,p1:1", "b", true, "a").ok());
   EXPECT_THAT(log_.str(), HasSubstr("\"event\":\"ps_failover\""));
@@ -760,6 +766,8 @@ TEST_F(CoordinatorStateTest, ReplicatedPsTakeoverKeepsStateUnlessFenced) {
   // restore: that is a restart, not a takeover.
   now_ += absl::Seconds(30);
   state_->CheckLeases();
+  // (A backup of "b" asking for a takeover once b's lease expired would
+  // get it now, with the state.)
   ASSERT_TRUE(state_->Register(ps, "p0:1,p1:1", "d", true, "").ok());
   EXPECT_THAT(log_.str(), HasSubstr("ps_restart_detected"));
 }

@@ -4,6 +4,7 @@
 // step: lost_steps 0 and every scheduled step applied once, under
 // parameter_server (async and sync) and central_storage.
 #include <signal.h>
+#include <sys/types.h>
 
 #include <fstream>
 #include <iterator>
@@ -83,6 +84,48 @@ TEST_P(PsReplicationLaunchTest, PrimaryKilledLosesNoStep) {
   const std::string text((std::istreambuf_iterator<char>(backup_log)),
                          std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("\"promoted\""), std::string::npos) << text;
+}
+
+// A primary that hangs (SIGSTOP): once its lease expires its backup takes
+// the task over (the clients' keepalive pings give up on the hung
+// connection); resumed, the old primary finds itself replaced, exits and
+// comes back as the backup. No step is lost.
+TEST(PsReplicationHangTest, HungPrimaryIsTakenOverAndStepsAreNotLost) {
+  if (!HaveData()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const Mode mode{"hang", "parameter_server", "async", 2};
+  LaunchRun run = StartLaunch("replicated_hang",
+                              {"--job=" + JobFile(mode), "--ps=2",
+                               "--workers=2"});
+  nlohmann::json cluster = WaitForProgress(run, 150);
+  ASSERT_FALSE(cluster.empty()) << Log(run);
+  const std::string primary = PrimaryReplica(cluster, 0);
+  ASSERT_FALSE(primary.empty()) << Log(run);
+  const pid_t victim = PidOf(cluster, primary);
+  ASSERT_EQ(kill(victim, SIGSTOP), 0);
+  const int other = 1 - (primary.back() - '0');
+  const std::string other_log =
+      run.dir + "/run/ps-0-" + std::to_string(other) + ".log";
+  // The backup takes over (bounded: lease 5 s plus its 1 s check).
+  bool promoted = false;
+  for (int i = 0; i < 600 && !promoted; ++i) {
+    std::ifstream f(other_log);
+    const std::string text((std::istreambuf_iterator<char>(f)),
+                           std::istreambuf_iterator<char>());
+    promoted = text.find("\"primary_hangs\"") != std::string::npos &&
+               text.find("\"promoted\"") != std::string::npos;
+    if (!promoted) AwaitChildEvent();
+  }
+  ASSERT_EQ(kill(victim, SIGCONT), 0);
+  ASSERT_TRUE(promoted) << Log(run);
+  ASSERT_EQ(Wait(run), 0) << Log(run);
+  nlohmann::json s = Summary(run);
+  ASSERT_FALSE(s.is_discarded()) << Log(run);
+  EXPECT_EQ(s["lost_steps"], 0) << Log(run);
+  EXPECT_EQ(s["steps_applied"], s["steps_scheduled"]) << Log(run);
+  EXPECT_EQ(s["steps_applied_ps"], s["steps_scheduled"]) << Log(run);
+  // Resumed, the old primary was replaced: it exited and was restarted.
+  EXPECT_EQ(s["restarts"][primary], 1) << Log(run);
+  EXPECT_GT(s["test_accuracy"].get<double>(), 0.7);
 }
 
 INSTANTIATE_TEST_SUITE_P(
