@@ -111,11 +111,13 @@ absl::StatusOr<bool> PsClient::CreateVariable(const v1::VariableSpec& spec) {
   return resp->created();
 }
 
-absl::StatusOr<v1::SaveResponse> PsClient::Save(const std::string& path,
-                                                int64_t coordinator_epoch) {
+absl::StatusOr<v1::SaveResponse> PsClient::Save(
+    const std::string& path, int64_t coordinator_epoch,
+    const std::string& incarnation) {
   v1::SaveRequest req;
   req.set_path(path);
   req.set_coordinator_epoch(coordinator_epoch);
+  req.set_incarnation(incarnation);
   return Unary(&v1::ParameterService::Stub::Save, req);
 }
 

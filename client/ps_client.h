@@ -182,8 +182,10 @@ class PsClient {
 
   // `coordinator_epoch`: the elected coordinator's epoch (SaveRequest), 0
   // for every other caller.
+  // `incarnation`: the PS process expected (SaveRequest.incarnation).
   absl::StatusOr<v1::SaveResponse> Save(const std::string& path,
-                                        int64_t coordinator_epoch = 0);
+                                        int64_t coordinator_epoch = 0,
+                                        const std::string& incarnation = "");
   absl::StatusOr<v1::RestoreResponse> Restore(const std::string& path,
                                               int64_t coordinator_epoch = 0);
   // Deletes checkpoints (see DeleteCheckpointsRequest); returns how many.

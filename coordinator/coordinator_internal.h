@@ -263,6 +263,9 @@ v1::ClusterState ClusterStateOf(const CoordinatorCore& core)
 ClusterSpec AliveCluster(const CoordinatorCore& core)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
 // Index -> address of the ALIVE ps members with an address.
+// index -> (address, incarnation) of the ALIVE ps tasks.
+std::map<int, std::pair<std::string, std::string>> AlivePsMembers(
+    const CoordinatorCore& core) ABSL_SHARED_LOCKS_REQUIRED(core.mu);
 std::map<int, std::string> AlivePsAddresses(const CoordinatorCore& core)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
 // What the job's strategy still lacks ("ps" or "worker"), or "".

@@ -268,6 +268,18 @@ ClusterSpec AliveCluster(const CoordinatorCore& core) {
   return cluster;
 }
 
+std::map<int, std::pair<std::string, std::string>> AlivePsMembers(
+    const CoordinatorCore& core) {
+  std::map<int, std::pair<std::string, std::string>> by_index;
+  for (const auto& [task, m] : core.members) {
+    if (task.role == "ps" && m.state == v1::Member::ALIVE &&
+        !m.address.empty()) {
+      by_index[task.index] = {m.address, m.incarnation};
+    }
+  }
+  return by_index;
+}
+
 std::map<int, std::string> AlivePsAddresses(const CoordinatorCore& core) {
   std::map<int, std::string> by_index;
   for (const auto& [task, m] : core.members) {

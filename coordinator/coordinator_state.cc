@@ -236,24 +236,25 @@ std::string CoordinatorState::GetClusterSpec() const {
 }
 
 std::vector<PsTarget> CoordinatorState::PsTargets() const {
-  std::map<int, std::string> by_index;
+  std::map<int, std::pair<std::string, std::string>> by_index;
   if (options().static_cluster) {
     auto it = options().static_cluster->jobs.find("ps");
     if (it != options().static_cluster->jobs.end()) {
       for (size_t i = 0; i < it->second.size(); ++i) {
-        by_index[static_cast<int>(i)] = it->second[i];
+        by_index[static_cast<int>(i)] = {it->second[i], ""};
       }
     }
   }
   {
     absl::MutexLock lock(&core_->mu);
-    for (auto& [index, address] : ci::AlivePsAddresses(*core_)) {
-      by_index[index] = std::move(address);
+    for (auto& [index, member] : ci::AlivePsMembers(*core_)) {
+      by_index[index] = std::move(member);
     }
   }
   std::vector<PsTarget> out;
-  for (const auto& [index, address] : by_index) {
-    out.push_back(PsTarget{absl::StrCat("ps:", index), address});
+  for (const auto& [index, member] : by_index) {
+    out.push_back(
+        PsTarget{absl::StrCat("ps:", index), member.first, member.second});
   }
   return out;
 }

@@ -27,7 +27,8 @@ PsClient* PsClientCheckpointer::ClientFor(const std::string& address) {
 }
 
 absl::Status PsClientCheckpointer::ForEach(
-    const char* what, const std::function<absl::Status(PsClient*)>& call,
+    const char* what,
+    const std::function<absl::Status(PsClient*, const PsTarget&)>& call,
     bool keep_going) {
   std::vector<PsTarget> targets = targets_();
   if (targets.empty()) {
@@ -41,7 +42,7 @@ absl::Status PsClientCheckpointer::ForEach(
           what, ": this coordinator (epoch ", options_.coordinator_epoch,
           ") no longer leads"));
     }
-    absl::Status status = call(ClientFor(target.address));
+    absl::Status status = call(ClientFor(target.address), target);
     if (!status.ok() && first.ok()) {
       first = absl::Status(
           status.code(), absl::StrCat(what, " on ", target.task, " (",
@@ -53,13 +54,18 @@ absl::Status PsClientCheckpointer::ForEach(
 }
 
 absl::Status PsClientCheckpointer::SaveAll(const std::string& name) {
-  return ForEach("Save", [this, &name](PsClient* client) {
-    return client->Save(name, options_.coordinator_epoch).status();
+  return ForEach("Save", [this, &name](PsClient* client,
+                                        const PsTarget& target) {
+    // Only the registered incarnation saves: a restarted process not yet
+    // registered (an empty store) refuses.
+    return client->Save(name, options_.coordinator_epoch, target.incarnation)
+        .status();
   });
 }
 
 absl::Status PsClientCheckpointer::RestoreAll(const std::string& name) {
-  return ForEach("Restore", [this, &name](PsClient* client) {
+  return ForEach("Restore", [this, &name](PsClient* client,
+                                           const PsTarget&) {
     return client->Restore(name, options_.coordinator_epoch).status();
   });
 }
@@ -68,7 +74,7 @@ absl::Status PsClientCheckpointer::DeleteAll(
     const std::vector<std::string>& names) {
   return ForEach(
       "DeleteCheckpoints",
-      [this, &names](PsClient* client) {
+      [this, &names](PsClient* client, const PsTarget&) {
         return client->DeleteCheckpoints(names, options_.coordinator_epoch)
             .status();
       },

@@ -23,6 +23,9 @@ class PsClient;
 struct PsTarget {
   std::string task;     // "ps:0"
   std::string address;  // "host:port"
+  // The incarnation registered at that address ("" when unknown, as in a
+  // static cluster): Save goes only to that process.
+  std::string incarnation = "";
 
   bool operator==(const PsTarget& o) const {
     return task == o.task && address == o.address;
@@ -85,9 +88,10 @@ class PsClientCheckpointer final : public PsCheckpointer {
  private:
   // Calls `call` on each target in turn; stops at the first failure unless
   // `keep_going` (then the first failure is returned at the end).
-  absl::Status ForEach(const char* what,
-                       const std::function<absl::Status(PsClient*)>& call,
-                       bool keep_going = false);
+  absl::Status ForEach(
+      const char* what,
+      const std::function<absl::Status(PsClient*, const PsTarget&)>& call,
+      bool keep_going = false);
   PsClient* ClientFor(const std::string& address);
 
   const TargetsFn targets_;

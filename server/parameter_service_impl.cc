@@ -211,6 +211,11 @@ absl::Status ParameterServiceImpl::AdmitCoordinatorEpoch(
       " has led since (a deposed coordinator is fenced off)"));
 }
 
+void ParameterServiceImpl::set_incarnation(const std::string& incarnation) {
+  absl::MutexLock lock(&incarnation_mu_);
+  incarnation_ = incarnation;
+}
+
 grpc::ServerUnaryReactor* ParameterServiceImpl::Save(
     grpc::CallbackServerContext* ctx, const v1::SaveRequest* req,
     v1::SaveResponse* resp) {
@@ -219,6 +224,16 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::Save(
       [this, req, resp](const ServiceCall& call) -> absl::Status {
         STRATA_RETURN_IF_ERROR(
             AdmitCoordinatorEpoch(req->coordinator_epoch(), call, "Save"));
+        {
+          absl::MutexLock lock(&incarnation_mu_);
+          if (!req->incarnation().empty() && !incarnation_.empty() &&
+              req->incarnation() != incarnation_) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "Save for incarnation \"", req->incarnation(),
+                "\" reached incarnation \"", incarnation_,
+                "\" (this process restarted and has not registered yet)"));
+          }
+        }
         STRATA_ASSIGN_OR_RETURN(
             std::string path,
             ScopedCheckpointPath(*store_, call.caller(), req->path(), "save"));

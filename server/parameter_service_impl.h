@@ -105,6 +105,10 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   // Fails waiting pulls and stops the deadline timer (before shutdown).
   void PrepareShutdown();
 
+  // The incarnation this process registered with (SaveRequest.incarnation:
+  // a Save naming another is refused). Empty (standalone): any.
+  void set_incarnation(const std::string& incarnation);
+
   grpc::ServerUnaryReactor* CreateVariable(
       grpc::CallbackServerContext* ctx, const v1::CreateVariableRequest* req,
       v1::CreateVariableResponse* resp) override;
@@ -195,6 +199,8 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   const ParameterServiceOptions& options() const { return options_; }
 
  private:
+  absl::Mutex incarnation_mu_;
+  std::string incarnation_ ABSL_GUARDED_BY(incarnation_mu_);
   // Where a unary call's work runs.
   enum class RunOn { kCallbackThread, kCheckpointThread };
   using UnaryBody = std::function<absl::Status(const ServiceCall&)>;

@@ -199,6 +199,7 @@ absl::StatusOr<PsConfig> ConfigFromFlags() {
 // standalone, or an error.
 absl::StatusOr<std::unique_ptr<strata::MembershipAgent>> Register(
     const PsConfig& config, const std::string& advertise,
+    const std::string& incarnation,
     std::unique_ptr<strata::CoordinatorClient>* coordinator,
     strata::Logger* logger) {
   if (config.id.coordinator.empty()) {
@@ -210,7 +211,7 @@ absl::StatusOr<std::unique_ptr<strata::MembershipAgent>> Register(
   task.set_role("ps");
   task.set_index(config.id.task_index);
   auto agent = std::make_unique<strata::MembershipAgent>(
-      coordinator->get(), task, advertise, strata::NewIncarnation(), logger);
+      coordinator->get(), task, advertise, incarnation, logger);
   absl::Status s = agent->Start();
   if (!s.ok()) return s;
   return agent;
@@ -268,7 +269,11 @@ int main(int argc, char** argv) {
   if (advertise.empty()) advertise = config->id.tf_config_address;
   if (advertise.empty()) advertise = (*server)->address();
   std::unique_ptr<strata::CoordinatorClient> coordinator;
-  auto agent = Register(*config, advertise, &coordinator, &logger);
+  // Saves are refused to the coordinator's record of another incarnation.
+  const std::string incarnation = strata::NewIncarnation();
+  if (!config->id.coordinator.empty()) (*server)->set_incarnation(incarnation);
+  auto agent =
+      Register(*config, advertise, incarnation, &coordinator, &logger);
   if (!agent.ok()) {
     logger.Log(strata::LogLevel::kError, "register_failed",
                {{"error", agent.status().ToString()}});

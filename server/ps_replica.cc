@@ -303,6 +303,7 @@ absl::Status PsReplica::BecomePrimary(std::unique_ptr<MembershipAgent> agent,
     agent_ = std::move(agent);
     incarnation_ = incarnation;
   }
+  server_->set_incarnation(incarnation);
   absl::Status s;
   for (int attempt = 0; attempt < 50; ++attempt) {
     s = server_->StartServing();

@@ -59,6 +59,11 @@ class PsServer {
   int metrics_port() const;
   std::string address() const;
   VariableStore* store() { return store_.get(); }
+  // The incarnation registered with the coordinator (see
+  // ParameterServiceImpl::set_incarnation).
+  void set_incarnation(const std::string& incarnation) {
+    service_->set_incarnation(incarnation);
+  }
   MetricsRegistry* metrics() { return metrics_.get(); }
   // "cpu", or the CUDA device's description (CheckPsDevice).
   const std::string& device_description() const { return device_description_; }

@@ -142,6 +142,44 @@ TEST(DatagenTest, ReaderParsesEveryLineAndSummaryIsWritten) {
             DefaultCardinalities());
 }
 
+// With a split, the summary adds a learner's ceilings: the test set's Bayes
+// AUC, and the oracle that knows only the ids seen in training. Every id
+// seen (tiny cardinalities): the oracle is the Bayes score. Almost none seen
+// (huge cardinalities): the oracle knows next to nothing.
+TEST(DatagenTest, SplitReportsTheCeilingOfWhatTrainingSaw) {
+  const std::string dir = TestDir();
+  DatagenOptions all_seen = Small(dir + "/seen.tsv", 20000, 5);
+  all_seen.cardinalities.assign(26, 3);
+  all_seen.split = 15000;
+  absl::StatusOr<DatagenSummary> seen = GenerateCriteoData(all_seen);
+  STRATA_ASSERT_OK(seen);
+  EXPECT_EQ(seen->test_ids_unseen, 0);
+  EXPECT_GT(seen->test_bayes_auc, 0.6);
+  EXPECT_NEAR(seen->seen_ids_auc[0], seen->test_bayes_auc, 1e-4);
+  nlohmann::json json =
+      nlohmann::json::parse(ReadFile(all_seen.path + ".summary.json"));
+  EXPECT_EQ(json["split"], 15000);
+  EXPECT_DOUBLE_EQ(json["seen_ids_auc"]["1"].get<double>(),
+                   seen->seen_ids_auc[0]);
+
+  DatagenOptions none_seen = Small(dir + "/unseen.tsv", 20000, 5);
+  none_seen.cardinalities.assign(26, int64_t{1} << 32);
+  none_seen.zipf_exponent = 0.01;  // nearly uniform over 2^32 ids
+  none_seen.split = 15000;
+  absl::StatusOr<DatagenSummary> unseen = GenerateCriteoData(none_seen);
+  STRATA_ASSERT_OK(unseen);
+  EXPECT_GT(unseen->test_ids_unseen, 0.99);
+  EXPECT_GT(unseen->test_bayes_auc, 0.6);
+  EXPECT_LT(unseen->seen_ids_auc[0], 0.55);
+  // Knowing ids seen at least 5 times never beats knowing those seen once.
+  EXPECT_LE(unseen->seen_ids_auc[2], unseen->seen_ids_auc[0] + 0.02);
+
+  DatagenOptions bad = Small(dir + "/bad.tsv", 100, 5);
+  bad.split = 100;
+  EXPECT_THAT(GenerateCriteoData(bad).status().message(),
+              HasSubstr("split must be in [0, examples)"));
+}
+
 // Multi-hot columns: 1 to max_hot ids a present field, readable as lists;
 // the other columns are what they would be without them (same draws).
 TEST(DatagenTest, MultiHotColumnsWriteIdListsOfOneToMaxHot) {

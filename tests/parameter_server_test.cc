@@ -532,6 +532,21 @@ TEST_F(PsTest, DeleteCheckpointsRemovesTheNamedCheckpoints) {
   STRATA_ASSERT_OK(client_->Restore("ckpt-2").status());
 }
 
+// A Save meant for another incarnation of the task (the coordinator's
+// record, while this process restarted and has not registered) is refused
+// and writes nothing: an empty store is never recorded as the task's.
+TEST_F(PsTest, SaveForAnotherIncarnationIsRefusedAndWritesNothing) {
+  STRATA_ASSERT_OK(client_->CreateVariable(Spec("w", {4}, "sgd", 0.1)));
+  server_->set_incarnation("new-process");
+  EXPECT_THAT(client_->Save("ckpt-1", 0, "old-process"),
+              StatusIsWithMessage(absl::StatusCode::kFailedPrecondition,
+                                  "has not registered yet"));
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(checkpoint_dir_) / "ckpt-1"));
+  STRATA_ASSERT_OK(client_->Save("ckpt-1", 0, "new-process").status());
+  STRATA_ASSERT_OK(client_->Save("ckpt-2").status());  // no expectation
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(checkpoint_dir_) / "ckpt-1"));
+}
+
 TEST_F(PsTest, CorruptCheckpointIsRefusedAndChangesNothing) {
   STRATA_ASSERT_OK(client_->CreateVariable(Spec("w", {1000}, "adam", 0.01)));
   auto saved = client_->Save("ckpt");

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -149,6 +150,10 @@ absl::Status WriteWhole(const std::string& path, absl::string_view bytes) {
 
 absl::Status Validate(const DatagenOptions& o) {
   if (o.path.empty()) return absl::InvalidArgumentError("path is required");
+  if (o.split < 0 || (o.split > 0 && o.split >= o.examples)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "split must be in [0, examples) (0: none), got ", o.split));
+  }
   if (o.cardinalities.size() != kCriteoCategoricalColumns) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cardinalities must hold ", kCriteoCategoricalColumns,
@@ -228,11 +233,19 @@ class Model {
   // Draws the 26 ids of one example into ids (missing: present[c] false;
   // a multi-hot column's into lists[c], ids[c] unused) and returns w . sum
   // of their latent vectors (a multi-hot column's mean), unscaled.
+  // `drawn` (when not null) gets each id's (column, rank, weight in the
+  // signal).
+  struct Drawn {
+    int column;
+    uint64_t rank;
+    double scale;
+  };
   double DrawCategorical(
       SplitMix64* rng, std::array<uint32_t, kCriteoCategoricalColumns>* ids,
       std::array<bool, kCriteoCategoricalColumns>* present,
-      std::array<std::vector<uint32_t>, kCriteoCategoricalColumns>* lists)
-      const {
+      std::array<std::vector<uint32_t>, kCriteoCategoricalColumns>* lists,
+      std::vector<Drawn>* drawn = nullptr) const {
+    if (drawn != nullptr) drawn->clear();
     double signal = 0;
     for (int c = 0; c < kCriteoCategoricalColumns; ++c) {
       (*present)[c] = rng->NextDouble() >= missing_rate_;
@@ -241,6 +254,7 @@ class Model {
         const uint64_t rank = samplers_[c].Sample(rng);
         (*ids)[c] = IdOf(id_keys_[c], rank);
         AddLatent(c, rank, 1.0, &signal);
+        if (drawn != nullptr) drawn->push_back({c, rank, 1.0});
         continue;
       }
       std::vector<uint32_t>& list = (*lists)[c];
@@ -252,8 +266,16 @@ class Model {
         const uint64_t rank = samplers_[c].Sample(rng);
         list.push_back(IdOf(id_keys_[c], rank));
         AddLatent(c, rank, 1.0 / k, &signal);
+        if (drawn != nullptr) drawn->push_back({c, rank, 1.0 / k});
       }
     }
+    return signal;
+  }
+
+  // scale * w . v(c, rank), as DrawCategorical adds it.
+  double Latent(int c, uint64_t rank, double scale) const {
+    double signal = 0;
+    AddLatent(c, rank, scale, &signal);
     return signal;
   }
 
@@ -416,18 +438,67 @@ absl::StatusOr<DatagenSummary> GenerateCriteoData(
     labels.clear();
     return absl::OkStatus();
   };
+  // The learner's ceilings (options.split): training ids' counts, and the
+  // test set's scores by what an oracle knows.
+  constexpr int kSeenAtLeast[3] = {1, 2, 5};
+  absl::flat_hash_map<uint64_t, uint32_t> seen_counts;
+  BinaryMetrics test_bayes;
+  BinaryMetrics seen_metrics[3];
+  std::vector<float> test_scores, seen_scores[3], test_labels;
+  std::vector<Model::Drawn> drawn;
+  int64_t test_ids = 0, test_unseen = 0;
+  auto flush_ceilings = [&]() -> absl::Status {
+    STRATA_RETURN_IF_ERROR(test_bayes.Add(test_scores, test_labels));
+    for (int k = 0; k < 3; ++k) {
+      STRATA_RETURN_IF_ERROR(seen_metrics[k].Add(seen_scores[k], test_labels));
+      seen_scores[k].clear();
+    }
+    test_scores.clear();
+    test_labels.clear();
+    return absl::OkStatus();
+  };
   absl::Status status;
   for (int64_t i = 0; i < options.examples && status.ok(); ++i) {
     SplitMix64 rng(Key(options.seed, kExampleDomain,
                        static_cast<uint64_t>(i)));
     const double s =
-        model.DrawCategorical(&rng, &ids, &present, &lists) * cal.scale;
+        model.DrawCategorical(&rng, &ids, &present, &lists,
+                              options.split > 0 ? &drawn : nullptr) *
+        cal.scale;
+    const bool in_test = options.split > 0 && i >= options.split;
+    double seen_signal[3] = {0, 0, 0};
+    for (const Model::Drawn& d : drawn) {
+      const uint64_t key = (static_cast<uint64_t>(d.column) << 40) | d.rank;
+      if (!in_test) {
+        if (options.split > 0) ++seen_counts[key];
+        continue;
+      }
+      auto it = seen_counts.find(key);
+      const uint32_t count = it == seen_counts.end() ? 0 : it->second;
+      ++test_ids;
+      test_unseen += count == 0;
+      const double v = model.Latent(d.column, d.rank, d.scale) * cal.scale;
+      for (int k = 0; k < 3; ++k) {
+        if (count >= static_cast<uint32_t>(kSeenAtLeast[k])) {
+          seen_signal[k] += v;
+        }
+      }
+    }
     const double logit = s + cal.bias;
     const double noisy = logit + options.noise * Gaussian(&rng);
     const bool label = rng.NextDouble() < Sigmoid(noisy);
     summary.positives += label;
     scores.push_back(static_cast<float>(Sigmoid(logit / probit_scale)));
     labels.push_back(label ? 1.0f : 0.0f);
+    if (in_test) {
+      // AUC depends on the order only: the logits will do.
+      test_scores.push_back(static_cast<float>(Sigmoid(logit / probit_scale)));
+      for (int k = 0; k < 3; ++k) {
+        seen_scores[k].push_back(static_cast<float>(
+            Sigmoid((seen_signal[k] + cal.bias) / probit_scale)));
+      }
+      test_labels.push_back(label ? 1.0f : 0.0f);
+    }
 
     text.push_back(label ? '1' : '0');
     const double z = (s - cal.mean) / options.signal_std;
@@ -459,10 +530,12 @@ absl::StatusOr<DatagenSummary> GenerateCriteoData(
       status = out.Write(text);
       text.clear();
       if (status.ok()) status = flush_metrics();
+      if (status.ok()) status = flush_ceilings();
     }
   }
   if (status.ok()) status = out.Write(text);
   if (status.ok()) status = flush_metrics();
+  if (status.ok()) status = flush_ceilings();
   const absl::Status closed = out.Close();
   if (status.ok()) status = closed;
   if (status.ok() && std::rename(temp_path.c_str(), options.path.c_str()) != 0) {
@@ -475,6 +548,12 @@ absl::StatusOr<DatagenSummary> GenerateCriteoData(
   summary.examples = options.examples;
   summary.bayes_auc = bayes.Auc();
   summary.bayes_logloss = bayes.LogLoss();
+  if (options.split > 0) {
+    summary.test_bayes_auc = test_bayes.Auc();
+    for (int k = 0; k < 3; ++k) summary.seen_ids_auc[k] = seen_metrics[k].Auc();
+    summary.test_ids_unseen =
+        test_ids > 0 ? static_cast<double>(test_unseen) / test_ids : 0.0;
+  }
   STRATA_RETURN_IF_ERROR(WriteWhole(absl::StrCat(options.path, ".summary.json"),
                                     DatagenSummaryJson(options, summary)));
   return summary;
@@ -497,6 +576,14 @@ std::string DatagenSummaryJson(const DatagenOptions& options,
   j["bayes_auc"] = number(summary.bayes_auc);
   j["bayes_logloss"] = number(summary.bayes_logloss);
   j["bias"] = summary.bias;
+  if (options.split > 0) {
+    j["split"] = options.split;
+    j["test_bayes_auc"] = number(summary.test_bayes_auc);
+    j["seen_ids_auc"] = {{"1", number(summary.seen_ids_auc[0])},
+                         {"2", number(summary.seen_ids_auc[1])},
+                         {"5", number(summary.seen_ids_auc[2])}};
+    j["test_ids_unseen"] = summary.test_ids_unseen;
+  }
   j["seed"] = options.seed;
   j["cardinalities"] = options.cardinalities.empty()
                            ? DefaultCardinalities()

@@ -68,6 +68,13 @@ struct DatagenOptions {
   // learn). Empty: every field one id (and the same output as before).
   std::vector<int> multi_hot_columns;
   int max_hot = 4;  // [1, 1024]
+  // When > 0: the first `split` examples are a training set, the rest a
+  // test set (as `head`/`tail` of the file split it), and the summary adds
+  // the ceilings of a learner that saw only the training set: the test
+  // set's Bayes AUC, and the AUC of the oracle that knows the latent value
+  // of every id seen at least k times in training (k = 1, 2, 5) and uses
+  // the prior mean (0) for the others. [0, examples).
+  int64_t split = 0;
 };
 
 struct DatagenSummary {
@@ -78,6 +85,12 @@ struct DatagenSummary {
   // probit approximation of the true P(label = 1 | features).
   double bayes_logloss = 0;
   double bias = 0;           // the b solved for
+  // With DatagenOptions::split: the test set's Bayes AUC, and the seen-ids
+  // oracle's for k = 1, 2, 5 (see there); the share of the test set's ids
+  // never seen in training.
+  double test_bayes_auc = 0;
+  double seen_ids_auc[3] = {0, 0, 0};
+  double test_ids_unseen = 0;
 };
 
 // 26 cardinalities spread geometrically from max^(1/3) to max (for 10^6:

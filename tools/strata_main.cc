@@ -102,6 +102,10 @@ ABSL_FLAG(int, max_hot, 4, "datagen: the most ids of a multi-hot field "
           "(each holds 1 to this many, uniform)");
 ABSL_FLAG(double, positive_rate, 0.25, "datagen: the target fraction of "
           "positive labels");
+ABSL_FLAG(int64_t, split, 0, "datagen: the first N examples are the "
+          "training set (the rest the test set): the summary adds the test "
+          "set's Bayes AUC and the ceilings of a learner that saw only the "
+          "training set (seen_ids_auc); 0: none");
 
 namespace {
 
@@ -338,6 +342,7 @@ int Datagen() {
     options.multi_hot_columns.push_back(column);
   }
   options.max_hot = absl::GetFlag(FLAGS_max_hot);
+  options.split = absl::GetFlag(FLAGS_split);
   auto summary = strata::GenerateCriteoData(options);
   if (!summary.ok()) {
     std::cerr << "strata datagen: " << summary.status().message() << "\n";
@@ -403,8 +408,9 @@ strata::CliSpec Cli() {
        "strata datagen --out PATH --examples N [--seed S] "
        "[--cardinalities C1,...,C26 | --max-cardinality M] [--gzip] "
        "[--zipf-exponent X] [--latent-dim D] [--noise X] [--missing-rate X] "
-       "[--positive-rate X] [--multi-hot-columns C,... [--max-hot K]]",
-       {{"Output", {"out", "examples", "seed", "gzip"}},
+       "[--positive-rate X] [--multi-hot-columns C,... [--max-hot K]] "
+       "[--split N]",
+       {{"Output", {"out", "examples", "seed", "gzip", "split"}},
         {"Ids", {"cardinalities", "max_cardinality", "zipf_exponent",
                  "missing_rate", "multi_hot_columns", "max_hot"}},
         {"Labels", {"latent_dim", "noise", "positive_rate"}}}}};
