@@ -13,7 +13,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -27,29 +26,9 @@
 namespace strata {
 namespace {
 
-// Removes what this test process left under the test temp dir
-// (the per-test directories) once its tests ran: each process (one per
-// test under ctest) its own, by pid.
-class RemoveTestFiles : public ::testing::Environment {
- public:
-  void TearDown() override {
-    const std::string suffix = "_" + std::to_string(getpid());
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(
-             ::testing::TempDir(), ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind("strata_datagen_test_", 0) == 0 &&
-          (name.size() >= suffix.size() &&
-           (name.compare(name.size() - suffix.size(), suffix.size(),
-                         suffix) == 0 ||
-            name.find(suffix + ".") != std::string::npos))) {
-        std::filesystem::remove_all(entry.path(), ec);
-      }
-    }
-  }
-};
-const auto* const kRemoveTestFiles =
-    ::testing::AddGlobalTestEnvironment(new RemoveTestFiles);
+// What this process leaves in the test temp dir goes when its tests end.
+const auto* const kRemoveTempEntries =
+    RemoveTempEntriesAtExit("strata_datagen_test_");
 
 using ::testing::HasSubstr;
 
