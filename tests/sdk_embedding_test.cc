@@ -23,6 +23,7 @@ namespace {
 // What this process leaves in the test temp dir goes when its tests end.
 const auto* const kRemoveTempEntries =
     RemoveTempEntriesAtExit("criteo_multi_hot_");
+const auto* const kRemoveIdsDirs = RemoveTempEntriesAtExit("sdk_embedding_ids_");
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -349,7 +350,13 @@ TEST(SdkEmbeddingTest, IdsInMemoryTrainAModelWithoutDenseInputs) {
     for (int c = 0; c < 3; ++c) ids.push_back((i * 7 + c * 13) % 20);
     labels.push_back(ids[ids.size() - 3] % 2 == 0 ? 1 : 0);
   }
-  const std::string dir = ::testing::TempDir();
+  // A directory of this test's own: other tests write to the shared temp dir
+  // in parallel, and the bad-input checks below count what is in this one.
+  const std::string dir =
+      (fs::path(::testing::TempDir()) /
+       ("sdk_embedding_ids_" + std::to_string(getpid())))
+          .string();
+  fs::create_directories(dir);
   std::string path;
   {
     absl::StatusOr<Dataset> single = datasets::FromIds(ids, 3, labels, false, dir);
