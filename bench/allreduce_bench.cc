@@ -18,8 +18,10 @@
 // "error ..." and exits 1), and it exits 0 once rank 0 closes its stdin
 // (at once, with status 1, if that happens before the cases end: rank 0 is
 // gone). Every wait for the other process is bounded. The raw-socket
-// baseline runs first, its peer where rank 1 will run, so that it crosses
-// the same link while the link is otherwise idle.
+// baselines run first, their peer where rank 1 will run, so that they cross
+// the same link while the link is otherwise idle: one way with a 1-byte ack
+// per message, and full duplex (both sides send the size at once, as each
+// ring step does; its GB/s is per direction, the ceiling busbw compares to).
 //
 // For each (ranks, size, pack) it reports the median time of one all-reduce
 // of `size` bytes of float32 on every rank, the algorithm bandwidth
@@ -154,7 +156,10 @@ struct Row {
   double algbw = 0;       // GB/s
   double busbw = 0;       // GB/s
   double cpu_per_op = 0;  // process CPU seconds per all-reduce
-  double raw = 0;         // raw socket GB/s, same bytes
+  double raw = 0;         // raw socket GB/s, same bytes, one way + ack
+  // Raw socket GB/s per direction with both directions busy at once (as a
+  // ring step sends to one neighbour while receiving from the other).
+  double raw_duplex = 0;
 };
 
 // Times `iterations` all-reduces over `ts` (after one warm-up).
@@ -274,26 +279,30 @@ int IterationsFor(int64_t bytes) {
 std::string RowLine(const Row& row) {
   return absl::StrFormat(
       "%-10s ranks %d  size %s  pack %s  time %.2f ms  algbw %.2f GB/s  "
-      "busbw %.2f GB/s  raw socket %.2f GB/s  cpu %.1f ms/op",
+      "busbw %.2f GB/s  raw socket %.2f GB/s  full duplex %.2f GB/s  "
+      "cpu %.1f ms/op",
       row.transport, row.ranks, SizeName(row.bytes), SizeName(row.pack),
-      row.seconds * 1e3, row.algbw, row.busbw, row.raw, row.cpu_per_op * 1e3);
+      row.seconds * 1e3, row.algbw, row.busbw, row.raw, row.raw_duplex,
+      row.cpu_per_op * 1e3);
 }
 
 // The results as a markdown table.
 std::string MarkdownTable(const std::vector<Row>& rows) {
   std::ostringstream md;
   md << "| transport | ranks | size | pack | time (median) | algbw GB/s | "
-        "busbw GB/s | raw socket GB/s | busbw / raw | all links GB/s "
+        "busbw GB/s | raw socket GB/s | busbw / raw | full-duplex raw GB/s "
+        "| busbw / full-duplex raw | all links GB/s "
         "(ranks x busbw) | CPU ms per op | CPU s per GB moved |\n"
-     << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
     // Bytes over all links: every rank sends 2(n-1)/n of the tensor.
     const double moved_gb = 2.0 * (r.ranks - 1) * r.bytes / 1e9;
     md << absl::StrFormat(
         "| %s | %d | %s | %s | %.1f ms | %.2f | %.2f | %.2f | %.2f | %.2f | "
-        "%.1f | %.2f |\n",
+        "%.2f | %.2f | %.1f | %.2f |\n",
         r.transport, r.ranks, SizeName(r.bytes), SizeName(r.pack),
         r.seconds * 1e3, r.algbw, r.busbw, r.raw, r.busbw / r.raw,
+        r.raw_duplex, r.busbw / r.raw_duplex,
         r.ranks * r.busbw, r.cpu_per_op * 1e3, r.cpu_per_op / moved_gb);
   }
   return md.str();
@@ -323,11 +332,18 @@ int RunThreads(int argc, char** argv) {
   int64_t group = 0;
   for (int64_t bytes : sizes) {
     const int iterations = IterationsFor(bytes);
-    // The baseline first, in the same run: one connection, message + ack.
+    // The baselines first, in the same run: one connection, message + ack,
+    // and the same bytes both ways at once.
     auto raw = bench::RawSocketTransfer(static_cast<size_t>(bytes),
                                         std::max(3, iterations));
     if (!raw.ok()) {
       std::cerr << "raw socket: " << raw.status() << "\n";
+      return 1;
+    }
+    auto duplex = bench::RawSocketDuplexTransfer(static_cast<size_t>(bytes),
+                                                 std::max(3, iterations));
+    if (!duplex.ok()) {
+      std::cerr << "raw socket, full duplex: " << duplex.status() << "\n";
       return 1;
     }
     for (int64_t n : ranks) {
@@ -346,6 +362,7 @@ int RunThreads(int argc, char** argv) {
             return 1;
           }
           row->raw = raw->gbytes_per_sec;
+          row->raw_duplex = duplex->gbytes_per_sec;
           std::cout << RowLine(*row) << std::endl;
           rows.push_back(*row);
         }
@@ -755,9 +772,11 @@ int RunProcesses(int argc, char** argv) {
   std::cout << "link: " << link << std::endl;
 
   // The baselines first, while the link is idle and before any gRPC
-  // thread exists (RawSocketTransfer forks): one connection, message + ack,
-  // its peer where rank 1 will be.
-  std::map<int64_t, double> raw;  // bytes -> GB/s
+  // thread exists (the socket baselines fork): one connection, message +
+  // ack, and the same bytes both ways at once, their peer where rank 1 will
+  // be.
+  std::map<int64_t, double> raw;         // bytes -> GB/s
+  std::map<int64_t, double> raw_duplex;  // bytes -> GB/s per direction
   for (const ProcessCase& c : cases) {
     if (raw.count(c.bytes) != 0) continue;
     auto r = bench::RawSocketTransfer(static_cast<size_t>(c.bytes),
@@ -768,6 +787,14 @@ int RunProcesses(int argc, char** argv) {
       return 1;
     }
     raw[c.bytes] = r->gbytes_per_sec;
+    auto d = bench::RawSocketDuplexTransfer(
+        static_cast<size_t>(c.bytes), std::max(3, c.iterations), where.Link());
+    if (!d.ok()) {
+      std::cerr << "raw socket, full duplex " << SizeName(c.bytes) << ": "
+                << d.status() << "\n";
+      return 1;
+    }
+    raw_duplex[c.bytes] = d->gbytes_per_sec;
   }
 
   collective::WorkerServerOptions so;
@@ -833,6 +860,7 @@ int RunProcesses(int argc, char** argv) {
     row.busbw = collective::RingBusBandwidth(row.algbw, kProcessRanks);
     row.cpu_per_op = mine->cpu_per_op + child_cpu;
     row.raw = raw[c.bytes];
+    row.raw_duplex = raw_duplex[c.bytes];
     std::cout << RowLine(row) << std::endl;
     rows.push_back(row);
   }

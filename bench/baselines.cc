@@ -127,6 +127,50 @@ bool RecvAll(int fd, char* buf, size_t len) {
   return true;
 }
 
+// Sends `len` bytes of `out` and receives `len` bytes into `in` on `fd` at
+// the same time, with non-blocking calls driven by poll(); only system
+// calls (a forked child runs it). False on error, EOF (errno ECONNRESET) or
+// no progress for kSocketTimeoutSeconds (errno EAGAIN).
+bool DuplexAll(int fd, const char* out, char* in, size_t len) {
+  size_t sent = 0;
+  size_t received = 0;
+  while (sent < len || received < len) {
+    pollfd p{};
+    p.fd = fd;
+    p.events = static_cast<short>((received < len ? POLLIN : 0) |
+                                  (sent < len ? POLLOUT : 0));
+    const int ready = poll(&p, 1, kSocketTimeoutSeconds * 1000);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (ready == 0) {
+      errno = EAGAIN;
+      return false;
+    }
+    if (sent < len && (p.revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
+      const ssize_t n =
+          send(fd, out + sent, len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        return false;
+      }
+      if (n > 0) sent += static_cast<size_t>(n);
+    }
+    if (received < len && (p.revents & (POLLIN | POLLERR | POLLHUP)) != 0) {
+      const ssize_t n = recv(fd, in + received, len - received, MSG_DONTWAIT);
+      if (n == 0) {
+        errno = ECONNRESET;
+        return false;
+      }
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        return false;
+      }
+      if (n > 0) received += static_cast<size_t>(n);
+    }
+  }
+  return true;
+}
+
 // The error for a baseline child that exited (wait `status`) before it
 // connected.
 absl::Status EarlyChildExit(int status, const SocketLink& link,
@@ -378,6 +422,51 @@ absl::StatusOr<TransferResult> RawSocketTransfer(size_t message_bytes,
   const double seconds =
       std::chrono::duration<double>(Clock::now() - start).count();
   if (absl::Status s = (*peer)->Finish(); !s.ok()) return s;
+
+  TransferResult result;
+  result.seconds = seconds;
+  result.bytes = static_cast<int64_t>(message_bytes) * iterations;
+  result.gbytes_per_sec =
+      seconds > 0 ? static_cast<double>(result.bytes) / seconds / 1e9 : 0;
+  return result;
+}
+
+absl::StatusOr<TransferResult> RawSocketDuplexTransfer(
+    size_t message_bytes, int iterations, const SocketLink& link) {
+  if (absl::Status s = ValidateSizes(message_bytes, iterations); !s.ok()) {
+    return s;
+  }
+  // Both buffers touched before the fork: each side sends from `out` and
+  // receives into `in` (the child into its copy-on-write copies).
+  std::vector<char> out(message_bytes, '\x5a');
+  std::vector<char> in(message_bytes, 0);
+  char* const out_data = out.data();
+  char* const in_data = in.data();
+  const int rounds = kRawWarmupRounds + iterations;
+
+  absl::StatusOr<std::unique_ptr<Peer>> peer = Peer::Start(
+      link, [out_data, in_data, message_bytes, rounds](int fd) {
+        for (int i = 0; i < rounds; ++i) {
+          if (!DuplexAll(fd, out_data, in_data, message_bytes)) return 1;
+        }
+        return 0;
+      });
+  if (!peer.ok()) return peer.status();
+  const int fd = (*peer)->fd();
+
+  Clock::time_point start;
+  for (int i = 0; i < rounds; ++i) {
+    if (i == kRawWarmupRounds) start = Clock::now();
+    if (!DuplexAll(fd, out_data, in_data, message_bytes)) {
+      return SocketError("duplex send/recv");
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  if (absl::Status s = (*peer)->Finish(); !s.ok()) return s;
+  if (in[0] != '\x5a' || in[message_bytes - 1] != '\x5a') {
+    return absl::InternalError("duplex: the received bytes differ");
+  }
 
   TransferResult result;
   result.seconds = seconds;

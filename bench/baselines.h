@@ -65,6 +65,16 @@ absl::StatusOr<TransferResult> RawSocketTransfer(size_t message_bytes,
                                                  int iterations,
                                                  const SocketLink& link = {});
 
+// Full duplex, as a ring all-reduce step moves bytes: per iteration each
+// side sends `message_bytes` to the other and receives `message_bytes` from
+// it at the same time (one thread each, poll()-driven non-blocking send and
+// receive on one connection). Timed from the first round to the last, after
+// one untimed warm-up round; bytes = message_bytes * iterations, the bytes
+// of one direction, so gbytes_per_sec is what each direction carried while
+// both were busy. Errors as RawSocketTransfer.
+absl::StatusOr<TransferResult> RawSocketDuplexTransfer(
+    size_t message_bytes, int iterations, const SocketLink& link = {});
+
 // Same two-process setup: `bytes` from parent to child and `bytes` back, per
 // iteration. Returns each round trip's latency in microseconds (after a few
 // untimed warm-up round trips). Errors as RawSocketTransfer.

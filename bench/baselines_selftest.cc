@@ -98,6 +98,8 @@ int Main() {
   bool ok = true;
   ok &= Report("raw socket send+ack 4 KB", RawSocketTransfer(kSmall, 2000));
   ok &= Report("raw socket send+ack 4 MB", RawSocketTransfer(kLarge, 100));
+  ok &= Report("raw socket duplex 4 KB", RawSocketDuplexTransfer(kSmall, 2000));
+  ok &= Report("raw socket duplex 4 MB", RawSocketDuplexTransfer(kLarge, 100));
   ok &= Report("raw socket ping-pong 4 KB", RawSocketPingPongMicros(kSmall, 1000));
   ok &= Report("raw socket ping-pong 4 MB", RawSocketPingPongMicros(kLarge, 20));
 
@@ -139,6 +141,7 @@ int Main() {
 
   // Error paths: bad arguments and an unreachable target fail cleanly.
   ok &= !RawSocketTransfer(0, 1).ok();
+  ok &= !RawSocketDuplexTransfer(0, 1).ok();
   ok &= !RawSocketPingPongMicros(kSmall, 0).ok();
   ok &= absl::IsInvalidArgument(
       EchoStreamPingPongMicros(target, kSmall, 0).status());
