@@ -33,7 +33,7 @@ DEB_PACKAGES := \
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch \
   python3-venv python3-pip python3-wheel
 
-.PHONY: all deps build build-tsa test bench bench-netns run ps-smoke train-compare strategies chaos clean
+.PHONY: all deps build build-tsa test bench bench-netns run ps-smoke train-compare async-accuracy criteo-compare strategies chaos clean
 
 all: build
 
@@ -134,6 +134,16 @@ ps-smoke: build
 # Single-process training against the PS strategy, side by side.
 train-compare: build
 	bench/train_compare.sh
+
+# Async accuracy against the single process, RUNS runs per topology and
+# plane, with STEPS_IN_FLIGHT steps per worker (issue 14).
+async-accuracy: build
+	bench/async_accuracy.sh
+
+# The criteo_like job on a generated 10M-row set: local_train, async and
+# sync clusters, AUC against the generator's ceiling (issue 15).
+criteo-compare: build
+	bench/criteo_compare.sh
 
 # ---- Deployment (deploy/) ----
 .PHONY: deploy-deps deploy-check

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Async accuracy against the single process on the reference job, in one
+# script (issue 14: "async accuracy holds as the plane gets faster"):
+# local_train, then strata launch (parameter_server, async) RUNS times each
+# for 1 PS + 1 worker and 2 PS + 2 workers, on the same-host shared-memory
+# plane and with every byte over gRPC (--ps_shared_memory=false), each
+# worker running STEPS_IN_FLIGHT steps at once. Prints a Markdown table
+# (every run's test accuracy, its gap to local_train, examples/s) and writes
+# it to bench/results/async_accuracy_s<STEPS_IN_FLIGHT>.md.
+#
+#   bench/async_accuracy.sh [EPOCHS]                      # default 10
+#   RUNS=5 STEPS_IN_FLIGHT=1 bench/async_accuracy.sh
+#
+# Needs a built tree (build/bin; BIN_DIR overrides).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+epochs=${1:-10}
+runs=${RUNS:-5}
+sif=${STEPS_IN_FLIGHT:-2}
+bin=${BIN_DIR:-build/bin}
+job=examples/fashion_mnist/job.json
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+mkdir -p bench/results
+md=bench/results/async_accuracy_s$sif.md
+
+for b in local_train strata; do
+  if [[ ! -x $bin/$b ]]; then
+    echo "async_accuracy: $bin/$b not found: build the tree first" >&2
+    exit 1
+  fi
+done
+
+echo "async_accuracy: $job, $epochs epochs, $runs run(s) each," \
+  "--steps_in_flight $sif" >&2
+"$bin/local_train" --job "$job" --epochs "$epochs" --summary "$out/local.json" >&2
+for r in $(seq 1 "$runs"); do
+  for topo in 1 2; do
+    for plane in shm grpc; do
+      shm=true
+      [[ $plane == grpc ]] && shm=false
+      "$bin/strata" launch --job "$job" --epochs "$epochs" --ps "$topo" \
+        --workers "$topo" --ps_shared_memory=$shm --steps_in_flight "$sif" \
+        --summary "$out/ps${topo}_${plane}_$r.json" >&2
+    done
+  done
+done
+
+python3 - "$out" "$runs" "$epochs" "$sif" "$md" "$job" <<'PY'
+import json, os, statistics, sys
+d, runs, epochs, sif, md, job = sys.argv[1:7]
+runs = int(runs)
+def load(name):
+    return json.load(open(os.path.join(d, name)))
+local = load("local.json")
+base = local["test_accuracy"]
+lines = [f"Command: `RUNS={runs} STEPS_IN_FLIGHT={sif} bench/async_accuracy.sh {epochs}` "
+         f"({job}, async; local_train test accuracy {base:.4f}, "
+         f"{local['train_examples_per_second']:.0f} train examples/s)", "",
+         "| run | steps in flight per worker | test accuracy, each run | gap to local_train (mean / worst) | runs within 0.01 | lost steps | train examples/s (median) | vs local_train |",
+         "|---|---|---|---|---|---|---|---|"]
+for topo in (1, 2):
+    for plane, name in (("shm", "shared memory"), ("grpc", "gRPC only")):
+        s = [load(f"ps{topo}_{plane}_{r}.json") for r in range(1, runs + 1)]
+        acc = [x["test_accuracy"] for x in s]
+        gaps = [a - base for a in acc]
+        eps = statistics.median(x["train_examples_per_second"] for x in s)
+        lost = sum(x.get("lost_steps", 0) for x in s)
+        within = sum(1 for g in gaps if abs(g) <= 0.01)
+        lines.append(
+            f"| {topo} PS + {topo} worker{'s' if topo > 1 else ''}, {name} | {sif} | "
+            + ", ".join(f"{a:.4f}" for a in acc)
+            + f" | {statistics.mean(gaps):+.4f} / {min(gaps):+.4f} | {within} of {runs} | {lost} | {eps:.0f} | "
+            + f"{eps / local['train_examples_per_second']:.2f} |")
+text = "\n".join(lines) + "\n"
+print(text)
+open(md, "w").write(text)
+PY
