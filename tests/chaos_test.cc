@@ -50,10 +50,11 @@ struct Strategy {
   int checkpoint_every = 0;
   // The model is on the PS tasks: their applied-step count must match.
   bool ps_counts = false;
-  // Asynchronous updates: two fault-free runs differ too (by up to 0.02
-  // here, and a paused PS reorders the updates as much), so the faulty run
-  // must not fall more than 0.01 below the lower of two fault-free runs;
-  // above them is that noise, not harm.
+  // Asynchronous updates: fault-free runs differ too (by up to 0.02 here,
+  // and a paused PS reorders the updates as much; bench/RESULTS.md has 5
+  // runs each with a spread of 0.01-0.02), so the faulty run must not fall
+  // more than 0.01 below the lowest of three fault-free runs; above them
+  // is that noise, not harm.
   bool nondeterministic = false;
 };
 
@@ -154,9 +155,9 @@ TEST_P(ChaosTest, CompletesWithEveryStepOnceAndTheFaultFreeAccuracy) {
   ASSERT_EQ(clean.exit_code, 0) << clean.log;
   std::vector<double> clean_accuracy = {
       clean.summary["test_accuracy"].get<double>()};
-  if (s.nondeterministic) {
-    RunResult again =
-        RunWithFaults(s, epochs, 0, seed, "chaos_clean2_" + s.key);
+  for (int extra = 2; s.nondeterministic && extra <= 3; ++extra) {
+    RunResult again = RunWithFaults(
+        s, epochs, 0, seed, absl::StrCat("chaos_clean", extra, "_", s.key));
     ASSERT_EQ(again.exit_code, 0) << again.log;
     clean_accuracy.push_back(again.summary["test_accuracy"].get<double>());
   }
@@ -165,7 +166,7 @@ TEST_P(ChaosTest, CompletesWithEveryStepOnceAndTheFaultFreeAccuracy) {
   const nlohmann::json& f = faulty.summary;
   const bool completed = faulty.exit_code == 0 && !f.is_discarded();
   // The difference to the fault-free run; for asynchronous runs, to the
-  // range of the two (0 inside it).
+  // range of the three (0 inside it).
   double delta = 0;
   if (completed) {
     const double got = f["test_accuracy"].get<double>();

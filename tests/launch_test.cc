@@ -285,6 +285,10 @@ TEST_F(LaunchTest, CorruptNewestCheckpointFallsBackToAnOlderOne) {
   std::ifstream in(kJob);
   nlohmann::json job = nlohmann::json::parse(in);
   job["checkpoint"] = {{"every_steps", 30}, {"keep", 2}};
+  // Long enough that the run is still training when its PS is frozen at
+  // step 130 (3 epochs, 564 steps, took 1.3 s on a quiet machine: the run
+  // had ended before the kill, and nothing was restored).
+  job["epochs"] = 10;
   const std::string path = ::testing::TempDir() + "/corrupt_ckpt_job.json";
   std::ofstream(path) << job.dump();
   LaunchRun run =
