@@ -171,6 +171,16 @@ bool DuplexAll(int fd, const char* out, char* in, size_t len) {
   return true;
 }
 
+// `bytes` moved in `seconds`, as a TransferResult.
+TransferResult Throughput(int64_t bytes, double seconds) {
+  TransferResult result;
+  result.seconds = seconds;
+  result.bytes = bytes;
+  result.gbytes_per_sec =
+      seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
+  return result;
+}
+
 // The error for a baseline child that exited (wait `status`) before it
 // connected.
 absl::Status EarlyChildExit(int status, const SocketLink& link,
@@ -387,6 +397,45 @@ EchoMessage MakePayload(size_t bytes) {
 
 // ---------------------------------------------------------------------------
 
+namespace {
+
+// The raw-socket transfers' frame: starts `child_body` as the peer, runs
+// kRawWarmupRounds untimed and then `iterations` timed calls of
+// `round(fd)`, waits for the peer, runs `check()`, and returns the
+// throughput of `bytes_per_round` per timed round.
+template <typename ChildBody, typename Round, typename Check>
+absl::StatusOr<TransferResult> TimedRawRounds(const SocketLink& link,
+                                              size_t bytes_per_round,
+                                              int iterations,
+                                              ChildBody child_body,
+                                              Round round, Check check) {
+  absl::StatusOr<std::unique_ptr<Peer>> peer = Peer::Start(link, child_body);
+  if (!peer.ok()) return peer.status();
+  const int fd = (*peer)->fd();
+  Clock::time_point start;
+  for (int i = 0; i < kRawWarmupRounds + iterations; ++i) {
+    if (i == kRawWarmupRounds) start = Clock::now();
+    if (absl::Status s = round(fd); !s.ok()) return s;
+  }
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  if (absl::Status s = (*peer)->Finish(); !s.ok()) return s;
+  if (absl::Status s = check(); !s.ok()) return s;
+  return Throughput(static_cast<int64_t>(bytes_per_round) * iterations,
+                    seconds);
+}
+template <typename ChildBody, typename Round>
+absl::StatusOr<TransferResult> TimedRawRounds(const SocketLink& link,
+                                              size_t bytes_per_round,
+                                              int iterations,
+                                              ChildBody child_body,
+                                              Round round) {
+  return TimedRawRounds(link, bytes_per_round, iterations, child_body, round,
+                        [] { return absl::OkStatus(); });
+}
+
+}  // namespace
+
 absl::StatusOr<TransferResult> RawSocketTransfer(size_t message_bytes,
                                                  int iterations,
                                                  const SocketLink& link) {
@@ -399,8 +448,9 @@ absl::StatusOr<TransferResult> RawSocketTransfer(size_t message_bytes,
   char* const data = buffer.data();
   const int rounds = kRawWarmupRounds + iterations;
 
-  absl::StatusOr<std::unique_ptr<Peer>> peer =
-      Peer::Start(link, [data, message_bytes, rounds](int fd) {
+  return TimedRawRounds(
+      link, message_bytes, iterations,
+      [data, message_bytes, rounds](int fd) {
         const char ack = 1;
         for (int i = 0; i < rounds; ++i) {
           if (!RecvAll(fd, data, message_bytes) || !SendAll(fd, &ack, 1)) {
@@ -408,27 +458,13 @@ absl::StatusOr<TransferResult> RawSocketTransfer(size_t message_bytes,
           }
         }
         return 0;
+      },
+      [data, message_bytes](int fd) {
+        char ack = 0;
+        if (!SendAll(fd, data, message_bytes)) return SocketError("send");
+        if (!RecvAll(fd, &ack, 1)) return SocketError("recv ack");
+        return absl::OkStatus();
       });
-  if (!peer.ok()) return peer.status();
-  const int fd = (*peer)->fd();
-
-  Clock::time_point start;
-  for (int i = 0; i < rounds; ++i) {
-    if (i == kRawWarmupRounds) start = Clock::now();
-    char ack = 0;
-    if (!SendAll(fd, data, message_bytes)) return SocketError("send");
-    if (!RecvAll(fd, &ack, 1)) return SocketError("recv ack");
-  }
-  const double seconds =
-      std::chrono::duration<double>(Clock::now() - start).count();
-  if (absl::Status s = (*peer)->Finish(); !s.ok()) return s;
-
-  TransferResult result;
-  result.seconds = seconds;
-  result.bytes = static_cast<int64_t>(message_bytes) * iterations;
-  result.gbytes_per_sec =
-      seconds > 0 ? static_cast<double>(result.bytes) / seconds / 1e9 : 0;
-  return result;
 }
 
 absl::StatusOr<TransferResult> RawSocketDuplexTransfer(
@@ -444,36 +480,25 @@ absl::StatusOr<TransferResult> RawSocketDuplexTransfer(
   char* const in_data = in.data();
   const int rounds = kRawWarmupRounds + iterations;
 
-  absl::StatusOr<std::unique_ptr<Peer>> peer = Peer::Start(
-      link, [out_data, in_data, message_bytes, rounds](int fd) {
+  return TimedRawRounds(
+      link, message_bytes, iterations,
+      [out_data, in_data, message_bytes, rounds](int fd) {
         for (int i = 0; i < rounds; ++i) {
           if (!DuplexAll(fd, out_data, in_data, message_bytes)) return 1;
         }
         return 0;
+      },
+      [&](int fd) {
+        if (!DuplexAll(fd, out_data, in_data, message_bytes)) {
+          return SocketError("duplex send/recv");
+        }
+        return absl::OkStatus();
+      },
+      [&] {
+        return in[0] == '\x5a' && in[message_bytes - 1] == '\x5a'
+                   ? absl::OkStatus()
+                   : absl::InternalError("duplex: the received bytes differ");
       });
-  if (!peer.ok()) return peer.status();
-  const int fd = (*peer)->fd();
-
-  Clock::time_point start;
-  for (int i = 0; i < rounds; ++i) {
-    if (i == kRawWarmupRounds) start = Clock::now();
-    if (!DuplexAll(fd, out_data, in_data, message_bytes)) {
-      return SocketError("duplex send/recv");
-    }
-  }
-  const double seconds =
-      std::chrono::duration<double>(Clock::now() - start).count();
-  if (absl::Status s = (*peer)->Finish(); !s.ok()) return s;
-  if (in[0] != '\x5a' || in[message_bytes - 1] != '\x5a') {
-    return absl::InternalError("duplex: the received bytes differ");
-  }
-
-  TransferResult result;
-  result.seconds = seconds;
-  result.bytes = static_cast<int64_t>(message_bytes) * iterations;
-  result.gbytes_per_sec =
-      seconds > 0 ? static_cast<double>(result.bytes) / seconds / 1e9 : 0;
-  return result;
 }
 
 absl::StatusOr<std::vector<double>> RawSocketPingPongMicros(
