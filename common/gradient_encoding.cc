@@ -1,6 +1,5 @@
 #include "common/gradient_encoding.h"
 
-#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -59,60 +58,149 @@ size_t EncodedBytes(GradientEncoding e, size_t n) {
   return e == GradientEncoding::kNone ? n * sizeof(float) : n * 2;
 }
 
-uint16_t FloatToBfloat16(float f) {
-  uint32_t x = Bits(f);
+namespace {
+
+// The conversions as branch-free functions of the bits (every case computed,
+// then selected with masks), so that the blocked loops below vectorize; the
+// scalar API calls the same functions, so both give the same bits.
+inline uint32_t Select(uint32_t mask, uint32_t a, uint32_t b) {
+  return (a & mask) | (b & ~mask);
+}
+inline uint32_t MaskIf(bool c) { return 0u - static_cast<uint32_t>(c); }
+
+// x: a float's bits; returns its bfloat16 bits (nearest even; NaN kept
+// quiet, +-Inf kept, a finite value rounded past the largest finite
+// bfloat16 clamped to it).
+inline uint32_t Bf16FromBits(uint32_t x) {
   const uint32_t ax = x & 0x7FFFFFFFu;
-  if (ax > 0x7F800000u) {
-    return static_cast<uint16_t>((x >> 16) | 0x0040u);  // a quiet NaN
-  }
-  if (ax == 0x7F800000u) return static_cast<uint16_t>(x >> 16);  // +-Inf
-  x += 0x7FFFu + ((x >> 16) & 1u);
-  if ((x & 0x7FFFFFFFu) >= 0x7F800000u) {
-    // A finite value rounded past the largest finite bfloat16.
-    return static_cast<uint16_t>(((Bits(f) >> 16) & 0x8000u) | 0x7F7Fu);
-  }
-  return static_cast<uint16_t>(x >> 16);
+  const uint32_t rounded = x + 0x7FFFu + ((x >> 16) & 1u);
+  const uint32_t finite = Select(MaskIf((rounded & 0x7FFFFFFFu) >= 0x7F800000u),
+                                 ((x >> 16) & 0x8000u) | 0x7F7Fu,
+                                 rounded >> 16);
+  const uint32_t special =
+      Select(MaskIf(ax > 0x7F800000u), (x >> 16) | 0x0040u, x >> 16);
+  return Select(MaskIf(ax >= 0x7F800000u), special, finite) & 0xFFFFu;
 }
 
-float Bfloat16ToFloat(uint16_t h) {
-  return FromBits(static_cast<uint32_t>(h) << 16);
-}
+inline uint32_t BitsFromBf16(uint32_t h) { return h << 16; }
 
-uint16_t FloatToFloat16(float f) {
-  const uint32_t x = Bits(f);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  uint32_t ax = x & 0x7FFFFFFFu;
-  if (ax >= 0x7F800000u) {  // Inf, or NaN (kept quiet, with its top bits)
-    return static_cast<uint16_t>(
-        sign | 0x7C00u |
-        (ax > 0x7F800000u ? 0x0200u | ((ax >> 13) & 0x03FFu) : 0u));
-  }
-  if (ax > 0x477FE000u) return sign | 0x7BFFu;  // beyond 65504: clamped
-  if (ax < 0x38800000u) {
-    // The result is subnormal or zero: adding 0.5 lets the FPU round the
-    // low bits to nearest even, leaving the half's mantissa at the bottom.
-    const float magic = FromBits(126u << 23);
-    const uint32_t r = Bits(FromBits(ax) + magic) - Bits(magic);
-    return static_cast<uint16_t>(sign | r);
-  }
+// x: a float's bits; returns its IEEE binary16 bits (nearest even).
+inline uint32_t F16FromBits(uint32_t x) {
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t ax = x & 0x7FFFFFFFu;
+  // Inf, or NaN (kept quiet, with its top bits).
+  const uint32_t special =
+      0x7C00u |
+      (MaskIf(ax > 0x7F800000u) & (0x0200u | ((ax >> 13) & 0x03FFu)));
+  // Subnormal or zero: adding 0.5 lets the FPU round the low bits to
+  // nearest even, leaving the half's mantissa at the bottom.
+  const float magic = FromBits(126u << 23);
+  const uint32_t subnormal = Bits(FromBits(ax) + magic) - Bits(magic);
   // Normal: re-bias the exponent (127 -> 15) and round to nearest even.
-  const uint32_t odd = (ax >> 13) & 1u;
-  ax += 0xC8000FFFu + odd;
-  return static_cast<uint16_t>(sign | (ax >> 13));
+  const uint32_t normal = (ax + 0xC8000FFFu + ((ax >> 13) & 1u)) >> 13;
+  uint32_t out = Select(MaskIf(ax < 0x38800000u), subnormal, normal);
+  out = Select(MaskIf(ax > 0x477FE000u), 0x7BFFu, out);  // beyond 65504
+  out = Select(MaskIf(ax >= 0x7F800000u), special, out);
+  return (sign | out) & 0xFFFFu;
 }
 
-float Float16ToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+inline uint32_t BitsFromF16(uint32_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1Fu;
   const uint32_t mant = h & 0x03FFu;
-  if (exp == 0) {
-    // Zero or subnormal: mant x 2^-24, exact in float.
-    const float v = static_cast<float>(mant) * 5.9604644775390625e-8f;
-    return FromBits(sign | Bits(v));
-  }
-  if (exp == 31) return FromBits(sign | 0x7F800000u | (mant << 13));
-  return FromBits(sign | ((exp + 112u) << 23) | (mant << 13));
+  // Zero or subnormal: mant x 2^-24, exact in float.
+  const uint32_t small =
+      Bits(static_cast<float>(static_cast<int32_t>(mant)) *
+           5.9604644775390625e-8f);
+  const uint32_t special = 0x7F800000u | (mant << 13);
+  const uint32_t normal = ((exp + 112u) << 23) | (mant << 13);
+  uint32_t out = Select(MaskIf(exp == 0), small, normal);
+  out = Select(MaskIf(exp == 31), special, out);
+  return sign | out;
 }
+
+// Elements per block of the loops below: a fixed trip count, which gcc's
+// -O2 vectorizer needs (it adds no epilogue of its own).
+constexpr size_t kBlock = 64;
+
+template <uint32_t (*kToHalf)(uint32_t)>
+void EncodeLoop(const float* src, size_t n, char* dst) {
+  size_t i = 0;
+  uint16_t block[kBlock];
+  for (; i + kBlock <= n; i += kBlock) {
+    for (size_t j = 0; j < kBlock; ++j) {
+      block[j] = static_cast<uint16_t>(kToHalf(Bits(src[i + j])));
+    }
+    std::memcpy(dst + 2 * i, block, sizeof(block));
+  }
+  for (; i < n; ++i) {
+    Store16(dst, i, static_cast<uint16_t>(kToHalf(Bits(src[i]))));
+  }
+}
+
+template <uint32_t (*kToFloat)(uint32_t)>
+void DecodeLoop(const char* src, size_t n, float* dst) {
+  size_t i = 0;
+  uint16_t block[kBlock];
+  for (; i + kBlock <= n; i += kBlock) {
+    std::memcpy(block, src + 2 * i, sizeof(block));
+    for (size_t j = 0; j < kBlock; ++j) {
+      dst[i + j] = FromBits(kToFloat(block[j]));
+    }
+  }
+  for (; i < n; ++i) dst[i] = FromBits(kToFloat(Load16(src, i)));
+}
+
+// One element of ErrorFeedback::Encode: v = grad + residual is sent and the
+// rounding error kept; a non-finite v sends grad as it is (the server
+// refuses it) and keeps the residual. Returns the half's bits and sets
+// *next to the new residual.
+template <uint32_t (*kToHalf)(uint32_t), uint32_t (*kToFloat)(uint32_t)>
+inline uint32_t FeedbackElement(float grad, float residual, float* next) {
+  const float v = grad + residual;
+  const uint32_t finite = MaskIf((Bits(v) & 0x7F800000u) != 0x7F800000u);
+  const uint32_t q = kToHalf(Select(finite, Bits(v), Bits(grad)));
+  const float error = v - FromBits(kToFloat(q));
+  *next = FromBits(Select(finite, Bits(error), Bits(residual)));
+  return q;
+}
+
+template <uint32_t (*kToHalf)(uint32_t), uint32_t (*kToFloat)(uint32_t)>
+void FeedbackLoop(const float* __restrict grad, float* __restrict residual,
+                  size_t n, char* dst) {
+  size_t i = 0;
+  uint16_t block[kBlock];
+  float next[kBlock];
+  for (; i + kBlock <= n; i += kBlock) {
+    for (size_t j = 0; j < kBlock; ++j) {
+      block[j] = static_cast<uint16_t>(FeedbackElement<kToHalf, kToFloat>(
+          grad[i + j], residual[i + j], &next[j]));
+    }
+    std::memcpy(residual + i, next, sizeof(next));
+    std::memcpy(dst + 2 * i, block, sizeof(block));
+  }
+  for (; i < n; ++i) {
+    float r = 0;
+    Store16(dst, i,
+            static_cast<uint16_t>(FeedbackElement<kToHalf, kToFloat>(
+                grad[i], residual[i], &r)));
+    residual[i] = r;
+  }
+}
+
+}  // namespace
+
+uint16_t FloatToBfloat16(float f) {
+  return static_cast<uint16_t>(Bf16FromBits(Bits(f)));
+}
+
+float Bfloat16ToFloat(uint16_t h) { return FromBits(BitsFromBf16(h)); }
+
+uint16_t FloatToFloat16(float f) {
+  return static_cast<uint16_t>(F16FromBits(Bits(f)));
+}
+
+float Float16ToFloat(uint16_t h) { return FromBits(BitsFromF16(h)); }
 
 void EncodeFloat32(GradientEncoding e, const float* src, size_t n, char* dst) {
   switch (e) {
@@ -120,10 +208,10 @@ void EncodeFloat32(GradientEncoding e, const float* src, size_t n, char* dst) {
       if (n > 0) std::memcpy(dst, src, n * sizeof(float));
       return;
     case GradientEncoding::kBfloat16:
-      for (size_t i = 0; i < n; ++i) Store16(dst, i, FloatToBfloat16(src[i]));
+      EncodeLoop<Bf16FromBits>(src, n, dst);
       return;
     case GradientEncoding::kFloat16:
-      for (size_t i = 0; i < n; ++i) Store16(dst, i, FloatToFloat16(src[i]));
+      EncodeLoop<F16FromBits>(src, n, dst);
       return;
   }
 }
@@ -135,10 +223,10 @@ void DecodeToFloat32(GradientEncoding e, const char* src, size_t n,
       if (n > 0) std::memcpy(dst, src, n * sizeof(float));
       return;
     case GradientEncoding::kBfloat16:
-      for (size_t i = 0; i < n; ++i) dst[i] = Bfloat16ToFloat(Load16(src, i));
+      DecodeLoop<BitsFromBf16>(src, n, dst);
       return;
     case GradientEncoding::kFloat16:
-      for (size_t i = 0; i < n; ++i) dst[i] = Float16ToFloat(Load16(src, i));
+      DecodeLoop<BitsFromF16>(src, n, dst);
       return;
   }
 }
@@ -171,17 +259,10 @@ void ErrorFeedback::Encode(const std::string& name, const float* grad,
   absl::MutexLock lock(&entry->mu);
   std::vector<float>& r = entry->residual;
   if (r.size() != n) r.assign(n, 0.0f);
-  const bool bf16 = encoding_ == GradientEncoding::kBfloat16;
-  for (size_t i = 0; i < n; ++i) {
-    const float v = grad[i] + r[i];
-    if (!std::isfinite(v)) {
-      // Sent as it is (the server refuses it); the residual stays.
-      Store16(dst, i, bf16 ? FloatToBfloat16(grad[i]) : FloatToFloat16(grad[i]));
-      continue;
-    }
-    const uint16_t q = bf16 ? FloatToBfloat16(v) : FloatToFloat16(v);
-    Store16(dst, i, q);
-    r[i] = v - (bf16 ? Bfloat16ToFloat(q) : Float16ToFloat(q));
+  if (encoding_ == GradientEncoding::kBfloat16) {
+    FeedbackLoop<Bf16FromBits, BitsFromBf16>(grad, r.data(), n, dst);
+  } else {
+    FeedbackLoop<F16FromBits, BitsFromF16>(grad, r.data(), n, dst);
   }
 }
 

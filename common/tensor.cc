@@ -7,7 +7,6 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
-#include "Eigen/Core"
 #include "absl/strings/str_join.h"
 
 namespace strata {
@@ -116,13 +115,42 @@ Tensor Tensor::Zeros(DType dtype, const Shape& shape) {
 }
 
 namespace {
-// A vectorized scan (Eigen) for any non-finite value; the slow loop that
-// names the first one runs only when there is one.
+// Whether any of p[0, n) is Inf or NaN (all exponent bits set): a scan of
+// the bits in blocks of a fixed size, which gcc's -O2 vectorizer takes
+// (Eigen's isFinite().all() ran element by element, the largest item of a
+// push's profile).
+template <typename T, typename Bits, Bits kExponent>
+bool AnyNonFinite(const T* p, int64_t n) {
+  constexpr int64_t kBlock = 64;
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    Bits any = 0;
+    for (int64_t j = 0; j < kBlock; ++j) {
+      Bits b;
+      std::memcpy(&b, p + i + j, sizeof(b));
+      any |= static_cast<Bits>((b & kExponent) == kExponent);
+    }
+    if (any != 0) return true;
+  }
+  for (; i < n; ++i) {
+    if (!std::isfinite(p[i])) return true;
+  }
+  return false;
+}
+
+bool AnyNonFinite(const float* p, int64_t n) {
+  return AnyNonFinite<float, uint32_t, 0x7F800000u>(p, n);
+}
+bool AnyNonFinite(const double* p, int64_t n) {
+  return AnyNonFinite<double, uint64_t, 0x7FF0000000000000ull>(p, n);
+}
+
+// A vectorized scan for any non-finite value; the slow loop that names the
+// first one runs only when there is one.
 template <typename T>
 absl::Status CheckFiniteT(const T* p, int64_t n, absl::string_view what) {
   if (n == 0) return absl::OkStatus();
-  Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> values(p, n);
-  if (values.isFinite().all()) return absl::OkStatus();
+  if (!AnyNonFinite(p, n)) return absl::OkStatus();
   for (int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(p[i])) {
       return absl::InvalidArgumentError(

@@ -177,6 +177,74 @@ TEST(GradientEncodingTest, EncodeAndDecodeAnyAlignment) {
   }
 }
 
+// The loops run in blocks of 64 with a scalar tail: at every size around
+// the block edges, with specials (NaN, +-Inf, -0, subnormals, overflow)
+// anywhere, unaligned wire bytes, they give the scalar conversions' bits,
+// and error feedback gives the per-element reference's bits and residuals.
+TEST(GradientEncodingTest, BlockedLoopsMatchTheScalarConversionsAtEverySize) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> wide(-1e5f, 1e5f);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            -0.0f,
+                            Pow2(-20),
+                            Pow2(-140),
+                            3.4e38f,
+                            65520.0f};
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof(u));
+    return u;
+  };
+  for (size_t n : {0u, 1u, 63u, 64u, 65u, 127u, 128u, 129u, 200u}) {
+    std::vector<float> src(n);
+    for (size_t i = 0; i < n; ++i) {
+      src[i] = rng() % 5 == 0 ? specials[rng() % 8] : wide(rng) * Pow2(-(rng() % 30));
+    }
+    for (GradientEncoding e :
+         {GradientEncoding::kBfloat16, GradientEncoding::kFloat16}) {
+      const bool bf16 = e == GradientEncoding::kBfloat16;
+      std::vector<char> wire(2 * n + 1);
+      EncodeFloat32(e, src.data(), n, wire.data() + 1);
+      std::vector<float> back(n);
+      DecodeToFloat32(e, wire.data() + 1, n, back.data());
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, wire.data() + 1 + 2 * i, sizeof(h));
+        const uint16_t want = bf16 ? FloatToBfloat16(src[i]) : FloatToFloat16(src[i]);
+        ASSERT_EQ(h, want) << GradientEncodingName(e) << " n " << n << " i " << i;
+        ASSERT_EQ(bits(back[i]),
+                  bits(bf16 ? Bfloat16ToFloat(h) : Float16ToFloat(h)))
+            << GradientEncodingName(e) << " n " << n << " i " << i;
+      }
+      // Error feedback, two rounds (the second starts from residuals).
+      ErrorFeedback feedback(e);
+      std::vector<float> residual(n, 0.0f);
+      for (int round = 0; round < 2; ++round) {
+        feedback.Encode("v", src.data(), n, wire.data() + 1);
+        for (size_t i = 0; i < n; ++i) {
+          const float v = src[i] + residual[i];
+          const float sent = std::isfinite(v) ? v : src[i];
+          const uint16_t want = bf16 ? FloatToBfloat16(sent) : FloatToFloat16(sent);
+          uint16_t h;
+          std::memcpy(&h, wire.data() + 1 + 2 * i, sizeof(h));
+          ASSERT_EQ(h, want) << "n " << n << " i " << i << " round " << round;
+          if (std::isfinite(v)) {
+            residual[i] = v - (bf16 ? Bfloat16ToFloat(h) : Float16ToFloat(h));
+          }
+        }
+        const std::vector<float> kept = feedback.Residual("v");
+        ASSERT_EQ(kept.size(), n);
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(bits(kept[i]), bits(residual[i]))
+              << "n " << n << " i " << i << " round " << round;
+        }
+      }
+    }
+  }
+}
+
 // Error feedback: after K steps of the same small gradient (below one
 // bfloat16 quantum of the values around it), the sum of what was sent is
 // within one quantum of K times the gradient, where plain rounding would

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -165,6 +166,32 @@ TEST(CheckFiniteTest, NamesFirstBadElement) {
   s = CheckFinite(DType::kFloat64, d.data(), 2, "value");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("at element 1"));
+}
+
+// The scan runs in blocks of 64 with a scalar tail: one bad value is found
+// wherever it is, in either dtype, and the largest finite values and
+// subnormals pass.
+TEST(CheckFiniteTest, FindsOneBadValueAtEveryPosition) {
+  for (int64_t n : {1, 63, 64, 65, 130}) {
+    std::vector<float> f(static_cast<size_t>(n), -std::numeric_limits<float>::max());
+    f[0] = std::numeric_limits<float>::denorm_min();
+    std::vector<double> d(static_cast<size_t>(n), std::numeric_limits<double>::max());
+    EXPECT_TRUE(CheckFinite(DType::kFloat32, f.data(), n, "g").ok()) << n;
+    EXPECT_TRUE(CheckFinite(DType::kFloat64, d.data(), n, "g").ok()) << n;
+    for (int64_t at = 0; at < n; ++at) {
+      const size_t i = static_cast<size_t>(at);
+      const float keep_f = f[i];
+      const double keep_d = d[i];
+      f[i] = at % 2 == 0 ? std::nanf("") : -INFINITY;
+      d[i] = at % 2 == 0 ? INFINITY : std::nan("");
+      EXPECT_THAT(std::string(CheckFinite(DType::kFloat32, f.data(), n, "g").message()),
+                  HasSubstr(absl::StrCat("at element ", at)));
+      EXPECT_THAT(std::string(CheckFinite(DType::kFloat64, d.data(), n, "g").message()),
+                  HasSubstr(absl::StrCat("at element ", at)));
+      f[i] = keep_f;
+      d[i] = keep_d;
+    }
+  }
 }
 
 TEST(CheckFiniteTest, IntegersAlwaysPass) {
