@@ -10,6 +10,13 @@
 #
 #   bench/async_accuracy.sh [EPOCHS]                      # default 10
 #   RUNS=5 STEPS_IN_FLIGHT=1 bench/async_accuracy.sh
+#   STALENESS_LR=inverse STALENESS_TOLERANCE=1 bench/async_accuracy.sh
+#
+# STALENESS_LR (and STALENESS_TOLERANCE) set the job's strategy fields of
+# the same names (a staleness-scaled learning rate); the table then goes
+# to bench/results/async_accuracy_s<STEPS_IN_FLIGHT>_<STALENESS_LR>_t<TOL>.md.
+# Every table gives the PS tasks' measured staleness (mean / max of the
+# pushes, from the launch summaries).
 #
 # Needs a built tree (build/bin; BIN_DIR overrides).
 set -euo pipefail
@@ -19,10 +26,25 @@ runs=${RUNS:-5}
 sif=${STEPS_IN_FLIGHT:-2}
 bin=${BIN_DIR:-build/bin}
 job=examples/fashion_mnist/job.json
+slr=${STALENESS_LR:-none}
+stol=${STALENESS_TOLERANCE:-0}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 mkdir -p bench/results
 md=bench/results/async_accuracy_s$sif.md
+if [[ $slr != none ]]; then
+  md=bench/results/async_accuracy_s${sif}_${slr}_t$stol.md
+  # The reference job with the staleness fields (local_train ignores them).
+  python3 - "$job" "$out/job.json" "$slr" "$stol" <<'PY'
+import json, sys
+src, dst, lr, tol = sys.argv[1:5]
+j = json.load(open(src))
+j["strategy"]["staleness_lr"] = lr
+j["strategy"]["staleness_tolerance"] = int(tol)
+json.dump(j, open(dst, "w"), indent=2)
+PY
+  job=$out/job.json
+fi
 
 for b in local_train strata; do
   if [[ ! -x $bin/$b ]]; then
@@ -32,7 +54,7 @@ for b in local_train strata; do
 done
 
 echo "async_accuracy: $job, $epochs epochs, $runs run(s) each," \
-  "--steps_in_flight $sif" >&2
+  "--steps_in_flight $sif, staleness_lr $slr (tolerance $stol)" >&2
 "$bin/local_train" --job "$job" --epochs "$epochs" --summary "$out/local.json" >&2
 for r in $(seq 1 "$runs"); do
   for topo in 1 2; do
@@ -46,19 +68,24 @@ for r in $(seq 1 "$runs"); do
   done
 done
 
-python3 - "$out" "$runs" "$epochs" "$sif" "$md" "$job" <<'PY'
+python3 - "$out" "$runs" "$epochs" "$sif" "$md" "$job" "$slr" "$stol" <<'PY'
 import json, os, statistics, sys
-d, runs, epochs, sif, md, job = sys.argv[1:7]
+d, runs, epochs, sif, md, job, slr, stol = sys.argv[1:9]
 runs = int(runs)
 def load(name):
     return json.load(open(os.path.join(d, name)))
 local = load("local.json")
 base = local["test_accuracy"]
-lines = [f"Command: `RUNS={runs} STEPS_IN_FLIGHT={sif} bench/async_accuracy.sh {epochs}` "
-         f"({job}, async; local_train test accuracy {base:.4f}, "
+env = f"RUNS={runs} STEPS_IN_FLIGHT={sif}"
+if slr != "none":
+    env += f" STALENESS_LR={slr} STALENESS_TOLERANCE={stol}"
+lines = [f"Command: `{env} bench/async_accuracy.sh {epochs}` "
+         f"(examples/fashion_mnist/job.json, async, staleness_lr {slr}"
+         + (f" with tolerance {stol}" if slr != "none" else "")
+         + f"; local_train test accuracy {base:.4f}, "
          f"{local['train_examples_per_second']:.0f} train examples/s)", "",
-         "| run | steps in flight per worker | test accuracy, each run | gap to local_train (mean / worst) | runs within 0.01 | lost steps | train examples/s (median) | vs local_train |",
-         "|---|---|---|---|---|---|---|---|"]
+         "| run | steps in flight per worker | test accuracy, each run | gap to local_train (mean / worst) | runs within 0.01 | lost steps | staleness of the pushes (mean / max) | train examples/s (median) | vs local_train |",
+         "|---|---|---|---|---|---|---|---|---|"]
 for topo in (1, 2):
     for plane, name in (("shm", "shared memory"), ("grpc", "gRPC only")):
         s = [load(f"ps{topo}_{plane}_{r}.json") for r in range(1, runs + 1)]
@@ -67,10 +94,13 @@ for topo in (1, 2):
         eps = statistics.median(x["train_examples_per_second"] for x in s)
         lost = sum(x.get("lost_steps", 0) for x in s)
         within = sum(1 for g in gaps if abs(g) <= 0.01)
+        st = [x.get("staleness") for x in s if x.get("staleness")]
+        stal = (f"{statistics.mean(t['mean'] for t in st):.2f} / "
+                f"{max(t['max'] for t in st)}") if st else "n/a"
         lines.append(
             f"| {topo} PS + {topo} worker{'s' if topo > 1 else ''}, {name} | {sif} | "
             + ", ".join(f"{a:.4f}" for a in acc)
-            + f" | {statistics.mean(gaps):+.4f} / {min(gaps):+.4f} | {within} of {runs} | {lost} | {eps:.0f} | "
+            + f" | {statistics.mean(gaps):+.4f} / {min(gaps):+.4f} | {within} of {runs} | {lost} | {stal} | {eps:.0f} | "
             + f"{eps / local['train_examples_per_second']:.2f} |")
 text = "\n".join(lines) + "\n"
 print(text)

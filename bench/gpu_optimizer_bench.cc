@@ -188,14 +188,14 @@ absl::StatusOr<nlohmann::json> PsPathResult(int device, const Bench& b,
   int64_t iterations = 0;
   for (int i = 0; i < 2; ++i) {
     STRATA_RETURN_IF_ERROR(
-        state->ApplyDense(iterations++, grad->data(), &value));
+        state->ApplyDense(iterations++, 1.0, grad->data(), &value));
   }
   int64_t pushes = 0;
   const auto start = std::chrono::steady_clock::now();
   double seconds = 0;
   while (seconds < min_seconds) {
     STRATA_RETURN_IF_ERROR(
-        state->ApplyDense(iterations++, grad->data(), &value));
+        state->ApplyDense(iterations++, 1.0, grad->data(), &value));
     ++pushes;
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                             start)

@@ -209,6 +209,9 @@ PsClient::PreparedPush PsClient::PreparePush(
     for (int64_t d : shapes[i]) slot->add_shape(d);
     slot->set_bytes(static_cast<int64_t>(bytes));
     slot->set_encoding(wire_encoding);
+    if (i < tag.base_versions.size() && tag.base_versions[i] >= 0) {
+      slot->set_base_version(tag.base_versions[i]);
+    }
     if (encode) {
       push.owned.emplace_back(new char[std::max<size_t>(bytes, 1)]);
       feedback_->Encode(names[i], static_cast<const float*>(data[i]), n,

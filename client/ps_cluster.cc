@@ -369,6 +369,9 @@ absl::Status PsCluster::ExchangeWith(int ps, SharedLane* lane,
         slot->set_dtype(v1::DT_FLOAT32);
         for (int64_t d : part.shapes[i]) slot->add_shape(d);
         slot->set_bytes(static_cast<int64_t>(part.sizes[i]));
+        if (i < tag.base_versions.size() && tag.base_versions[i] >= 0) {
+          slot->set_base_version(tag.base_versions[i]);
+        }
         std::memcpy(base + offset, part.grads[i], part.sizes[i]);
         offset += part.sizes[i];
       }
@@ -422,6 +425,8 @@ absl::Status PsCluster::ExchangeWith(int ps, SharedLane* lane,
       }
       std::memcpy(part.dsts[i], base + offset, part.sizes[i]);
       offset += part.sizes[i];
+      lane->delivered[part.names[i]] =
+          resp->pulled(static_cast<int>(i)).version();
     }
     *shared = true;
     return absl::OkStatus();
@@ -508,24 +513,45 @@ absl::StatusOr<v1::SharedExchangeResponse> PsCluster::RingDoorbell(
   return response;
 }
 
+PushTag PsCluster::WithBaseVersions(const PushTag& tag,
+                                   const SharedLane& lane,
+                                   const PerPs& part) {
+  PushTag with = tag;
+  with.base_versions.assign(part.names.size(), -1);
+  for (size_t i = 0; i < part.names.size(); ++i) {
+    auto it = lane.delivered.find(part.names[i]);
+    if (it != lane.delivered.end()) with.base_versions[i] = it->second;
+  }
+  return with;
+}
+
 absl::Status PsCluster::PushPullOne(int lane, int ps, const PerPs& part,
                                     const PushTag& tag,
                                     const PullOptions& options) {
+  SharedLane* shared_lane = Lane(lane, ps);
+  const bool push = !part.grads.empty();
+  const bool pull = !part.dsts.empty();
+  // A push's gradients were computed from the values this lane delivered
+  // last.
+  const PushTag with_base =
+      push ? WithBaseVersions(tag, *shared_lane, part) : tag;
   bool shared = false;
   absl::Status status =
-      ExchangeWith(ps, Lane(lane, ps), part, tag, options, &shared);
+      ExchangeWith(ps, shared_lane, part, with_base, options, &shared);
   if (status.ok() && !shared) {
     // One frame on the lane's stream: the push, then the pull.
     static const std::vector<std::string> kNone;
     static const std::vector<Shape> kNoShapes;
-    const bool push = !part.grads.empty();
-    const bool pull = !part.dsts.empty();
-    status = clients_[ps]
-                 ->Exchange(lane, push ? part.names : kNone,
-                            push ? part.shapes : kNoShapes, part.grads, tag,
-                            pull ? part.names : kNone, part.dsts,
-                            pull ? part.sizes : std::vector<size_t>(), options)
-                 .status();
+    absl::StatusOr<ExchangeResult> result = clients_[ps]->Exchange(
+        lane, push ? part.names : kNone, push ? part.shapes : kNoShapes,
+        part.grads, with_base, pull ? part.names : kNone, part.dsts,
+        pull ? part.sizes : std::vector<size_t>(), options);
+    status = result.status();
+    if (result.ok() && pull && result->pulled.size() == part.names.size()) {
+      for (size_t i = 0; i < part.names.size(); ++i) {
+        shared_lane->delivered[part.names[i]] = result->pulled[i];
+      }
+    }
   }
   if (!status.ok()) NoteFailure(ps);
   return status;
@@ -612,7 +638,8 @@ std::shared_ptr<const PsCluster::MirrorSet> PsCluster::MirrorsFor(
   return set;
 }
 
-bool PsCluster::ReadMirrors(const MirrorSet& set, const PerPs& part) {
+bool PsCluster::ReadMirrors(const MirrorSet& set, const PerPs& part,
+                            std::vector<int64_t>* versions) {
   char* base = set.region->data();
   // The server unmapped the region (it overwrites the nonce then), or its
   // process is gone: nobody writes these mirrors any more.
@@ -622,6 +649,7 @@ bool PsCluster::ReadMirrors(const MirrorSet& set, const PerPs& part) {
        ::kill(static_cast<pid_t>(set.server_pid), 0) != 0 && errno == ESRCH)) {
     return false;
   }
+  versions->assign(part.names.size(), -1);
   for (size_t i = 0; i < part.names.size(); ++i) {
     char* header = base + set.offsets[i];
     auto* seq = reinterpret_cast<std::atomic<uint64_t>*>(header);
@@ -633,6 +661,8 @@ bool PsCluster::ReadMirrors(const MirrorSet& set, const PerPs& part) {
         std::this_thread::yield();
         continue;
       }
+      // Read under the sequence number as the value is.
+      std::memcpy(&(*versions)[i], header + 8, sizeof(int64_t));
       std::memcpy(part.dsts[i], header + kMirrorHeaderBytes, part.sizes[i]);
       // A release read-modify-write (not a fence, which ThreadSanitizer
       // builds refuse): the copy cannot move below it.
@@ -657,7 +687,14 @@ absl::Status PsCluster::PullLatest(int lane,
     const PerPs& part = per_ps[i];
     if (part.names.empty()) return;
     std::shared_ptr<const MirrorSet> set = MirrorsFor(i, part);
-    const bool read = set != nullptr && ReadMirrors(*set, part);
+    std::vector<int64_t> versions;
+    const bool read = set != nullptr && ReadMirrors(*set, part, &versions);
+    if (read) {
+      SharedLane* shared_lane = Lane(lane, i);
+      for (size_t k = 0; k < part.names.size(); ++k) {
+        shared_lane->delivered[part.names[k]] = versions[k];
+      }
+    }
     bool drop = false;
     {
       absl::MutexLock lock(&mu_);

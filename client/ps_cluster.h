@@ -140,7 +140,14 @@ class PsCluster {
     uint32_t message_bytes = 0;
     bool doorbell = false;
     int64_t server_pid = 0;
+    // The version of each variable of the task last delivered on this lane
+    // (by a pull, an exchange or a mirror): the base version of the lane's
+    // next push of its gradient.
+    std::map<std::string, int64_t> delivered;
   };
+  // `tag` with the base versions of `part`'s variables from `lane`.
+  static PushTag WithBaseVersions(const PushTag& tag, const SharedLane& lane,
+                                  const PerPs& part);
   // One exchange through `lane`'s doorbell. Errors: the answer's status;
   // DEADLINE_EXCEEDED or UNAVAILABLE (the server process is gone) when no
   // answer came, after which the lane's region is dropped (an answer may
@@ -176,9 +183,11 @@ class PsCluster {
   // Sets up (or reuses) task `ps`'s mirrors of `part`; null when the task
   // cannot serve them (the caller pulls instead).
   std::shared_ptr<const MirrorSet> MirrorsFor(int ps, const PerPs& part);
-  // Copies the mirrored values into part.dsts; false when a mirror is gone
-  // or kept changing (the caller pulls instead).
-  static bool ReadMirrors(const MirrorSet& set, const PerPs& part);
+  // Copies the mirrored values into part.dsts and their versions into
+  // `versions`; false when a mirror is gone or kept changing (the caller
+  // pulls instead).
+  static bool ReadMirrors(const MirrorSet& set, const PerPs& part,
+                          std::vector<int64_t>* versions);
   // Failed or re-attached calls per task: a mirror set up before the last
   // one may be stale (the server restarted).
   void NoteFailure(int ps);

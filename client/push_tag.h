@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "strata/v1/parameter_server.pb.h"
 
@@ -19,6 +20,11 @@ struct PushTag {
   // SYNC variables trained by a group: its id and size (0: none).
   int64_t group = 0;
   int32_t group_size = 0;
+  // Per pushed variable, in the call's order: the version its gradient was
+  // computed from (VariableSlot.base_version; the server counts the
+  // staleness and may scale the learning rate by it); empty, or -1 for a
+  // variable: not given.
+  std::vector<int64_t> base_versions;
 };
 
 // The wire form of `tag`, with attempt 0.

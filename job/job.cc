@@ -230,7 +230,8 @@ absl::Status ParseStrategy(const json& value, StrategySpec* s) {
   STRATA_RETURN_IF_ERROR(
       o.CheckKeys({"type", "update", "partitioner", "sync_replicas",
                    "collective", "replicas", "pack_bytes", "timeout_seconds",
-                   "gradient_compression", "ps_replication"}));
+                   "gradient_compression", "ps_replication", "staleness_lr",
+                   "staleness_tolerance"}));
   // The names are the policy registry's (strategies/placement_policy.h).
   STRATA_RETURN_IF_ERROR(o.String("type", true, &s->type, /*allow_empty=*/true));
   if (!IsPlacementPolicyName(s->type)) {
@@ -288,6 +289,25 @@ absl::Status ParseStrategy(const json& value, StrategySpec* s) {
                                   "ps_replication needs parameter_server, "
                                   "central_storage or multi_worker_mirrored "
                                   "with collective 'ps'"));
+  }
+  STRATA_RETURN_IF_ERROR(
+      o.Enum("staleness_lr", false, {"none", "inverse"}, &s->staleness_lr));
+  const bool async_ps = s->type == "parameter_server" && s->update == "async";
+  if (s->staleness_lr != "none" && !async_ps) {
+    return PathError(
+        o.Path("staleness_lr"),
+        absl::StrCat(Quote(s->staleness_lr), " scales the learning rate of "
+                     "stale gradients, which only parameter_server with "
+                     "update 'async' applies; ", s->type, " with update '",
+                     s->update, "' applies every gradient to the values it "
+                     "was computed from"));
+  }
+  STRATA_RETURN_IF_ERROR(o.Int32("staleness_tolerance", false, 0,
+                                 &s->staleness_tolerance));
+  if (o.Has("staleness_tolerance") && s->staleness_lr == "none") {
+    return PathError(o.Path("staleness_tolerance"),
+                     "needs staleness_lr 'inverse' (it is the staleness "
+                     "that learning rate scaling tolerates)");
   }
   if (o.Has("partitioner")) {
     STRATA_RETURN_IF_ERROR(ParsePartitioner(

@@ -196,6 +196,13 @@ struct StrategySpec {
   // holds every change before it is acknowledged and takes over when the
   // primary dies (server/replication.h; strata launch runs both).
   int64_t ps_replication = 1;
+  // parameter_server with update "async": how a stale gradient's learning
+  // rate is scaled, its staleness being the updates a PS variable applied
+  // since the values the gradient was computed from. "none" (the default)
+  // or "inverse": the learning rate times 1 / (1 + max(0, staleness -
+  // staleness_tolerance)) (staleness_tolerance >= 0, default 0).
+  std::string staleness_lr = "none";
+  int staleness_tolerance = 0;
   nlohmann::json options = nlohmann::json::object();
 };
 

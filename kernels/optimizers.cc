@@ -217,7 +217,7 @@ struct AssignAddKernel {
 // ---------------------------------------------------------------------------
 // Shared validation and dispatch. Derived provides:
 //   using Kernel = ...;
-//   Kernel MakeKernel(int64_t iterations) const;
+//   Kernel MakeKernel(int64_t iterations, double learning_rate) const;
 //   size_t NumSlots() const;
 template <typename Derived>
 class KernelOptimizer : public Optimizer {
@@ -227,7 +227,15 @@ class KernelOptimizer : public Optimizer {
   absl::Status ApplyDense(DType dtype, int64_t iterations, void* var,
                           absl::Span<void* const> slots, const void* grad,
                           int64_t n) const final {
+    return ApplyDenseScaled(dtype, iterations, 1.0, var, slots, grad, n);
+  }
+
+  absl::Status ApplyDenseScaled(DType dtype, int64_t iterations,
+                                double lr_scale, void* var,
+                                absl::Span<void* const> slots,
+                                const void* grad, int64_t n) const final {
     STRATA_RETURN_IF_ERROR(CheckArgs(dtype, iterations, slots));
+    STRATA_RETURN_IF_ERROR(CheckScale(lr_scale));
     if (n < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("element count must be >= 0, got ", n));
@@ -235,7 +243,8 @@ class KernelOptimizer : public Optimizer {
     if (n == 0) return absl::OkStatus();
     STRATA_RETURN_IF_ERROR(CheckPointers(var, slots, grad));
     const ScopedFlushDenormals flush_denormals;
-    const auto kernel = derived().MakeKernel(iterations);
+    const auto kernel =
+        derived().MakeKernel(iterations, config_.learning_rate * lr_scale);
     VisitDType<Derived::Kernel::kIntegers>(dtype, [&](auto tag) {
       using T = decltype(tag);
       RunBlocks<T>(kernel, static_cast<T*>(var), TypedSlots<T>(slots, 0),
@@ -261,7 +270,7 @@ class KernelOptimizer : public Optimizer {
     }
     if (ids.empty() || row_width == 0) return absl::OkStatus();
     STRATA_RETURN_IF_ERROR(CheckPointers(var, slots, grad));
-    const auto kernel = derived().MakeKernel(iterations);
+    const auto kernel = derived().MakeKernel(iterations, config_.learning_rate);
     VisitDType<Derived::Kernel::kIntegers>(dtype, [&](auto tag) {
       using T = decltype(tag);
       T* const w = static_cast<T*>(var);
@@ -304,6 +313,14 @@ class KernelOptimizer : public Optimizer {
     return absl::OkStatus();
   }
 
+  static absl::Status CheckScale(double lr_scale) {
+    if (!(lr_scale > 0) || !std::isfinite(lr_scale)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "learning rate scale must be finite and > 0, got ", lr_scale));
+    }
+    return absl::OkStatus();
+  }
+
   static absl::Status CheckPointers(const void* var,
                                     absl::Span<void* const> slots,
                                     const void* grad) {
@@ -330,8 +347,8 @@ class Sgd final : public KernelOptimizer<Sgd> {
     return {};
   }
   size_t NumSlots() const { return config_.momentum > 0 ? 1 : 0; }
-  Kernel MakeKernel(int64_t /*iterations*/) const {
-    return Kernel{config_.learning_rate, config_.momentum, config_.nesterov};
+  Kernel MakeKernel(int64_t /*iterations*/, double learning_rate) const {
+    return Kernel{learning_rate, config_.momentum, config_.nesterov};
   }
 };
 
@@ -345,9 +362,9 @@ class Adam final : public KernelOptimizer<Adam> {
     return {"m", "v"};
   }
   size_t NumSlots() const { return config_.amsgrad ? 3 : 2; }
-  Kernel MakeKernel(int64_t iterations) const {
+  Kernel MakeKernel(int64_t iterations, double learning_rate) const {
     const double t = static_cast<double>(iterations) + 1.0;
-    const double alpha = config_.learning_rate *
+    const double alpha = learning_rate *
                          std::sqrt(1.0 - std::pow(config_.beta_2, t)) /
                          (1.0 - std::pow(config_.beta_1, t));
     return Kernel{alpha, 1.0 - config_.beta_1, 1.0 - config_.beta_2,
@@ -367,8 +384,8 @@ class Adagrad final : public KernelOptimizer<Adagrad> {
     return index == 0 ? config_.initial_accumulator_value : 0.0;
   }
   size_t NumSlots() const { return 1; }
-  Kernel MakeKernel(int64_t /*iterations*/) const {
-    return Kernel{config_.learning_rate, config_.epsilon};
+  Kernel MakeKernel(int64_t /*iterations*/, double learning_rate) const {
+    return Kernel{learning_rate, config_.epsilon};
   }
 };
 
@@ -386,11 +403,11 @@ class Rmsprop final : public KernelOptimizer<Rmsprop> {
   size_t NumSlots() const {
     return 1 + (config_.momentum > 0 ? 1 : 0) + (config_.centered ? 1 : 0);
   }
-  Kernel MakeKernel(int64_t /*iterations*/) const {
+  Kernel MakeKernel(int64_t /*iterations*/, double learning_rate) const {
     const size_t momentum_slot = 1;
     const size_t average_slot = config_.momentum > 0 ? 2 : 1;
-    return Kernel{config_.learning_rate, config_.rho,      config_.momentum,
-                  config_.epsilon,       config_.centered, momentum_slot,
+    return Kernel{learning_rate,   config_.rho,      config_.momentum,
+                  config_.epsilon, config_.centered, momentum_slot,
                   average_slot};
   }
 };
@@ -402,7 +419,9 @@ class AssignAdd final : public KernelOptimizer<AssignAdd> {
 
   std::vector<std::string> SlotNames() const override { return {}; }
   size_t NumSlots() const { return 0; }
-  Kernel MakeKernel(int64_t /*iterations*/) const { return Kernel{}; }
+  Kernel MakeKernel(int64_t /*iterations*/, double /*learning_rate*/) const {
+    return Kernel{};
+  }
 };
 
 struct AssignKernel {
@@ -422,7 +441,9 @@ class Assign final : public KernelOptimizer<Assign> {
 
   std::vector<std::string> SlotNames() const override { return {}; }
   size_t NumSlots() const { return 0; }
-  Kernel MakeKernel(int64_t /*iterations*/) const { return Kernel{}; }
+  Kernel MakeKernel(int64_t /*iterations*/, double /*learning_rate*/) const {
+    return Kernel{};
+  }
 };
 
 // ---------------------------------------------------------------------------
@@ -534,6 +555,18 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(
 }
 
 double Optimizer::SlotInitialValue(size_t /*index*/) const { return 0.0; }
+
+absl::Status Optimizer::ApplyDenseScaled(DType dtype, int64_t iterations,
+                                         double lr_scale, void* var,
+                                         absl::Span<void* const> slots,
+                                         const void* grad, int64_t n) const {
+  if (lr_scale != 1.0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "optimizer ", OptimizerTypeName(config_.type),
+        " cannot scale its learning rate"));
+  }
+  return ApplyDense(dtype, iterations, var, slots, grad, n);
+}
 
 // Fallback for optimizers without their own sparse path: one dense apply per
 // named row. (The optimizers above override it with a single dispatch.)

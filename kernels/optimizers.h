@@ -81,6 +81,15 @@ class Optimizer {
   virtual absl::Status ApplyDense(DType dtype, int64_t iterations, void* var,
                                   absl::Span<void* const> slots,
                                   const void* grad, int64_t n) const = 0;
+  // As ApplyDense, with the learning rate times `lr_scale` (finite, > 0)
+  // for this update only: a stale gradient's smaller step (UpdateMode's
+  // scale_by_staleness). Errors: INVALID_ARGUMENT for another scale; the
+  // default, for optimizers that cannot scale, refuses any scale but 1
+  // (UNIMPLEMENTED).
+  virtual absl::Status ApplyDenseScaled(DType dtype, int64_t iterations,
+                                        double lr_scale, void* var,
+                                        absl::Span<void* const> slots,
+                                        const void* grad, int64_t n) const;
 
   // Sparse (row) update on a 2-D variable of `row_width` columns: row ids[i]
   // of var and of each slot is updated with row i of `grad` (ids are unique

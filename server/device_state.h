@@ -77,8 +77,10 @@ class VariableDevice {
                             absl::Span<const std::shared_ptr<Buffer>> slots) = 0;
 
   // One optimizer step with a dense gradient (a host pointer to byte_size
-  // bytes); `iterations` counts the applies before this one.
-  virtual absl::Status ApplyDense(int64_t iterations, const char* grad,
+  // bytes), the learning rate times `lr_scale`; `iterations` counts the
+  // applies before this one.
+  virtual absl::Status ApplyDense(int64_t iterations, double lr_scale,
+                                  const char* grad,
                                   std::shared_ptr<Buffer>* host_value) = 0;
 
   // One sparse step: rows ids[i] (unique, in range) get row i of `rows`.

@@ -127,9 +127,12 @@ class CudaVariableDevice final : public VariableDevice {
     return absl::OkStatus();
   }
 
-  absl::Status ApplyDense(int64_t iterations, const char* grad,
+  absl::Status ApplyDense(int64_t iterations, double lr_scale,
+                          const char* grad,
                           std::shared_ptr<Buffer>* host_value) override {
     if (n_ == 0) return absl::OkStatus();
+    OptimizerConfig config = config_;
+    config.learning_rate *= lr_scale;
     STRATA_RETURN_IF_ERROR(Select());
     std::shared_ptr<Buffer> out = Writable(*host_value, /*keep=*/false);
     const int64_t chunk = static_cast<int64_t>(stage_bytes_ / elem_);
@@ -151,7 +154,7 @@ class CudaVariableDevice final : public VariableDevice {
       absl::Status s = CudaCopyToDevice(stage.device.get(), stage.host.data(),
                                         bytes, stream_.get());
       if (s.ok()) {
-        s = CudaApplyDense(config_, dtype_, iterations, var + offset,
+        s = CudaApplyDense(config, dtype_, iterations, var + offset,
                            absl::MakeConstSpan(slots.data(), slots_.size()),
                            stage.device.get(), len, stream_.get());
       }

@@ -28,6 +28,9 @@ struct PushMeta {
   // arrives (no exactly-once detection, nothing remembered), and is refused
   // by SYNC and STALENESS variables, which need the worker and step.
   bool tagged = true;
+  // A dense push's base version (VariableSlot.base_version): the version
+  // of the variable its gradient was computed from; -1: not given.
+  int64_t base_version = -1;
 };
 
 // The PushMeta of a push whose header carries `tag` when `has_tag`.

@@ -77,6 +77,19 @@ ParameterServiceImpl::ParameterServiceImpl(ParameterStore* store,
       "strata_ps_pushes_duplicate", "Pushes acknowledged as already applied",
       {},
       [store] { return static_cast<double>(store->Stats().pushes_duplicate); });
+  metrics_->SetGaugeFunction(
+      "strata_ps_stale_pushes", "Dense pushes applied that named the "
+      "version their gradient was computed from", {},
+      [store] {
+        return static_cast<double>(store->Stats().pushes_with_base_version);
+      });
+  metrics_->SetGaugeFunction(
+      "strata_ps_staleness_sum", "Sum of those pushes' staleness (updates "
+      "applied since that version)", {},
+      [store] { return static_cast<double>(store->Stats().staleness_sum); });
+  metrics_->SetGaugeFunction(
+      "strata_ps_staleness_max", "The largest staleness of a push", {},
+      [store] { return static_cast<double>(store->Stats().staleness_max); });
 }
 
 ParameterServiceImpl::~ParameterServiceImpl() {
@@ -85,7 +98,9 @@ ParameterServiceImpl::~ParameterServiceImpl() {
   PrepareShutdown();
   for (const char* name :
        {"strata_ps_variables", "strata_ps_variable_bytes",
-        "strata_ps_pushes_applied", "strata_ps_pushes_duplicate"}) {
+        "strata_ps_pushes_applied", "strata_ps_pushes_duplicate",
+        "strata_ps_stale_pushes", "strata_ps_staleness_sum",
+        "strata_ps_staleness_max"}) {
     metrics_->RemoveGaugeFunction(name, {});
   }
   absl::MutexLock lock(&table_metrics_mu_);
@@ -337,6 +352,10 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::Stats(
                  resp->set_bytes_pushed(s.bytes_pushed);
                  resp->set_bytes_pulled(s.bytes_pulled);
                  resp->set_sync_steps_applied(s.sync_steps_applied);
+                 resp->set_pushes_with_base_version(
+                     s.pushes_with_base_version);
+                 resp->set_staleness_sum(s.staleness_sum);
+                 resp->set_staleness_max(s.staleness_max);
                  return absl::OkStatus();
                });
 }

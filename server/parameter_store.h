@@ -42,6 +42,11 @@ struct StoreStats {
   int64_t bytes_pushed = 0;
   int64_t bytes_pulled = 0;
   int64_t sync_steps_applied = 0;
+  // Dense pushes applied that named their base version, and the sum and
+  // the largest of their staleness (PushOutcome::staleness).
+  int64_t pushes_with_base_version = 0;
+  int64_t staleness_sum = 0;
+  int64_t staleness_max = 0;
 };
 
 struct SaveResult {

@@ -324,6 +324,7 @@ absl::Status ApplyReplicationEntry(VariableStore* store,
   meta.group = e.group();
   meta.group_size = e.group_size();
   meta.tagged = e.tagged();
+  if (e.has_base_version()) meta.base_version = e.base_version();
   switch (e.kind()) {
     case Entry::PUSH_DENSE:
       return (*v)->PushDense(meta, e.data().data(), e.data().size(),

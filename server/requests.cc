@@ -111,6 +111,11 @@ ValidatePushVariablesHeader(const v1::PushVariablesHeader& header,
   uint64_t total = 0;
   for (const v1::VariableSlot& slot : header.variables()) {
     STRATA_ASSIGN_OR_RETURN(std::shared_ptr<Variable> v, store.Get(slot.name()));
+    if (slot.has_base_version() && slot.base_version() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient for variable '", slot.name(), "': base_version must be "
+          ">= 0, got ", slot.base_version()));
+    }
     auto dtype = DTypeFromProto(slot.dtype());
     Shape shape(slot.shape().begin(), slot.shape().end());
     const absl::StatusOr<GradientEncoding> encoding =
@@ -206,9 +211,12 @@ absl::StatusOr<v1::PushVariablesResponse> ApplyPushVariables(
   v1::PushVariablesResponse resp;
   for (size_t i = 0; i < variables.size(); ++i) {
     const auto& v = variables[i];
+    PushMeta variable_meta = meta;
+    const v1::VariableSlot& slot = header.variables(static_cast<int>(i));
+    if (slot.has_base_version()) variable_meta.base_version = slot.base_version();
     STRATA_ASSIGN_OR_RETURN(PushOutcome outcome,
-                            v->PushDense(meta, grads[i], v->byte_size(),
-                                         /*checked=*/true));
+                            v->PushDense(variable_meta, grads[i],
+                                         v->byte_size(), /*checked=*/true));
     store->RecordPush(outcome, static_cast<int64_t>(wire[i]));
     v1::PushResponse* r = resp.add_results();
     r->set_version(outcome.version);

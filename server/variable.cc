@@ -48,6 +48,8 @@ Variable::Variable(const v1::VariableSpec& spec, DType dtype, Shape shape,
       mode_(spec.update_mode().kind()),
       num_replicas_(spec.update_mode().num_replicas()),
       staleness_(spec.update_mode().staleness()),
+      scale_by_staleness_(spec.update_mode().scale_by_staleness()),
+      staleness_tolerance_(spec.update_mode().staleness_tolerance()),
       device_(device),
       pending_(dtype_, num_elements_, row_width_, num_replicas_) {}
 
@@ -228,13 +230,15 @@ std::vector<void*> Variable::UnsharedSlotsLocked() {
   return slots;
 }
 
-absl::Status Variable::ApplyDenseLocked(const char* grad) {
+absl::Status Variable::ApplyDenseLocked(const char* grad, double lr_scale) {
   if (on_device_ != nullptr) {
-    STRATA_RETURN_IF_ERROR(on_device_->ApplyDense(iterations_, grad, &value_));
+    STRATA_RETURN_IF_ERROR(
+        on_device_->ApplyDense(iterations_, lr_scale, grad, &value_));
   } else {
     std::vector<void*> slots = UnsharedSlotsLocked();
-    STRATA_RETURN_IF_ERROR(optimizer_->ApplyDense(
-        dtype_, iterations_, value_->data(), slots, grad, num_elements_));
+    STRATA_RETURN_IF_ERROR(optimizer_->ApplyDenseScaled(
+        dtype_, iterations_, lr_scale, value_->data(), slots, grad,
+        num_elements_));
   }
   ++iterations_;
   ++changes_;
@@ -357,8 +361,19 @@ absl::StatusOr<PushOutcome> Variable::TakePush(const PushMeta& meta,
         dedup_.Record(meta);
         STRATA_ASSIGN_OR_RETURN(out.applied, ApplyCompleteStepsLocked());
       } else {
-        STRATA_RETURN_IF_ERROR(dense != nullptr ? ApplyDenseLocked(dense)
-                                                : ApplyRowsLocked(ids, rows));
+        double lr_scale = 1.0;
+        if (dense != nullptr && meta.base_version >= 0) {
+          // A restore may have put the variable below the version read.
+          out.staleness = std::max<int64_t>(0, version_ - meta.base_version);
+          if (scale_by_staleness_) {
+            lr_scale = 1.0 / static_cast<double>(
+                               1 + std::max<int64_t>(
+                                       0, out.staleness - staleness_tolerance_));
+          }
+        }
+        STRATA_RETURN_IF_ERROR(dense != nullptr
+                                   ? ApplyDenseLocked(dense, lr_scale)
+                                   : ApplyRowsLocked(ids, rows));
         ++version_;
         dedup_.Record(meta);
         AdvanceClockLocked(meta);
@@ -392,6 +407,7 @@ uint64_t Variable::ReplicatePushLocked(const PushMeta& meta,
   e.set_tagged(meta.tagged);
   if (dense != nullptr) {
     e.set_data(dense, byte_size_);
+    if (meta.base_version >= 0) e.set_base_version(meta.base_version);
   } else {
     e.mutable_ids()->Add(ids.begin(), ids.end());
     e.set_data(rows, ids.size() * row_width_ * DTypeSize(dtype_));
@@ -410,7 +426,7 @@ absl::StatusOr<bool> Variable::ApplyCompleteStepsLocked() {
              pending_.CompleteStep(version_)) {
     STRATA_RETURN_IF_ERROR(
         step->dense != nullptr
-            ? ApplyDenseLocked(step->dense)
+            ? ApplyDenseLocked(step->dense, 1.0)
             : ApplyRowsLocked(step->rows, step->packed->data()));
     pending_.Forget(version_);
     ++version_;

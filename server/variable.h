@@ -40,6 +40,9 @@ struct PushOutcome {
   int64_t version = 0;     // the variable's version after the push
   bool duplicate = false;  // the same (job, worker, step) was taken before
   bool applied = false;    // an optimizer step ran as a result of this push
+  // A dense push applied at once that named its base version: the updates
+  // applied to the variable since that version; -1 otherwise.
+  int64_t staleness = -1;
 };
 
 // A consistent view of a variable's value. The buffer is never written while
@@ -248,8 +251,8 @@ class Variable {
   absl::StatusOr<bool> ApplyCompleteStepsLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies a dense gradient (already averaged) through the optimizer, or
-  // on the device.
-  absl::Status ApplyDenseLocked(const char* grad)
+  // on the device, with the learning rate times `lr_scale` (in (0, 1]).
+  absl::Status ApplyDenseLocked(const char* grad, double lr_scale)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies the gradient rows `values` of distinct rows `ids` likewise.
   absl::Status ApplyRowsLocked(absl::Span<const int64_t> ids,
@@ -299,6 +302,9 @@ class Variable {
   const v1::UpdateMode::Kind mode_;
   const int num_replicas_;
   const int staleness_;
+  // ASYNC: UpdateMode.scale_by_staleness and staleness_tolerance.
+  const bool scale_by_staleness_;
+  const int64_t staleness_tolerance_;
   const PsDevice device_;
   ReplicationSink* sink_ = nullptr;
 

@@ -116,6 +116,16 @@ absl::Status ValidateUpdateMode(const v1::UpdateMode& mode,
         absl::StrCat(var, ": update_mode.first_step must be >= 0, got ",
                      mode.first_step()));
   }
+  if (mode.scale_by_staleness() && mode.kind() != v1::UpdateMode::ASYNC) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        var, ": update_mode.scale_by_staleness is for ASYNC variables only, "
+        "got ", v1::UpdateMode::Kind_Name(mode.kind())));
+  }
+  if (mode.staleness_tolerance() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        var, ": update_mode.staleness_tolerance must be >= 0, got ",
+        mode.staleness_tolerance()));
+  }
   switch (mode.kind()) {
     case v1::UpdateMode::ASYNC:
       return absl::OkStatus();

@@ -423,6 +423,14 @@ void VariableStore::RecordPush(const PushOutcome& outcome, int64_t bytes) {
   } else {
     ++pushes_applied_;
   }
+  if (outcome.staleness >= 0) {
+    ++pushes_with_base_version_;
+    staleness_sum_ += outcome.staleness;
+    int64_t max = staleness_max_.load();
+    while (outcome.staleness > max &&
+           !staleness_max_.compare_exchange_weak(max, outcome.staleness)) {
+    }
+  }
 }
 
 void VariableStore::RecordPull(int64_t bytes) {
@@ -444,6 +452,9 @@ StoreStats VariableStore::Stats() const {
   s.pulls = pulls_.load();
   s.bytes_pushed = bytes_pushed_.load();
   s.bytes_pulled = bytes_pulled_.load();
+  s.pushes_with_base_version = pushes_with_base_version_.load();
+  s.staleness_sum = staleness_sum_.load();
+  s.staleness_max = staleness_max_.load();
   return s;
 }
 

@@ -168,6 +168,9 @@ class VariableStore : public ParameterStore {
   std::atomic<int64_t> pulls_{0};
   std::atomic<int64_t> bytes_pushed_{0};
   std::atomic<int64_t> bytes_pulled_{0};
+  std::atomic<int64_t> pushes_with_base_version_{0};
+  std::atomic<int64_t> staleness_sum_{0};
+  std::atomic<int64_t> staleness_max_{0};
 };
 
 }  // namespace strata

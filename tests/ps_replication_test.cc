@@ -5,6 +5,7 @@
 // before anything more is acknowledged.
 #include "server/replication.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -200,6 +201,42 @@ TEST(PsReplicationTest, BackupEndsEqualToThePrimaryUnderConcurrentPushes) {
   EXPECT_EQ(log.acknowledged(), log.position());
   ExpectSameState(&primary, backup.store());
   EXPECT_EQ(backup.primary(), "primary-1");
+}
+
+// Pushes naming stale base versions, under a staleness-scaled learning
+// rate, from two threads: the backup computes the same staleness from the
+// entries' base versions and ends bit for bit equal.
+TEST(PsReplicationTest, StalenessScaledPushesEndEqualOnTheBackup) {
+  Backup backup;
+  Logger logger("primary");
+  VariableStore primary({});
+  ReplicationLog log(&primary, &logger, LogOptions());
+  primary.set_replication(&log);
+  v1::VariableSpec spec = Spec("stale", {32, 4}, "adam");
+  spec.mutable_update_mode()->set_num_replicas(0);
+  spec.mutable_update_mode()->set_scale_by_staleness(true);
+  STRATA_ASSERT_OK(primary.Create(spec));
+  STRATA_ASSERT_OK(log.Attach(backup.address(), "backup-1"));
+  auto stale = *primary.Get("stale");
+  std::atomic<int64_t> scaled{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      for (int step = 0; step < 30; ++step) {
+        auto g = Grad(32 * 4, 0.01f * (w + 1));
+        PushMeta meta = Meta(w, step);
+        meta.base_version = std::max<int64_t>(0, stale->version() - step % 4);
+        auto pushed = stale->PushDense(
+            meta, reinterpret_cast<const char*>(g.data()), g.size() * 4);
+        EXPECT_TRUE(pushed.ok()) << pushed.status();
+        if (pushed.ok() && pushed->staleness > 0) ++scaled;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_GT(scaled.load(), 0);
+  EXPECT_EQ(log.acknowledged(), log.position());
+  ExpectSameState(&primary, backup.store());
 }
 
 // A backup attached mid-run gets the state (with a SYNC step half pushed)

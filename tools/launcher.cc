@@ -10,8 +10,9 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <ostream>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -82,6 +83,30 @@ absl::StatusOr<int64_t> PsAppliedSteps(const std::vector<ChildProcess>& ps,
     }
   }
   return applied < 0 ? 0 : applied;
+}
+
+// The staleness of the dense pushes the PS tasks applied that named their
+// base version (StatsResponse): how many, the mean and the largest; null
+// when none did or a task did not answer. A replicated task's replicas
+// share an address and are asked once.
+nlohmann::json PsStaleness(const std::vector<ChildProcess>& ps,
+                           const ClientSecurity& security) {
+  int64_t pushes = 0, sum = 0, max = 0;
+  std::set<std::string> asked;
+  for (const ChildProcess& p : ps) {
+    if (!asked.insert(p.address).second) continue;
+    PsClientOptions client_options;
+    client_options.security = security;
+    auto stats = PsClient::Connect(p.address, client_options)->Stats();
+    if (!stats.ok()) return nullptr;
+    pushes += stats->pushes_with_base_version();
+    sum += stats->staleness_sum();
+    max = std::max(max, stats->staleness_max());
+  }
+  if (pushes == 0) return nullptr;
+  return {{"pushes", pushes},
+          {"mean", static_cast<double>(sum) / static_cast<double>(pushes)},
+          {"max", max}};
 }
 
 }  // namespace
@@ -568,6 +593,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
         {"steps_applied", status.steps_completed()},
         {"steps_applied_ps", ps_applied.ok() ? *ps_applied : -1},
         {"lost_steps", status.lost_steps()},
+        {"staleness", PsStaleness(ps, security.launcher)},
         {"coordinator_leaders",
          options.ha ? nlohmann::json(leaders.size()) : nlohmann::json()},
         {"wall_seconds", status.wall_seconds()},

@@ -58,6 +58,10 @@ std::vector<v1::VariableSpec> PsVariableSpecs(const JobSpec& job,
     if (job.strategy.update == "sync") {
       spec.mutable_update_mode()->set_kind(v1::UpdateMode::SYNC);
       spec.mutable_update_mode()->set_num_replicas(job.strategy.sync_replicas);
+    } else if (job.strategy.staleness_lr == "inverse") {
+      spec.mutable_update_mode()->set_scale_by_staleness(true);
+      spec.mutable_update_mode()->set_staleness_tolerance(
+          job.strategy.staleness_tolerance);
     }
     specs.push_back(std::move(spec));
   }
