@@ -1,5 +1,10 @@
 #include "common/tls.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -7,6 +12,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/support/client_interceptor.h"
@@ -153,12 +161,60 @@ bool IsReplicaSetTarget(const std::string& target) {
          !absl::StartsWith(target, "ipv6:");
 }
 
+namespace {
+
+// The IP literal `host` stands for: itself, or the first address of
+// `family` it resolves to; "" when it has none.
+std::string Resolve(const std::string& host, int family) {
+  in6_addr literal;
+  if (inet_pton(family, host.c_str(), &literal) == 1) return host;
+  addrinfo hints{};
+  hints.ai_family = family;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 ||
+      found == nullptr) {
+    return "";
+  }
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* address =
+      family == AF_INET
+          ? static_cast<const void*>(
+                &reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr)
+          : static_cast<const void*>(
+                &reinterpret_cast<const sockaddr_in6*>(found->ai_addr)
+                     ->sin6_addr);
+  const bool ok = inet_ntop(family, address, text, sizeof text) != nullptr;
+  freeaddrinfo(found);
+  return ok ? std::string(text) : std::string();
+}
+
+}  // namespace
+
 std::string ChannelTarget(const std::string& target) {
   if (!IsReplicaSetTarget(target)) return target;
   // pick_first over the addresses in order: the channel connects to the
   // first that accepts, which is the primary (backups do not listen).
-  return absl::StrCat(absl::StrContains(target, "[") ? "ipv6:" : "ipv4:",
-                      target);
+  std::vector<std::string> v4, v6;
+  for (absl::string_view entry : absl::StrSplit(target, ',')) {
+    const size_t colon = entry.rfind(':');
+    if (colon == absl::string_view::npos) return target;
+    std::string host(entry.substr(0, colon));
+    const absl::string_view port = entry.substr(colon + 1);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    if (std::string a = Resolve(host, AF_INET); !a.empty()) {
+      v4.push_back(absl::StrCat(a, ":", port));
+    } else if (std::string b = Resolve(host, AF_INET6); !b.empty()) {
+      v6.push_back(absl::StrCat("[", b, "]:", port));
+    } else {
+      return target;
+    }
+  }
+  if (!v4.empty() && !v6.empty()) return target;
+  return v6.empty() ? absl::StrCat("ipv4:", absl::StrJoin(v4, ","))
+                    : absl::StrCat("ipv6:", absl::StrJoin(v6, ","));
 }
 
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& raw_target,

@@ -67,11 +67,16 @@ struct ClientSecurity {
   std::string auth_token;
 };
 
-// A replicated PS task's address: its replicas' HOST:PORT (IP literals),
-// comma-separated ("127.0.0.1:7001,127.0.0.1:7002").
+// A replicated PS task's address: its replicas' HOST:PORT, comma-separated
+// ("127.0.0.1:7001,127.0.0.1:7002", or names: "ps-0-r0:5000,ps-0-r1:5000").
 bool IsReplicaSetTarget(const std::string& target);
 // The gRPC target for `target`: a replica set becomes an "ipv4:" (or
 // "ipv6:") address list, which the channel tries in order; others as is.
+// A host that is a name is resolved now (its first IPv4 address, else its
+// first IPv6 one), so each name must stand for a stable address (on
+// Kubernetes, a ClusterIP Service per replica); a name that does not
+// resolve, or a list that resolves to both families, is left as is (the
+// channel then fails naming the target).
 std::string ChannelTarget(const std::string& target);
 
 // A channel to `target` (a replica set too, see ChannelTarget) with

@@ -97,7 +97,8 @@ void NotePsRestart(CoordinatorCore& core, const TaskKey& task) {
               absl::StrCat(Name(task), " restarted and lost its variables; ",
                            job.spec.strategy, " keeps no checkpoints, and the ",
                            ps_tasks - 1, " other ps task(s) cannot be rewound "
-                           "to step 0 with it (use one ps task)"));
+                           "to step 0 with it (use one ps task, checkpoints, "
+                           "or strategy.ps_replication 2)"));
       return;
     }
   }

@@ -52,9 +52,12 @@ ABSL_FLAG(int, replica, -1, "A replicated task (ps.replication 2): this "
           "process's replica index in --replica-addresses");
 ABSL_FLAG(std::string, replica_addresses, "", "A replicated task: every "
           "replica's serving HOST:PORT, comma-separated (clients fail over "
-          "along it); this replica listens on its own once primary");
+          "along it; names are resolved once, so they must be stable, e.g. "
+          "a Service per replica); this replica listens on its own once "
+          "primary (on --host with its port when --host is given)");
 ABSL_FLAG(std::string, replication_addresses, "", "A replicated task: every "
-          "replica's replication HOST:PORT, comma-separated");
+          "replica's replication HOST:PORT, comma-separated (this replica "
+          "listens on its own, or on --host with its port)");
 ABSL_FLAG(std::string, device, "cpu", "Where variables and optimizer slots "
           "live and the optimizers run: cpu, cuda (device 0) or cuda:N");
 
@@ -123,6 +126,10 @@ absl::Status ReplicaFromFlags(PsConfig* config) {
   if (host.size() > 2 && host.front() == '[') {
     host = host.substr(1, host.size() - 2);
   }
+  // --host given: listen there (e.g. 0.0.0.0 behind a Service name) on the
+  // ports of this replica's entries; else on the entries' hosts.
+  const std::string listen_host = absl::GetFlag(FLAGS_host);
+  if (!listen_host.empty()) host = listen_host;
   config->server.host = host;
   config->server.port = port;
   config->server.defer_serving = true;
@@ -130,6 +137,7 @@ absl::Status ReplicaFromFlags(PsConfig* config) {
   r.task_index = config->id.task_index;
   r.replica = replica;
   r.replication_addresses = replication;
+  r.listen_host = listen_host;
   r.advertise = absl::StrJoin(serving, ",");
   r.tls = config->security.tls;
   r.security = config->security.client;

@@ -68,8 +68,16 @@ absl::StatusOr<std::unique_ptr<PsReplica>> PsReplica::Start(
   auto credentials = MakeServerCredentials(r->options_.tls);
   if (!credentials.ok()) return credentials.status();
   grpc::ServerBuilder builder;
-  const std::string& address =
-      r->options_.replication_addresses[r->options_.replica];
+  std::string address = r->options_.replication_addresses[r->options_.replica];
+  if (!r->options_.listen_host.empty()) {
+    const size_t colon = address.rfind(':');
+    const std::string& host = r->options_.listen_host;
+    address = absl::StrCat(
+        host.find(':') != std::string::npos ? absl::StrCat("[", host, "]")
+                                            : host,
+        colon == std::string::npos ? std::string()
+                                   : address.substr(colon));
+  }
   builder.AddListeningPort(address, *credentials);
   builder.SetMaxReceiveMessageSize(64 << 20);
   builder.RegisterService(r->service_.get());

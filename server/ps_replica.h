@@ -41,6 +41,9 @@ struct PsReplicaOptions {
   int replica = 0;
   // host:port of every replica's ReplicationService, in replica order.
   std::vector<std::string> replication_addresses;
+  // Where this replica's ReplicationService listens: empty, its entry of
+  // replication_addresses; else this host with that entry's port.
+  std::string listen_host;
   // The task's address as clients know it: every replica's serving
   // address, comma-separated ("P0,P1"), the same for all replicas.
   std::string advertise;

@@ -60,6 +60,14 @@ TEST_P(PsReplicationLaunchTest, PrimaryKilledLosesNoStep) {
   ASSERT_FALSE(cluster.empty()) << Log(run);
   const std::string primary = PrimaryReplica(cluster, 0);
   ASSERT_FALSE(primary.empty()) << Log(run);
+  // The replicas are known by names (as Services on Kubernetes), which
+  // clients resolve and the replicas listen behind (--host).
+  for (const auto& c : cluster) {
+    if (c["name"].get<std::string>().rfind("ps:", 0) == 0) {
+      EXPECT_EQ(c["address"].get<std::string>().rfind("localhost:", 0), 0u)
+          << c.dump();
+    }
+  }
   const pid_t victim = PidOf(cluster, primary);
   ASSERT_GT(victim, 0) << Log(run);
   ASSERT_EQ(kill(victim, SIGKILL), 0);

@@ -318,9 +318,11 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
       std::vector<std::string> addresses(2);
       for (int j = 0; j < replication; ++j) {
         const int base = 2 * (i * replication + j);
-        absl::StrAppend(&addresses[0], j ? "," : "", "127.0.0.1:",
+        // Names, as on Kubernetes (a Service per replica): clients resolve
+        // them, and each replica listens on --host with its entries' ports.
+        absl::StrAppend(&addresses[0], j ? "," : "", "localhost:",
                         replica_ports[base]);
-        absl::StrAppend(&addresses[1], j ? "," : "", "127.0.0.1:",
+        absl::StrAppend(&addresses[1], j ? "," : "", "localhost:",
                         replica_ports[base + 1]);
       }
       serving = addresses[0];
