@@ -34,7 +34,7 @@ function expectFindings(result, layer, expected) {
 test('every overlay, the TFJob and the Dockerfile pass render, schema and policy', () => {
   const r = run('--out', out);
   assert.strictEqual(r.code, 0, r.out);
-  for (const name of ['dev', 'cpu', 'gpu', 'tls', 'ha', 'kubeflow']) {
+  for (const name of ['dev', 'cpu', 'gpu', 'tls', 'ha', 'replicated-ps', 'kubeflow']) {
     assert.ok(fs.existsSync(path.join(out, `${name}.yaml`)), `${name} rendered`);
     assert.ok(r.out.includes(`schema: ok (${path.join(out, `${name}.yaml`)})`), r.out);
     assert.ok(r.out.includes(`policy: ok (${path.join(out, `${name}.yaml`)})`), r.out);
@@ -117,6 +117,40 @@ test('policy layer: elected coordinators and etcd disagree in broken-ha.yaml', (
   ]);
 });
 
+test('policy layer: replicated PS tasks disagree in broken-replicated-ps.yaml', () => {
+  const file = path.join(fixtures, 'broken-replicated-ps.yaml');
+  const rendered = path.join(out, 'broken-replicated-ps.out.yaml');
+  assert.strictEqual(run('render', file, rendered).code, 0, 'kustomize renders it');
+  const schema = run('schema', rendered);
+  assert.strictEqual(schema.code, 0, `every field is valid:\n${schema.out}`);
+  expectFindings(run('policy', rendered), 'policy', [
+    'StatefulSet/strata-ps-r0 container ps: readinessProbe must be a tcpSocket probe of the replication port (5001)',
+    'StatefulSet/strata-ps-r0 container ps: --port=5000: a PS replica (--replica) ignores it',
+    'StatefulSet/strata-ps-r1 container ps: --host is missing: a PS replica (--replica) binds the host of its own',
+    'StatefulSet/strata-ps-r1: runs 3 PS tasks but StatefulSet/strata-ps-r0 runs 2',
+    'StatefulSet/strata-ps-r1: its selector also matches the pods of StatefulSet/strata-ps-r0',
+    // The replicas' Services: missing, headless, routing by readiness,
+    // selecting the wrong pod, without the replication port.
+    'StatefulSet/strata-ps-r0: no Service strata-ps-1-r0 for replica 0 of PS task 1 (--replica-addresses entry 0: strata-ps-1-r0.$(POD_NAMESPACE).svc:5000)',
+    'Service/strata-ps-0-r1: must be a ClusterIP Service, not a headless one (clusterIP: None)',
+    'Service/strata-ps-1-r1: publishNotReadyAddresses must be true',
+    'Service/strata-ps-1-r1: selects pod strata-ps-r1-0, but it is --replica-addresses entry 1 of StatefulSet/strata-ps-r0 (strata-ps-1-r1.$(POD_NAMESPACE).svc:5000), replica 1 of PS task 1: it must select just pod strata-ps-r1-1',
+    'Service/strata-ps-0-r0: no port 5001 to the pod\'s port 5001: it is --replication-addresses entry 0 of StatefulSet/strata-ps-r0',
+    'Service/strata-ps-2-r0: its selector matches no pod template',
+    // Replica 1's lists: in the other order, and a pod's name.
+    'Service/strata-ps-0-r1: selects pod strata-ps-r1-0, but it is --replica-addresses entry 0 of StatefulSet/strata-ps-r1 (strata-ps-0-r1.$(POD_NAMESPACE).svc:5000), replica 0 of PS task 0: it must select just pod strata-ps-r0-0',
+    'StatefulSet/strata-ps-r1 container ps: --replica-addresses=strata-ps-$(PS_TASK)-r1.$(POD_NAMESPACE).svc:5000,strata-ps-$(PS_TASK)-r0.$(POD_NAMESPACE).svc:5000 disagrees with StatefulSet/strata-ps-r0\'s',
+    'StatefulSet/strata-ps-r1 container ps: --replication-addresses entry 0 is "strata-ps-r0-$(PS_TASK).strata-ps:5001", "strata-ps-r0-0.strata-ps:5001" in the pod of task 0: not HOST:PORT with HOST a Service of the namespace',
+    'StatefulSet/strata-ps-r0: no podAntiAffinity term over kubernetes.io/hostname keeps its pods off the nodes of StatefulSet/strata-ps-r1\'s',
+    'StatefulSet/strata-ps-r0: no NetworkPolicy lets it reach StatefulSet/strata-ps-r1 on the replication port 5001',
+    'StatefulSet/strata-ps-r1: it and StatefulSet/strata-ps-r0 roll on their own (updateStrategy RollingUpdate)',
+    'Job/strata-submit container submit: --wait-ps=3 but the render runs 2 ps tasks',
+    'Job/strata-submit container submit: neither TF_CONFIG nor --wait-workers',
+    'ConfigMap/strata-job: job.json strategy.ps_replication is 1 but the PS tasks run as 2 replicas',
+    'ConfigMap/strata-job: TF_CONFIG lists ps tasks, but the PS tasks are replicated',
+  ]);
+});
+
 test('dockerfile layer: broken-dockerfile (one stage, root, compilers)', () => {
   expectFindings(run('dockerfile', path.join(fixtures, 'broken-dockerfile')), 'dockerfile', [
     'expected a multi-stage build',
@@ -150,7 +184,7 @@ test('every flag in the manifests is one the binaries accept', (t) => {
     return known.get(key);
   };
   let checked = 0;
-  for (const name of ['dev', 'cpu', 'gpu', 'ha', 'kubeflow']) {
+  for (const name of ['dev', 'cpu', 'gpu', 'ha', 'replicated-ps', 'kubeflow']) {
     const docs = YAML.parseAllDocuments(fs.readFileSync(path.join(out, `${name}.yaml`), 'utf8'));
     const containers = [];
     const walk = (v) => {

@@ -3,7 +3,8 @@
 #   render      `kubectl kustomize` builds every overlay and the TFJob
 #   schema      every rendered object against the Kubernetes API types
 #   policy      Strata's rules (probes, resources, security, PDBs, cluster
-#               spec against replicas, network policy)
+#               spec against replicas, elected coordinators and etcd,
+#               replicated PS tasks, network policy)
 #   dockerfile  the image's Dockerfile rules
 #
 # Usage:

@@ -337,8 +337,30 @@ function podTemplates(items) {
   for (const p of out) {
     p.labels = (p.template.metadata && p.template.metadata.labels) || {};
     p.role = p.labels[ROLE_LABEL];
+    p.instances = podInstances(p);
   }
   return out;
+}
+
+// The labels a StatefulSet controller adds to each of its pods: its name
+// and its ordinal.
+const POD_NAME_LABEL = 'statefulset.kubernetes.io/pod-name';
+const POD_INDEX_LABEL = 'apps.kubernetes.io/pod-index';
+
+// The pods a template makes, as far as selectors can tell them apart:
+// [{name, ordinal, labels}], one per ordinal of a StatefulSet (its
+// template's labels plus the controller's), else one with the template's
+// labels (name and ordinal undefined).
+function podInstances(p) {
+  const { obj } = p.item;
+  if (obj.kind !== 'StatefulSet' || !obj.metadata || !obj.metadata.name) {
+    return [{ name: undefined, ordinal: undefined, labels: p.labels }];
+  }
+  return Array.from({ length: Number.isInteger(p.replicas) ? p.replicas : 0 }, (_, i) => ({
+    name: `${obj.metadata.name}-${i}`,
+    ordinal: i,
+    labels: { ...p.labels, [POD_NAME_LABEL]: `${obj.metadata.name}-${i}`, [POD_INDEX_LABEL]: String(i) },
+  }));
 }
 
 function selectorMatches(selector, labels) {
@@ -436,6 +458,75 @@ function isElectedCoordinator(c) {
   return (c.command || [])[0] === 'strata-coordinator' && flagValue(c.args, 'etcd-endpoints') !== undefined;
 }
 
+// One replica of a replicated PS task (strata-ps --replica, the job's
+// strategy.ps_replication 2): with --host, it listens there with the ports
+// of its own entries of --replica-addresses (serving, only while primary)
+// and --replication-addresses (at once).
+function isPsReplica(c) {
+  return (c.command || [])[0] === 'strata-ps' && flagValue(c.args, 'replica') !== undefined;
+}
+
+// The env entry `name` of container c takes the pod label `label`.
+function envFromLabel(c, name, label) {
+  const e = (c.env || []).find((x) => x.name === name);
+  const f = e && e.valueFrom && e.valueFrom.fieldRef && e.valueFrom.fieldRef.fieldPath;
+  return f === `metadata.labels['${label}']` || f === `metadata.labels["${label}"]`;
+}
+
+// The env entry `name` of container c takes the pod's field `field`.
+function envFromField(c, name, field) {
+  const e = (c.env || []).find((x) => x.name === name);
+  return Boolean(e && e.valueFrom && e.valueFrom.fieldRef && e.valueFrom.fieldRef.fieldPath === field);
+}
+
+// `text` with each $(VAR) of container c replaced where the render fixes
+// its value: a literal env value, or a label of the pod template
+// (`labels`); with `instance` ({name, ordinal}: one pod of a StatefulSet)
+// also the pod's name and the labels its controller adds. Other references
+// stay as written.
+function resolveVars(text, c, labels, instance) {
+  return String(text).replace(/(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (ref, name) => {
+    const e = (c.env || []).find((x) => x.name === name);
+    if (!e) return ref;
+    if (e.value !== undefined) return String(e.value);
+    const f = e.valueFrom && e.valueFrom.fieldRef && e.valueFrom.fieldRef.fieldPath;
+    if (instance && f === 'metadata.name') return instance.name;
+    const m = f && f.match(/^metadata\.labels\[['"]([^'"]+)['"]\]$/);
+    if (!m) return ref;
+    if (instance && m[1] === POD_NAME_LABEL) return instance.name;
+    if (instance && m[1] === POD_INDEX_LABEL) return String(instance.ordinal);
+    return labels[m[1]] !== undefined ? labels[m[1]] : ref;
+  });
+}
+
+// A replica address as one pod of container c sees it, resolved: "NAME",
+// "NAME.NS", "NAME.NS.svc" or "NAME.NS.svc.DOMAIN", then ":PORT", NS the
+// namespace `ns` or $(V) with V from the pod's metadata.namespace: {name,
+// port} of a Service of the namespace, or null.
+function serviceEntry(entry, c, ns) {
+  const colon = entry.lastIndexOf(':');
+  if (colon < 0) return null;
+  const port = Number(entry.slice(colon + 1));
+  const parts = entry.slice(0, colon).split('.');
+  if (!Number.isInteger(port) || !DNS1035_LABEL.test(parts[0]) || parts.some((x) => !x)) return null;
+  if (parts.length > 1) {
+    const v = parts[1].match(/^\$\(([A-Za-z_][A-Za-z0-9_]*)\)$/);
+    if (!(parts[1] === ns || (v && envFromField(c, v[1], 'metadata.namespace')))) return null;
+  }
+  if (parts.length > 2 && parts[2] !== 'svc') return null;
+  return { name: parts[0], port };
+}
+
+// The port a replica listens on for replication: that of its own entry
+// (--replica, resolved with the pod template's `labels`) of
+// --replication-addresses; undefined when the flags do not tell.
+function replicationPort(c, labels) {
+  const entries = (flagValue(c.args, 'replication-addresses') || '').split(',').filter(Boolean);
+  const own = entries[Number(resolveVars(flagValue(c.args, 'replica'), c, labels))];
+  const port = own === undefined ? NaN : Number(own.slice(own.lastIndexOf(':') + 1));
+  return Number.isInteger(port) ? port : undefined;
+}
+
 function checkContainer(pod, c, isInit, findings, add) {
   const spec = pod.template.spec || {};
   const psc = spec.securityContext || {};
@@ -446,6 +537,7 @@ function checkContainer(pod, c, isInit, findings, add) {
   const daemon = (c.command || [])[0];
   const ports = (c.ports || []);
   const elected = isElectedCoordinator(c);
+  const replica = isPsReplica(c);
 
   // Image pinned by tag or digest.
   const image = c.image || '';
@@ -502,9 +594,19 @@ function checkContainer(pod, c, isInit, findings, add) {
     // An elected coordinator (--etcd-endpoints) answers UNAVAILABLE while it
     // stands by: a grpc probe would keep the standby from starting, restart
     // it, and stall rollouts and drains on it; a tcpSocket probe only.
+    // A PS replica (--replica) listens on its serving port only while it is
+    // the primary, and its replication port (open from the start, backup
+    // too) serves no grpc.health.v1: a tcpSocket probe of that port.
     const tls = (c.args || []).some((x) => String(x).startsWith('--tls-cert'));
     if (elected && pp.kind !== 'tcpSocket') {
       add(where, `${p} must be a tcpSocket probe: an elected coordinator (--etcd-endpoints) fails grpc health checks (UNAVAILABLE) while it stands by`);
+    } else if (replica) {
+      const rport = replicationPort(c, pod.labels);
+      const port = typeof pp.port === 'number' ? pp.port
+        : ports.filter((x) => x.name === pp.port).map((x) => x.containerPort)[0];
+      if (pp.kind !== 'tcpSocket' || port !== rport) {
+        add(where, `${p} must be a tcpSocket probe of the replication port (${rport === undefined ? 'its --replication-addresses entry names none' : rport}): a PS replica (--replica) listens on its serving port only while primary, and its replication port serves no grpc.health.v1`);
+      }
     } else if (!elected && STRATA_DAEMONS.has(daemon) && pp.kind !== 'grpc' &&
         !(tls && pp.kind === 'tcpSocket')) {
       add(where, `${p} should be a native grpc probe (${daemon} serves grpc.health.v1)` +
@@ -526,10 +628,23 @@ function checkContainer(pod, c, isInit, findings, add) {
       if (!env.has(m[1])) add(where, `"${a}" refers to $(${m[1]}), which is not in env`);
     }
   }
-  // Daemons listen on all interfaces in pods.
+  // Daemons listen on all interfaces in pods. A PS replica too: its address
+  // lists name Services, which no interface of the pod has; with --host it
+  // binds there with the ports of its own entries (without, on the
+  // entries' hosts). It ignores the flags of a one-process task.
   const host = flagValue(c.args, 'host');
-  if (STRATA_DAEMONS.has(daemon) && host !== undefined && host !== '0.0.0.0' && host !== '::') {
+  if (replica && host === undefined) {
+    add(where, '--host is missing: a PS replica (--replica) binds the host of its own --replica-addresses and --replication-addresses entries without it, a Service name no interface of the pod has; --host=0.0.0.0 (or ::) has it listen there with its entries\' ports');
+  } else if (STRATA_DAEMONS.has(daemon) && host !== undefined && host !== '0.0.0.0' && host !== '::') {
     add(where, `--host=${host}: ${daemon} must listen on 0.0.0.0 in a pod`);
+  }
+  if (replica) {
+    for (const f of ['port', 'advertise', 'shutdown-delay-seconds']) {
+      const v = flagValue(c.args, f);
+      if (v !== undefined) {
+        add(where, `--${f}=${v}: a PS replica (--replica) ignores it (it listens with the ports of its own --replica-addresses and --replication-addresses entries, advertises --replica-addresses, and stops at SIGTERM, its backup taking over)`);
+      }
+    }
   }
   // The grace period covers what the daemon does after SIGTERM: a PS keeps
   // serving for --shutdown-delay-seconds, a coordinator waits up to
@@ -718,11 +833,208 @@ function policyLayer(files) {
     }
   }
 
-  // Services select pods, and their named target ports exist.
+  // Replicated PS tasks (strata-ps --replica): one StatefulSet per replica
+  // index, each pod replica r of the task given by its ordinal. Within a
+  // namespace they run the same number of tasks and select apart. Every
+  // pod gets the same two address lists, whose entry j is, in the pod of
+  // task i, a Service of the namespace (a name $(PS_TASK) makes task i's)
+  // that selects just replica j's pod of task i and forwards the entry's
+  // port to the same port of the pod: replica j listens on --host with that
+  // port, its grpc port in --replica-addresses. A ClusterIP Service, as
+  // clients resolve a replica set's names once, when they create a channel
+  // (a headless name gives the pod's IP, which changes when it restarts),
+  // routing whatever the pod's readiness (publishNotReadyAddresses: a
+  // replica's only route). The replicas may reach each other on the
+  // replication port, a task's replicas keep off each other's nodes, and at
+  // most one StatefulSet rolls on its own (rolling both restarts both
+  // replicas of a task at once).
+  const replicaSets = byKind('StatefulSet').filter((i) => containersOf(i.obj).some(isPsReplica));
+  const psReplicaGroups = new Map();
+  for (const item of replicaSets) {
+    const ns = nsOf(item.obj);
+    if (!psReplicaGroups.has(ns)) psReplicaGroups.set(ns, []);
+    const c = containersOf(item.obj).find(isPsReplica);
+    const pod = pods.find((p) => p.item === item);
+    const index = Number(resolveVars(flagValue(c.args, 'replica'), c, pod.labels));
+    psReplicaGroups.get(ns).push({ item, c, pod, index, w: idOf(item.obj), spec: item.obj.spec || {} });
+  }
+  for (const [ns, group] of psReplicaGroups) {
+    const serving = (m) => flagValue(m.c.args, 'replica-addresses');
+    const replication = (m) => flagValue(m.c.args, 'replication-addresses');
+    const n = (serving(group[0]) || '').split(',').filter(Boolean).length;
+    const byIndex = new Map();
+    for (const m of group) {
+      const a = add(m.item);
+      const cw = `${m.w} container ${m.c.name}`;
+      if (!Number.isInteger(m.index) || m.index < 0) {
+        a(cw, `--replica=${flagValue(m.c.args, 'replica')} is not a replica index (a number, or $(VAR) from a label of the pod template)`);
+      } else if (byIndex.has(m.index)) {
+        a(m.w, `runs replica ${m.index}, as ${byIndex.get(m.index).w} does: each replica index is one StatefulSet`);
+      } else {
+        byIndex.set(m.index, m);
+      }
+      const fromName = flagValue(m.c.args, 'task-index-from-name');
+      const index = flagValue(m.c.args, 'task-index');
+      const ordinal = (fromName === '$(POD_NAME)' && podNameEnv(m.c)) ||
+          (index !== undefined && /^\$\(([A-Za-z_][A-Za-z0-9_]*)\)$/.test(index) &&
+           envFromLabel(m.c, index.slice(2, -1), POD_INDEX_LABEL));
+      if (!ordinal) {
+        a(cw, 'the task index must be the pod\'s ordinal (--task-index-from-name=$(POD_NAME), POD_NAME from fieldRef metadata.name), as the address lists name the pods by it');
+      }
+      if (replicasOf(m.item.obj) !== replicasOf(group[0].item.obj)) {
+        a(m.w, `runs ${replicasOf(m.item.obj)} PS tasks but ${group[0].w} runs ${replicasOf(group[0].item.obj)}: every task needs one pod of each replica StatefulSet`);
+      }
+      for (const o of group) {
+        if (o !== m && selectorMatches(m.spec.selector, o.pod.labels)) {
+          a(m.w, `its selector also matches the pods of ${o.w} (give each replica StatefulSet a label of its own, e.g. strata/ps-replica)`);
+        }
+      }
+    }
+    for (let j = 0; j < n; j++) {
+      if (!byIndex.has(j)) {
+        add(group[0].item)(group[0].w, `no StatefulSet runs replica ${j} of the ${n} that --replica-addresses lists`);
+      }
+    }
+    // The tasks every replica StatefulSet runs, the pods of the namespace,
+    // and each finding about a Service once.
+    const tasks = Math.min(...group.map((m) => replicasOf(m.item.obj)));
+    const nsPods = pods.filter((p) => p.ns === ns);
+    const reported = new Set();
+    const once = (key, report) => {
+      if (!reported.has(key)) report();
+      reported.add(key);
+    };
+    for (const m of group) {
+      const a = add(m.item);
+      const cw = `${m.w} container ${m.c.name}`;
+      const lists = [['replica-addresses', 'grpc'], ['replication-addresses', null]];
+      for (const [flag, portName] of lists) {
+        const value = flagValue(m.c.args, flag);
+        const entries = (value || '').split(',').filter(Boolean);
+        if (entries.length !== n || n < 2) {
+          a(cw, `--${flag}${value === undefined ? ' is missing' : `=${value}`}: it lists every replica of the task (${n} in --replica-addresses, at least 2)`);
+          continue;
+        }
+        entries.forEach((entry, j) => {
+          const to = byIndex.get(j);
+          if (!to) return;
+          const toPorts = to.c.ports || [];
+          const want = toPorts.filter((x) => !portName || x.name === portName).map((x) => x.containerPort);
+          for (let i = 0; i < tasks; i++) {
+            const resolved = resolveVars(entry, m.c, m.pod.labels, { name: `${m.item.obj.metadata.name}-${i}`, ordinal: i });
+            const e = serviceEntry(resolved, m.c, ns);
+            if (!e) {
+              a(cw, `--${flag} entry ${j} is "${entry}", "${resolved}" in the pod of task ${i}: not HOST:PORT with HOST a Service of the namespace (NAME, NAME.$(POD_NAMESPACE).svc or NAME.$(POD_NAMESPACE).svc.<cluster domain>, POD_NAMESPACE from fieldRef metadata.namespace; NAME the task's through $(PS_TASK) from fieldRef metadata.labels['${POD_INDEX_LABEL}'])`);
+              break;
+            }
+            if (!want.includes(e.port)) {
+              a(cw, `--${flag} entry ${j} is "${entry}": replica ${j} (${to.w}) listens on --host with the entry's port ${e.port}, but its ${portName ? `${portName} containerPort is` : 'containerPorts are'} ${want.join(', ') || 'none'}`);
+              break;
+            }
+            const pod = `${to.item.obj.metadata.name}-${i}`;
+            const role = `--${flag} entry ${j} of ${m.w} (${resolved}), replica ${j} of PS task ${i}`;
+            const svc = byKind('Service').find((x) => x.obj.metadata && x.obj.metadata.name === e.name && nsOf(x.obj) === ns);
+            if (!svc) {
+              once(`${ns}/${e.name}`, () => a(m.w, `no Service ${e.name} for replica ${j} of PS task ${i} (--${flag} entry ${j}: ${resolved}): add a ClusterIP Service ${e.name} selecting ${POD_NAME_LABEL}: ${pod}, with its port ${e.port} to the pod's port ${e.port}`));
+              continue;
+            }
+            const sa = add(svc);
+            const sw = idOf(svc.obj);
+            const sspec = svc.obj.spec || {};
+            if (sspec.clusterIP === 'None' || sspec.type === 'ExternalName') {
+              once(`${sw}/clusterIP`, () => sa(sw, `must be a ClusterIP Service, not ${sspec.type === 'ExternalName' ? 'an ExternalName one' : 'a headless one (clusterIP: None)'}: it is ${role}, and clients resolve a replica set's names once, when they create a channel: a ClusterIP stays, a pod's IP changes when the pod restarts`));
+            }
+            if (sspec.publishNotReadyAddresses !== true) {
+              once(`${sw}/notReady`, () => sa(sw, `publishNotReadyAddresses must be true: it is ${role}, the replica's only route, which its readiness must not gate (a backup's replication port is dialled back as soon as it listens)`));
+            }
+            const selected = nsPods.flatMap((p) => p.instances
+                .filter((x) => sspec.selector && selectorMatches({ matchLabels: sspec.selector }, x.labels))
+                .map((x) => x.name || p.where));
+            if (selected.length !== 1 || selected[0] !== pod) {
+              once(`${sw}/selects/${pod}`, () => sa(sw, `selects ${selected.length ? `pod${selected.length > 1 ? 's' : ''} ${selected.join(', ')}` : 'no pod'}, but it is ${role}: it must select just pod ${pod} (${POD_NAME_LABEL}: ${pod})`));
+            }
+            const forwards = (sspec.ports || []).some((x) => x.port === e.port && (x.protocol || 'TCP') === 'TCP' &&
+                (x.targetPort === undefined ? x.port === e.port
+                  : x.targetPort === e.port || toPorts.some((y) => y.name === x.targetPort && y.containerPort === e.port)));
+            if (!forwards) {
+              once(`${sw}/port/${e.port}`, () => sa(sw, `no port ${e.port} to the pod's port ${e.port}: it is ${role}, which listens there`));
+            }
+          }
+        });
+      }
+      const sp = (serving(m) || '').split(',').map((x) => x.slice(x.lastIndexOf(':') + 1));
+      const rp = (replication(m) || '').split(',').map((x) => x.slice(x.lastIndexOf(':') + 1));
+      if (sp.some((p, j) => p === rp[j])) a(cw, 'a replica\'s serving and replication ports must differ');
+      // The same lists, as the pods see them, in every replica: clients and
+      // the coordinator know the task by the list its primary registers.
+      const o = group[0];
+      if (m !== o) {
+        for (const flag of ['replica-addresses', 'replication-addresses']) {
+          const mine = resolveVars(flagValue(m.c.args, flag) || '', m.c, {});
+          const theirs = resolveVars(flagValue(o.c.args, flag) || '', o.c, {});
+          if (mine !== theirs) {
+            a(cw, `--${flag}=${mine} disagrees with ${o.w}'s (${theirs}): both replicas of a task must list the same addresses in the same order`);
+          }
+        }
+      }
+      // Partners apart, the replication flow open, one automatic rollout.
+      for (const to of group) {
+        if (to === m) continue;
+        const anti = (m.pod.template.spec || {}).affinity && m.pod.template.spec.affinity.podAntiAffinity || {};
+        const terms = (anti.requiredDuringSchedulingIgnoredDuringExecution || [])
+          .concat((anti.preferredDuringSchedulingIgnoredDuringExecution || []).map((t) => t.podAffinityTerm || {}));
+        if (!terms.some((t) => t.topologyKey === 'kubernetes.io/hostname' && selectorMatches(t.labelSelector, to.pod.labels))) {
+          a(m.w, `no podAntiAffinity term over kubernetes.io/hostname keeps its pods off the nodes of ${to.w}'s (the other replica of each task)`);
+        }
+        for (const rport of [replicationPort(to.c, to.pod.labels)].filter((p) => p !== undefined)) {
+          if (!flowAllowed(nsPolicies(ns), ns, m.pod, to.pod, rport)) {
+            a(m.w, `no NetworkPolicy lets it reach ${to.w} on the replication port ${rport} (egress from and ingress to the PS pods)`);
+          }
+        }
+      }
+    }
+    const rolling = group.filter((m) => ((m.spec.updateStrategy || {}).type || 'RollingUpdate') === 'RollingUpdate');
+    if (rolling.length > 1) {
+      add(rolling[1].item)(rolling[1].w, `it and ${rolling.filter((m) => m !== rolling[1]).map((m) => m.w).join(', ')} roll on their own (updateStrategy RollingUpdate): each rolls from its highest ordinal down, restarting both replicas of a task together; give all but one updateStrategy OnDelete`);
+    }
+  }
+
+  // strata submit (outside a TFJob, whose operator gives it TF_CONFIG)
+  // waits for the tasks before it submits: the TF_CONFIG of a static
+  // cluster, or --wait-ps and --wait-workers, which must count the tasks of
+  // the render.
+  const tasksOf = (role, ns) => {
+    const sets = byKind('StatefulSet').filter((i) => nsOf(i.obj) === ns &&
+        (((((i.obj.spec || {}).template || {}).metadata || {}).labels || {})[ROLE_LABEL] === role));
+    if (!sets.length) return undefined;
+    // The replicas of a task run in StatefulSets of their own.
+    const replicated = sets.filter((i) => containersOf(i.obj).some(isPsReplica));
+    return replicasOf((replicated.length ? replicated : sets)[0].obj);
+  };
+  for (const pod of pods.filter((p) => !p.tfReplica)) {
+    for (const c of (pod.template.spec || {}).containers || []) {
+      if ((c.command || [])[0] !== 'strata' || ((c.command || [])[1] || (c.args || [])[0]) !== 'submit') continue;
+      const tf = (c.env || []).some((e) => e.name === 'TF_CONFIG');
+      for (const [flag, role] of [['wait-ps', 'ps'], ['wait-workers', 'worker']]) {
+        const v = flagValue(c.args, flag);
+        const tasks = tasksOf(role, pod.ns);
+        if (v === undefined && !tf) {
+          add(pod.item)(`${pod.where} container ${c.name}`, `neither TF_CONFIG nor --${flag}: strata submit would submit before the ${role} tasks registered`);
+        } else if (v !== undefined && tasks !== undefined && Number(v) !== tasks) {
+          add(pod.item)(`${pod.where} container ${c.name}`, `--${flag}=${v} but the render runs ${tasks} ${role} tasks`);
+        }
+      }
+    }
+  }
+
+  // Services select pods (by the labels of their templates, or by those a
+  // StatefulSet's controller adds: one pod by its name), and their named
+  // target ports exist.
   for (const item of byKind('Service')) {
     const sel = (item.obj.spec || {}).selector;
     if (!sel) continue;
-    const matched = pods.filter((p) => p.ns === nsOf(item.obj) && selectorMatches({ matchLabels: sel }, p.labels));
+    const matched = pods.filter((p) => p.ns === nsOf(item.obj) &&
+        p.instances.some((x) => selectorMatches({ matchLabels: sel }, x.labels)));
     if (!matched.length) {
       add(item)(idOf(item.obj), 'its selector matches no pod template');
       continue;
@@ -747,6 +1059,24 @@ function policyLayer(files) {
         add(item)(w, `data.${key} is not valid JSON: ${e.message}`);
       }
     }
+    // The job's strategy.ps_replication is the number of replica
+    // StatefulSets of the PS tasks (1: one process per task).
+    const group = psReplicaGroups.get(nsOf(item.obj)) || [];
+    const psSets = byKind('StatefulSet').filter((i) => nsOf(i.obj) === nsOf(item.obj) &&
+        ((((i.obj.spec || {}).template || {}).metadata || {}).labels || {})[ROLE_LABEL] === 'ps');
+    let job;
+    try {
+      job = data['job.json'] === undefined ? undefined : JSON.parse(data['job.json']);
+    } catch (e) {
+      job = undefined;
+    }
+    if (job && typeof job === 'object' && psSets.length) {
+      const replication = ((job.strategy || {}).ps_replication) || 1;
+      const runs = group.length || 1;
+      if (replication !== runs) {
+        add(item)(w, `job.json strategy.ps_replication is ${replication} but ${group.length ? `the PS tasks run as ${runs} replicas (${group.map((m) => m.w).join(', ')})` : `${psSets.map((i) => idOf(i.obj)).join(', ')} runs one process per PS task (no --replica)`}`);
+      }
+    }
     if (data.TF_CONFIG === undefined) continue;
     let tf;
     try {
@@ -761,6 +1091,15 @@ function policyLayer(files) {
             e.valueFrom.configMapKeyRef.name === item.obj.metadata.name)));
     if (!consumer) add(item)(w, 'no container takes its TF_CONFIG (the coordinator should, as its static cluster)');
     for (const role of ['ps', 'worker']) {
+      if (role === 'ps' && group.length) {
+        // A replicated task registers both replicas' serving addresses
+        // ("P0,P1"), which a TF_CONFIG address cannot be; the clients must
+        // take the PS addresses from the coordinator's registrations.
+        if (cluster.ps !== undefined) {
+          add(item)(w, `TF_CONFIG lists ps tasks, but the PS tasks are replicated (${group.map((m) => m.w).join(', ')}): a static cluster cannot hold a task's two addresses; leave TF_CONFIG out (the coordinator takes the tasks as they register, strata submit waits with --wait-ps)`);
+        }
+        continue;
+      }
       const sts = byKind('StatefulSet').find((i) => nsOf(i.obj) === nsOf(item.obj) &&
           ((((i.obj.spec || {}).template || {}).metadata || {}).labels || {})[ROLE_LABEL] === role);
       const listed = Array.isArray(cluster[role]) ? cluster[role] : [];
