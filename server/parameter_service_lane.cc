@@ -1,6 +1,8 @@
 // ParameterServiceImpl::Lane: one persistent stream of frames (see
 // LaneRequest in parameter_server.proto). A frame is read whole (its push
-// payload written in place into a pooled buffer), applied as PushVariables,
+// payload written in place into a pooled buffer, each chunk decoded and
+// checked for NaN/Inf as it arrives, while the next is on its way),
+// applied as PushVariables once the last chunk is in,
 // then its pull waits and is streamed as PullVariables, and the reply is
 // written before the next frame is read: one operation is outstanding at a
 // time, so the reactor's state needs no lock.
@@ -124,6 +126,8 @@ class LaneReactor final
     // Set once the frame is known to fail: its payload is skipped.
     absl::Status error;
     std::shared_ptr<Buffer> payload;
+    // The push's gradients, decoded and checked as far as received.
+    std::unique_ptr<PushGradients> gradients;
     std::vector<std::shared_ptr<Variable>> pushed;
     std::vector<std::shared_ptr<Variable>> pulled;
     v1::LaneReply reply;
@@ -167,6 +171,14 @@ class LaneReactor final
     }
     if (f.payload != nullptr) chunk.CopyDataTo(f.payload->data() + f.received);
     f.received += chunk.data_size;
+    if (f.gradients != nullptr) {
+      if (absl::Status bad = f.gradients->Advance(f.received); !bad.ok()) {
+        // The frame fails; the rest of its payload is read and dropped.
+        f.error = bad;
+        f.gradients.reset();
+        f.payload.reset();
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -202,7 +214,11 @@ class LaneReactor final
       return absl::OkStatus();
     }
     f.error = CheckPush();
-    if (f.error.ok()) f.payload = service_->buffers()->Acquire(f.payload_bytes);
+    if (f.error.ok()) {
+      f.payload = service_->buffers()->Acquire(f.payload_bytes);
+      f.gradients = std::make_unique<PushGradients>(
+          push, f.pushed, f.payload->data(), f.payload_bytes);
+    }
     return absl::OkStatus();
   }
 
@@ -234,9 +250,15 @@ class LaneReactor final
       return;
     }
     if (!f.pushed.empty()) {
+      // Every chunk is in and was checked (Advance again for a payload of
+      // no bytes, and for the verdict on the tags).
+      absl::Status checked = f.gradients->Advance(f.payload_bytes);
       absl::StatusOr<v1::PushVariablesResponse> pushed =
-          ApplyPushVariables(f.request.push(), f.pushed, f.payload->data(),
-                             f.payload_bytes, service_->store());
+          checked.ok() ? ApplyCheckedPushVariables(f.request.push(), f.pushed,
+                                                   *f.gradients,
+                                                   service_->store())
+                       : absl::StatusOr<v1::PushVariablesResponse>(checked);
+      f.gradients.reset();
       f.payload.reset();
       if (!pushed.ok()) {
         Reply(pushed.status());

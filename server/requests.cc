@@ -1,5 +1,6 @@
 #include "server/requests.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -159,71 +160,138 @@ ValidatePushVariablesHeader(const v1::PushVariablesHeader& header,
   return variables;
 }
 
-absl::StatusOr<v1::PushVariablesResponse> ApplyPushVariables(
+PushGradients::PushGradients(
     const v1::PushVariablesHeader& header,
     const std::vector<std::shared_ptr<Variable>>& variables, const char* data,
-    size_t size, ParameterStore* store) {
-  // Encoded gradients are decoded into float32 first (one buffer for all of
-  // them); the others are read where they arrived.
-  std::vector<const char*> grads(variables.size());
-  std::vector<size_t> wire(variables.size());
-  std::unique_ptr<float[]> decoded;
-  {
-    size_t decoded_elems = 0;
-    for (size_t i = 0; i < variables.size(); ++i) {
-      if (header.variables(i).encoding() != v1::GRADIENT_ENCODING_NONE) {
-        decoded_elems += NumElements(variables[i]->shape());
-      }
-    }
-    if (decoded_elems > 0) decoded.reset(new float[decoded_elems]);
-    size_t offset = 0;
-    size_t at = 0;
-    for (size_t i = 0; i < variables.size(); ++i) {
-      const v1::VariableSlot& slot = header.variables(i);
-      wire[i] = static_cast<size_t>(slot.bytes());
-      if (offset + wire[i] > size) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "PushVariables: payload of ", size, " bytes ends inside variable '",
-            slot.name(), "'"));
-      }
-      if (slot.encoding() == v1::GRADIENT_ENCODING_NONE) {
-        grads[i] = data + offset;
-      } else {
-        const size_t n = NumElements(variables[i]->shape());
-        DecodeToFloat32(*GradientEncodingFromProto(slot.encoding()),
-                        data + offset, n, decoded.get() + at);
-        grads[i] = reinterpret_cast<const char*>(decoded.get() + at);
-        at += n;
-      }
-      offset += wire[i];
-    }
-  }
-  // Validate every gradient, and the tag against every variable's update
-  // mode, before applying any.
-  const PushMeta meta = PushMetaFromTag(header.has_tag(), header.tag());
+    size_t size)
+    : data_(data),
+      size_(size),
+      meta_(PushMetaFromTag(header.has_tag(), header.tag())),
+      parts_(variables.size()),
+      grads_(variables.size()) {
+  // Encoded gradients are decoded into float32 (one buffer for all of
+  // them); the others are read where they arrive.
+  size_t decoded_elems = 0;
   for (size_t i = 0; i < variables.size(); ++i) {
-    const auto& v = variables[i];
-    STRATA_RETURN_IF_ERROR(v->CheckPushMeta(meta));
-    STRATA_RETURN_IF_ERROR(CheckFinite(
-        v->dtype(), grads[i], NumElements(v->shape()),
-        absl::StrCat("gradient for variable '", v->name(), "'")));
+    if (header.variables(static_cast<int>(i)).encoding() !=
+        v1::GRADIENT_ENCODING_NONE) {
+      decoded_elems += NumElements(variables[i]->shape());
+    }
   }
+  if (decoded_elems > 0) decoded_.reset(new float[decoded_elems]);
+  size_t offset = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < variables.size(); ++i) {
+    const v1::VariableSlot& slot = header.variables(static_cast<int>(i));
+    const Variable& v = *variables[i];
+    Part& part = parts_[i];
+    part.offset = offset;
+    part.wire = static_cast<size_t>(slot.bytes());
+    part.n = static_cast<int64_t>(NumElements(v.shape()));
+    part.what = absl::StrCat("gradient for variable '", v.name(), "'");
+    if (error_.ok() && offset + part.wire > size) {
+      error_ = absl::InvalidArgumentError(absl::StrCat(
+          "PushVariables: payload of ", size, " bytes ends inside variable '",
+          slot.name(), "'"));
+    }
+    part.encoded = slot.encoding() != v1::GRADIENT_ENCODING_NONE;
+    if (part.encoded) {
+      part.encoding = *GradientEncodingFromProto(slot.encoding());
+      part.wire_elem = EncodedBytes(part.encoding, 1);
+      part.dtype = DType::kFloat32;
+      part.elem = sizeof(float);
+      grads_[i] = reinterpret_cast<const char*>(decoded_.get() + at);
+      at += static_cast<size_t>(part.n);
+    } else {
+      part.dtype = v.dtype();
+      part.elem = DTypeSize(v.dtype());
+      part.wire_elem = part.elem;
+      grads_[i] = data + offset;
+    }
+    // The tag against every variable's update mode, as the whole push is
+    // judged: in the header's order, before the variable's gradient.
+    if (bad_meta_ < 0) {
+      absl::Status s = v.CheckPushMeta(meta_);
+      if (!s.ok()) {
+        bad_meta_ = static_cast<int>(i);
+        meta_error_ = s;
+      }
+    }
+    offset += part.wire;
+  }
+}
+
+absl::Status PushGradients::Advance(size_t received) {
+  if (!error_.ok()) return error_;
+  received = std::min(received, size_);
+  // Variables after one whose tag does not fit are not judged.
+  const size_t limit =
+      bad_meta_ < 0 ? parts_.size() : static_cast<size_t>(bad_meta_);
+  bool all_done = true;
+  for (size_t i = 0; i < limit; ++i) {
+    Part& part = parts_[i];
+    const int64_t avail =
+        received <= part.offset || part.wire_elem == 0
+            ? 0
+            : std::min<int64_t>(part.n, static_cast<int64_t>(
+                                            (received - part.offset) /
+                                            part.wire_elem));
+    if (avail > part.done) {
+      const int64_t count = avail - part.done;
+      char* grad = const_cast<char*>(grads_[i]);
+      if (part.encoded) {
+        DecodeToFloat32(part.encoding,
+                        data_ + part.offset +
+                            static_cast<size_t>(part.done) * part.wire_elem,
+                        static_cast<size_t>(count),
+                        reinterpret_cast<float*>(grad) + part.done);
+      }
+      if (!CheckFinite(part.dtype,
+                       grad + static_cast<size_t>(part.done) * part.elem,
+                       count, part.what)
+               .ok()) {
+        // Judged again from the start, to name the element as a whole
+        // check does.
+        error_ = CheckFinite(part.dtype, grad, avail, part.what);
+        return error_;
+      }
+      part.done = avail;
+    }
+    all_done = all_done && part.done == part.n;
+  }
+  if (all_done && bad_meta_ >= 0) error_ = meta_error_;
+  return error_;
+}
+
+absl::StatusOr<v1::PushVariablesResponse> ApplyCheckedPushVariables(
+    const v1::PushVariablesHeader& header,
+    const std::vector<std::shared_ptr<Variable>>& variables,
+    const PushGradients& gradients, ParameterStore* store) {
   v1::PushVariablesResponse resp;
   for (size_t i = 0; i < variables.size(); ++i) {
     const auto& v = variables[i];
-    PushMeta variable_meta = meta;
+    PushMeta variable_meta = gradients.meta();
     const v1::VariableSlot& slot = header.variables(static_cast<int>(i));
     if (slot.has_base_version()) variable_meta.base_version = slot.base_version();
     STRATA_ASSIGN_OR_RETURN(PushOutcome outcome,
-                            v->PushDense(variable_meta, grads[i],
+                            v->PushDense(variable_meta, gradients.grads()[i],
                                          v->byte_size(), /*checked=*/true));
-    store->RecordPush(outcome, static_cast<int64_t>(wire[i]));
+    store->RecordPush(outcome, static_cast<int64_t>(gradients.wire_bytes(i)));
     v1::PushResponse* r = resp.add_results();
     r->set_version(outcome.version);
     r->set_duplicate(outcome.duplicate);
     r->set_applied(outcome.applied);
   }
   return resp;
+}
+
+absl::StatusOr<v1::PushVariablesResponse> ApplyPushVariables(
+    const v1::PushVariablesHeader& header,
+    const std::vector<std::shared_ptr<Variable>>& variables, const char* data,
+    size_t size, ParameterStore* store) {
+  PushGradients gradients(header, variables, data, size);
+  STRATA_RETURN_IF_ERROR(gradients.Advance(size));
+  return ApplyCheckedPushVariables(header, variables, gradients, store);
 }
 
 absl::Status ValidatePullRequest(const v1::PullRequest& request) {

@@ -8,10 +8,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/gradient_encoding.h"
 #include "server/variable.h"
 #include "server/parameter_store.h"
 #include "strata/v1/parameter_server.pb.h"
@@ -49,6 +51,70 @@ absl::StatusOr<std::vector<std::shared_ptr<Variable>>>
 ValidatePushVariablesHeader(const v1::PushVariablesHeader& header,
                             const ParameterStore& store,
                             uint64_t* payload_bytes);
+
+// The gradients of a validated PushVariables payload (`variables` as
+// returned by ValidatePushVariablesHeader, `data` its `size` bytes),
+// decoded to float32 where encoded and checked for NaN/Inf as far as the
+// payload has arrived: Advance(received) takes the bytes up to `received`
+// (a prefix that only grows), so that a reader of a chunked payload does
+// this work while the rest is still on its way (the Lane's frames). The
+// update itself waits for the whole payload (ApplyCheckedPushVariables): a
+// bad value anywhere changes nothing. Thread-compatible.
+class PushGradients {
+ public:
+  PushGradients(const v1::PushVariablesHeader& header,
+                const std::vector<std::shared_ptr<Variable>>& variables,
+                const char* data, size_t size);
+
+  // Decodes and checks the elements the first `received` bytes complete.
+  // Once every byte is in, the push's verdict: OK, or the error
+  // ApplyPushVariables gives for it (the first variable, in the header's
+  // order, whose tag does not fit its update mode or whose gradient holds
+  // a non-finite value, naming the element; a payload shorter than the
+  // variables need). An error is final (later calls return it).
+  absl::Status Advance(size_t received);
+
+  // After Advance(size) returned OK: the gradients, in the header's order.
+  const std::vector<const char*>& grads() const { return grads_; }
+  // The bytes gradient `i` took on the wire.
+  size_t wire_bytes(size_t i) const { return parts_[i].wire; }
+  // The push's tag.
+  const PushMeta& meta() const { return meta_; }
+
+ private:
+  struct Part {
+    size_t offset = 0;     // in the payload
+    size_t wire = 0;       // bytes on the wire
+    size_t wire_elem = 0;  // bytes per element on the wire
+    size_t elem = 0;       // bytes per element of grads_[i]
+    int64_t n = 0;
+    int64_t done = 0;      // elements decoded and checked
+    bool encoded = false;
+    GradientEncoding encoding = GradientEncoding::kNone;
+    DType dtype = DType::kInvalid;
+    std::string what;      // "gradient for variable 'x'"
+  };
+
+  const char* const data_;
+  const size_t size_;
+  PushMeta meta_;
+  std::vector<Part> parts_;
+  std::vector<const char*> grads_;
+  std::unique_ptr<float[]> decoded_;
+  // The first variable whose tag does not fit (-1: none) and why.
+  int bad_meta_ = -1;
+  absl::Status meta_error_;
+  absl::Status error_;
+};
+
+// Applies a push whose gradients `gradients` has taken whole (Advance
+// returned OK for the whole payload): each outcome is recorded in `store`
+// with the bytes the gradient took on the wire. Errors: those of
+// Variable::PushDense.
+absl::StatusOr<v1::PushVariablesResponse> ApplyCheckedPushVariables(
+    const v1::PushVariablesHeader& header,
+    const std::vector<std::shared_ptr<Variable>>& variables,
+    const PushGradients& gradients, ParameterStore* store);
 
 // Applies the gradients of a validated PushVariables (`variables` as
 // returned by ValidatePushVariablesHeader): encoded gradients are decoded

@@ -420,6 +420,72 @@ TEST_F(LaneTest, BadFramesGetTheStatusesOfTheUnaryCalls) {
   EXPECT_EQ(v, (std::vector<float>{0.0f, 0.0f}));
 }
 
+// The server checks each chunk of a frame as it arrives: a non-finite
+// value in any chunk (the first, one in the middle, the last element; a
+// 16-bit encoding whose elements straddle chunks) fails the frame with the
+// unary call's status, element named, nothing applied; the lane goes on.
+TEST_F(LaneTest, NonFiniteValueInAnyChunkFailsTheFrameAsTheUnaryCall) {
+  Start();
+  for (bool compressed : {false, true}) {
+    SCOPED_TRACE(compressed ? "bf16" : "float32");
+    PsClientOptions lane_options = FastRetries(true);
+    PsClientOptions unary_options = FastRetries(false);
+    // Odd-sized chunks: 2-byte elements straddle them.
+    lane_options.chunk_bytes = 1001;
+    if (compressed) {
+      lane_options.gradient_encoding = GradientEncoding::kBfloat16;
+      unary_options.gradient_encoding = GradientEncoding::kBfloat16;
+    }
+    auto lanes = PsClient::Connect(server_->address(), lane_options);
+    auto unary = PsClient::Connect(server_->address(), unary_options);
+    const std::string big = compressed ? "big16" : "big32";
+    const std::string small = compressed ? "small16" : "small32";
+    const int64_t n = 5000;
+    STRATA_ASSERT_OK(lanes->CreateVariable(SgdSpec(big, n)));
+    STRATA_ASSERT_OK(lanes->CreateVariable(SgdSpec(small, 3)));
+    std::vector<float> g(n, 0.5f), gs = {0.5f, 0.5f, 0.5f};
+    int step = 0;
+    for (int64_t bad : {int64_t{0}, int64_t{1777}, n - 1, n + 2}) {
+      SCOPED_TRACE(bad);
+      std::vector<float> gb = g, gsb = gs;
+      const float inf = std::numeric_limits<float>::infinity();
+      if (bad < n) {
+        gb[bad] = inf;
+      } else {
+        gsb[bad - n] = -inf;
+      }
+      absl::Status via_lane =
+          lanes
+              ->Exchange(0, {big, small}, {{n}, {3}}, {gb.data(), gsb.data()},
+                         PushTag{"job", 0, step++}, {}, {}, {})
+              .status();
+      absl::Status via_unary =
+          unary
+              ->Exchange(0, {big, small}, {{n}, {3}}, {gb.data(), gsb.data()},
+                         PushTag{"job", 0, step++}, {}, {}, {})
+              .status();
+      EXPECT_EQ(via_lane.code(), absl::StatusCode::kInvalidArgument)
+          << via_lane;
+      EXPECT_EQ(via_lane.message(), via_unary.message());
+      const std::string element =
+          absl::StrCat("at element ", bad < n ? bad : bad - n);
+      EXPECT_NE(via_lane.message().find(element), std::string::npos)
+          << via_lane;
+    }
+    // Nothing was applied; the lane still serves, over many chunks.
+    std::vector<float> value(n), small_value(3);
+    auto versions = lanes->Exchange(
+        0, {big, small}, {{n}, {3}}, {g.data(), gs.data()},
+        PushTag{"job", 0, step++}, {big, small},
+        {value.data(), small_value.data()}, {n * sizeof(float), 12});
+    ASSERT_TRUE(versions.ok()) << versions.status();
+    EXPECT_EQ(versions->pulled, (std::vector<int64_t>{1, 1}));
+    EXPECT_EQ(value, std::vector<float>(n, 0.5f));
+    EXPECT_EQ(small_value, std::vector<float>(3, 0.5f));
+  }
+  EXPECT_GE(Frames(server_.get(), "Lane", "INVALID_ARGUMENT"), 8);
+}
+
 // A lane waiting for its next frame does not hold the server's drain: the
 // shutdown ends it, and the client's next frame fails as UNAVAILABLE.
 TEST_F(LaneTest, ShutdownEndsIdleLanesWithoutWaitingForTheDrain) {
