@@ -217,6 +217,10 @@ std::string ChannelTarget(const std::string& target) {
                     : absl::StrCat("ipv6:", absl::StrJoin(v6, ","));
 }
 
+bool TargetResolves(const std::string& target) {
+  return !IsReplicaSetTarget(target) || ChannelTarget(target) != target;
+}
+
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& raw_target,
                                              const ClientSecurity& security,
                                              grpc::ChannelArguments args) {

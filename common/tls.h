@@ -78,6 +78,9 @@ bool IsReplicaSetTarget(const std::string& target);
 // resolve, or a list that resolves to both families, is left as is (the
 // channel then fails naming the target).
 std::string ChannelTarget(const std::string& target);
+// False for a replica set that ChannelTarget cannot resolve now (a channel
+// made from it never connects: make it again later); true otherwise.
+bool TargetResolves(const std::string& target);
 
 // A channel to `target` (a replica set too, see ChannelTarget) with
 // `security`: TLS per security.tls, and an

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/ps_client.h"
+#include "common/tls.h"
 
 namespace strata {
 
@@ -13,17 +14,21 @@ PsClientCheckpointer::PsClientCheckpointer(TargetsFn targets,
 
 PsClientCheckpointer::~PsClientCheckpointer() = default;
 
-PsClient* PsClientCheckpointer::ClientFor(const std::string& address) {
+std::shared_ptr<PsClient> PsClientCheckpointer::ClientFor(
+    const std::string& address) {
   absl::MutexLock lock(&mu_);
-  std::unique_ptr<PsClient>& client = clients_[address];
-  if (client == nullptr) {
+  std::shared_ptr<PsClient>& client = clients_[address];
+  // A replicated task whose names did not resolve when its client was made
+  // has a channel that never connects: make it again until they do.
+  if (client == nullptr || !client_resolved_[address]) {
+    client_resolved_[address] = TargetResolves(address);
     PsClientOptions options;
     options.deadline = options_.deadline;
     options.max_attempts = options_.max_attempts;
     options.security = options_.security;
     client = PsClient::Connect(address, options);
   }
-  return client.get();
+  return client;
 }
 
 absl::Status PsClientCheckpointer::ForEach(
@@ -42,7 +47,9 @@ absl::Status PsClientCheckpointer::ForEach(
           what, ": this coordinator (epoch ", options_.coordinator_epoch,
           ") no longer leads"));
     }
-    absl::Status status = call(ClientFor(target.address), target);
+    // Held for the call: a client made again meanwhile leaves it alive.
+    const std::shared_ptr<PsClient> client = ClientFor(target.address);
+    absl::Status status = call(client.get(), target);
     if (!status.ok() && first.ok()) {
       first = absl::Status(
           status.code(), absl::StrCat(what, " on ", target.task, " (",

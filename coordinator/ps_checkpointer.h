@@ -92,13 +92,15 @@ class PsClientCheckpointer final : public PsCheckpointer {
       const char* what,
       const std::function<absl::Status(PsClient*, const PsTarget&)>& call,
       bool keep_going = false);
-  PsClient* ClientFor(const std::string& address);
+  std::shared_ptr<PsClient> ClientFor(const std::string& address);
 
   const TargetsFn targets_;
   const PsClientCheckpointerOptions options_;
   absl::Mutex mu_;
-  std::map<std::string, std::unique_ptr<PsClient>> clients_
+  std::map<std::string, std::shared_ptr<PsClient>> clients_
       ABSL_GUARDED_BY(mu_);
+  // Whether each client's replica-set names resolved when it was made.
+  std::map<std::string, bool> client_resolved_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace strata

@@ -78,7 +78,7 @@ ParameterServiceImpl::ParameterServiceImpl(ParameterStore* store,
       {},
       [store] { return static_cast<double>(store->Stats().pushes_duplicate); });
   metrics_->SetGaugeFunction(
-      "strata_ps_stale_pushes", "Dense pushes applied that named the "
+      "strata_ps_pushes_with_base_version", "Dense pushes applied that named the "
       "version their gradient was computed from", {},
       [store] {
         return static_cast<double>(store->Stats().pushes_with_base_version);
@@ -99,7 +99,7 @@ ParameterServiceImpl::~ParameterServiceImpl() {
   for (const char* name :
        {"strata_ps_variables", "strata_ps_variable_bytes",
         "strata_ps_pushes_applied", "strata_ps_pushes_duplicate",
-        "strata_ps_stale_pushes", "strata_ps_staleness_sum",
+        "strata_ps_pushes_with_base_version", "strata_ps_staleness_sum",
         "strata_ps_staleness_max"}) {
     metrics_->RemoveGaugeFunction(name, {});
   }

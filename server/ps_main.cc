@@ -128,7 +128,11 @@ absl::Status ReplicaFromFlags(PsConfig* config) {
   }
   // --host given: listen there (e.g. 0.0.0.0 behind a Service name) on the
   // ports of this replica's entries; else on the entries' hosts.
-  const std::string listen_host = absl::GetFlag(FLAGS_host);
+  std::string listen_host = absl::GetFlag(FLAGS_host);
+  if (listen_host.size() > 2 && listen_host.front() == '[' &&
+      listen_host.back() == ']') {
+    listen_host = listen_host.substr(1, listen_host.size() - 2);
+  }
   if (!listen_host.empty()) host = listen_host;
   config->server.host = host;
   config->server.port = port;

@@ -326,10 +326,17 @@ absl::Status ApplyReplicationEntry(VariableStore* store,
   meta.tagged = e.tagged();
   if (e.has_base_version()) meta.base_version = e.base_version();
   switch (e.kind()) {
-    case Entry::PUSH_DENSE:
-      return (*v)->PushDense(meta, e.data().data(), e.data().size(),
-                             /*checked=*/true)
-          .status();
+    case Entry::PUSH_DENSE: {
+      absl::StatusOr<PushOutcome> outcome = (*v)->PushDense(
+          meta, e.data().data(), e.data().size(), /*checked=*/true);
+      // Counted as on the primary (bytes: the float32 gradient's), so that
+      // a promoted backup's statistics, the staleness among them, cover
+      // the pushes from before it took over.
+      if (outcome.ok()) {
+        store->RecordPush(*outcome, static_cast<int64_t>(e.data().size()));
+      }
+      return outcome.status();
+    }
     case Entry::PUSH_ROWS:
       return (*v)->PushRows(meta, e.ids(), e.data().data(), e.data().size())
           .status();

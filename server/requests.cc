@@ -178,7 +178,9 @@ PushGradients::PushGradients(
       decoded_elems += NumElements(variables[i]->shape());
     }
   }
-  if (decoded_elems > 0) decoded_.reset(new float[decoded_elems]);
+  // At least one element: a gradient pointer is never null, even for
+  // variables of no elements (a null dense gradient means a row push).
+  decoded_.reset(new float[std::max<size_t>(decoded_elems, 1)]);
   size_t offset = 0;
   size_t at = 0;
   for (size_t i = 0; i < variables.size(); ++i) {
@@ -206,7 +208,9 @@ PushGradients::PushGradients(
       part.dtype = v.dtype();
       part.elem = DTypeSize(v.dtype());
       part.wire_elem = part.elem;
-      grads_[i] = data + offset;
+      grads_[i] = data != nullptr
+                      ? data + offset
+                      : reinterpret_cast<const char*>(decoded_.get());
     }
     // The tag against every variable's update mode, as the whole push is
     // judged: in the header's order, before the variable's gradient.

@@ -116,7 +116,8 @@ TEST(StalenessTest, ToleranceAndSwitchedOffScaling) {
       STRATA_ASSERT_OK(PushOnes(v, step, -1));
     }
   }
-  // Staleness 1 is tolerated; 3 (from version 0 at version 3) gets a third.
+  // Staleness 1 is tolerated (base 2 at version 3); 3 (base 1 at version
+  // 4) gets a third.
   STRATA_ASSERT_OK(PushOnes(tolerant.get(), 3, 2));
   EXPECT_FLOAT_EQ(First(*tolerant), -4.0f);
   absl::StatusOr<PushOutcome> out = PushOnes(tolerant.get(), 4, 1);
@@ -203,7 +204,9 @@ PsClientOptions ClientOptions(bool shared_memory) {
   return options;
 }
 
-TEST(StalenessServerTest, NegativeBaseVersionIsRefusedAndChangesNothing) {
+// (Over the wire, with nothing applied: WireContractTest
+// .BaseVersionIsCountedAndANegativeOneIsRefused.)
+TEST(StalenessServerTest, NotGivenIsLeftOutAndANegativeOneIsRefused) {
   std::ostringstream log;
   Logger logger("ps:test", &log);
   auto server = PsServer::Start(PsServerOptions{}, &logger);
@@ -289,7 +292,7 @@ TEST(StalenessServerTest, PsClusterNamesTheVersionEachLaneDelivered) {
       EXPECT_EQ(stats->staleness_max(), 1);
       // The same figures on /metrics.
       const std::string metrics = (*server)->metrics()->Serialize();
-      EXPECT_NE(metrics.find("strata_ps_stale_pushes 3"), std::string::npos)
+      EXPECT_NE(metrics.find("strata_ps_pushes_with_base_version 3"), std::string::npos)
           << metrics;
       EXPECT_NE(metrics.find("strata_ps_staleness_sum 1"), std::string::npos);
       EXPECT_NE(metrics.find("strata_ps_staleness_max 1"), std::string::npos);

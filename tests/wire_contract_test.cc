@@ -317,6 +317,48 @@ TEST_F(WireContractTest, TaggedPushIsAppliedOnceEvenWithEveryTagFieldAtDefault) 
   EXPECT_THAT(Value("w"), ::testing::Each(2.0f));
 }
 
+// A push may name the version its gradient was computed from: counted in
+// Stats; a negative one is refused naming the variable, and nothing of the
+// push is applied.
+TEST_F(WireContractTest, BaseVersionIsCountedAndANegativeOneIsRefused) {
+  v1::VariableSpec spec = Spec("a", {2}, "sgd");
+  spec.mutable_update_mode()->set_scale_by_staleness(true);
+  Create(spec);
+  Create(Spec("b", {2}));
+  v1::PushVariablesHeader h;
+  for (const char* name : {"b", "a"}) {
+    v1::VariableSlot* slot = h.add_variables();
+    slot->set_name(name);
+    slot->set_dtype(v1::DT_FLOAT32);
+    slot->add_shape(2);
+    slot->set_bytes(8);
+  }
+  h.set_payload_bytes(16);
+  h.mutable_variables(1)->set_base_version(-1);
+  grpc::Status s = PushVariables(h, Whole(Ones(4)));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(),
+              ::testing::HasSubstr("gradient for variable 'a': base_version "
+                                   "must be >= 0, got -1"));
+  EXPECT_THAT(Value("a"), ::testing::Each(0.0f));
+  EXPECT_THAT(Value("b"), ::testing::Each(0.0f));
+  // Two pushes computed from version 0: the second is 1 update stale and
+  // takes half the step.
+  h.mutable_variables(1)->set_base_version(0);
+  for (int i = 0; i < 2; ++i) {
+    s = PushVariables(h, Whole(Ones(4)));
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_THAT(Value("a"), ::testing::Each(-1.5f));
+  EXPECT_THAT(Value("b"), ::testing::Each(2.0f));
+  grpc::ClientContext ctx;
+  v1::StatsResponse stats;
+  ASSERT_TRUE(stub_->Stats(&ctx, v1::StatsRequest(), &stats).ok());
+  EXPECT_EQ(stats.pushes_with_base_version(), 2);
+  EXPECT_EQ(stats.staleness_sum(), 1);
+  EXPECT_EQ(stats.staleness_max(), 1);
+}
+
 TEST_F(WireContractTest, SyncAndStalenessVariablesRefuseUntaggedPushes) {
   Create(Spec("sync", {2}, "assign_add", v1::UpdateMode::SYNC, 2));
   Create(Spec("ssp", {2}, "assign_add", v1::UpdateMode::STALENESS, 2));
