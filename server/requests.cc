@@ -1,6 +1,7 @@
 #include "server/requests.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -211,6 +212,17 @@ PushGradients::PushGradients(
       grads_[i] = data != nullptr
                       ? data + offset
                       : reinterpret_cast<const char*>(decoded_.get());
+      // A gradient that does not start at a multiple of its element size
+      // in the payload (a float64 after an odd count of 16-bit or 32-bit
+      // elements) is copied out to an aligned buffer of its own as it
+      // arrives: the check and the optimizer read it as its type.
+      if (part.elem > 1 &&
+          reinterpret_cast<uintptr_t>(grads_[i]) % part.elem != 0) {
+        part.copied = true;
+        part.aligned.reset(
+            new uint64_t[std::max<size_t>(1, (part.wire + 7) / 8)]);
+        grads_[i] = reinterpret_cast<const char*>(part.aligned.get());
+      }
     }
     // The tag against every variable's update mode, as the whole push is
     // judged: in the header's order, before the variable's gradient.
@@ -243,12 +255,14 @@ absl::Status PushGradients::Advance(size_t received) {
     if (avail > part.done) {
       const int64_t count = avail - part.done;
       char* grad = const_cast<char*>(grads_[i]);
+      const char* wire =
+          data_ + part.offset + static_cast<size_t>(part.done) * part.wire_elem;
       if (part.encoded) {
-        DecodeToFloat32(part.encoding,
-                        data_ + part.offset +
-                            static_cast<size_t>(part.done) * part.wire_elem,
-                        static_cast<size_t>(count),
+        DecodeToFloat32(part.encoding, wire, static_cast<size_t>(count),
                         reinterpret_cast<float*>(grad) + part.done);
+      } else if (part.copied) {
+        std::memcpy(grad + static_cast<size_t>(part.done) * part.elem, wire,
+                    static_cast<size_t>(count) * part.elem);
       }
       if (!CheckFinite(part.dtype,
                        grad + static_cast<size_t>(part.done) * part.elem,

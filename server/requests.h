@@ -90,6 +90,9 @@ class PushGradients {
     int64_t n = 0;
     int64_t done = 0;      // elements decoded and checked
     bool encoded = false;
+    // Not aligned in the payload: copied to `aligned` as it arrives.
+    bool copied = false;
+    std::unique_ptr<uint64_t[]> aligned;
     GradientEncoding encoding = GradientEncoding::kNone;
     DType dtype = DType::kInvalid;
     std::string what;      // "gradient for variable 'x'"
