@@ -21,6 +21,11 @@ inline constexpr size_t kMirrorHeaderBytes = 64;
 // The sequence number of a mirror whose variable was replaced or dropped.
 inline constexpr uint64_t kMirrorGone = ~uint64_t{0};
 
+// `n` rounded up to a multiple of 64 (the places of a region's parts).
+inline constexpr size_t RoundUp64(size_t n) {
+  return (n + 63) & ~size_t{63};
+}
+
 // The doorbell of a served region (ServeSharedRegion): at its control
 // offset a block of kDoorbellControlBytes: a uint32 state word (a futex:
 // kDoorbellIdle, kDoorbellRequest, kDoorbellAnswer) at byte 0, the request's

@@ -73,6 +73,21 @@ v1::VariableSpec Spec(const std::string& name, std::vector<int64_t> shape,
   return spec;
 }
 
+// A PushVariables header for float32 variables `first` and `second` of
+// shape [2] each (16 payload bytes), untagged.
+v1::PushVariablesHeader PairHeader(const char* first, const char* second) {
+  v1::PushVariablesHeader h;
+  for (const char* name : {first, second}) {
+    v1::VariableSlot* slot = h.add_variables();
+    slot->set_name(name);
+    slot->set_dtype(v1::DT_FLOAT32);
+    slot->add_shape(2);
+    slot->set_bytes(8);
+  }
+  h.set_payload_bytes(16);
+  return h;
+}
+
 v1::PushHeader DenseHeader(const std::string& name, std::vector<int64_t> shape,
                            int64_t payload_bytes) {
   v1::PushHeader h;
@@ -325,15 +340,7 @@ TEST_F(WireContractTest, BaseVersionIsCountedAndANegativeOneIsRefused) {
   spec.mutable_update_mode()->set_scale_by_staleness(true);
   Create(spec);
   Create(Spec("b", {2}));
-  v1::PushVariablesHeader h;
-  for (const char* name : {"b", "a"}) {
-    v1::VariableSlot* slot = h.add_variables();
-    slot->set_name(name);
-    slot->set_dtype(v1::DT_FLOAT32);
-    slot->add_shape(2);
-    slot->set_bytes(8);
-  }
-  h.set_payload_bytes(16);
+  v1::PushVariablesHeader h = PairHeader("b", "a");
   h.mutable_variables(1)->set_base_version(-1);
   grpc::Status s = PushVariables(h, Whole(Ones(4)));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -371,15 +378,7 @@ TEST_F(WireContractTest, SyncAndStalenessVariablesRefuseUntaggedPushes) {
   // PushVariables checks the tag against every variable before applying
   // any: the ASYNC variable listed first is left alone.
   Create(Spec("async", {2}));
-  v1::PushVariablesHeader h;
-  for (const char* name : {"async", "sync"}) {
-    v1::VariableSlot* slot = h.add_variables();
-    slot->set_name(name);
-    slot->set_dtype(v1::DT_FLOAT32);
-    slot->add_shape(2);
-    slot->set_bytes(8);
-  }
-  h.set_payload_bytes(16);
+  v1::PushVariablesHeader h = PairHeader("async", "sync");
   grpc::Status s = PushVariables(h, Whole(Ones(4)));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(Value("async"), ::testing::Each(0.0f));
