@@ -90,6 +90,14 @@ ParameterServiceImpl::ParameterServiceImpl(ParameterStore* store,
   metrics_->SetGaugeFunction(
       "strata_ps_staleness_max", "The largest staleness of a push", {},
       [store] { return static_cast<double>(store->Stats().staleness_max); });
+  metrics_->SetGaugeFunction(
+      "strata_ps_pushes_staged", "Lane pushes whose optimizer step ran chunk "
+      "by chunk on a staged copy while the payload arrived", {},
+      [store] { return static_cast<double>(store->Stats().pushes_staged); });
+  metrics_->SetGaugeFunction(
+      "strata_ps_staged_discarded", "Staged copies dropped because another "
+      "update reached the variable first (the push was applied again)", {},
+      [store] { return static_cast<double>(store->Stats().staged_discarded); });
 }
 
 ParameterServiceImpl::~ParameterServiceImpl() {
@@ -100,7 +108,8 @@ ParameterServiceImpl::~ParameterServiceImpl() {
        {"strata_ps_variables", "strata_ps_variable_bytes",
         "strata_ps_pushes_applied", "strata_ps_pushes_duplicate",
         "strata_ps_pushes_with_base_version", "strata_ps_staleness_sum",
-        "strata_ps_staleness_max"}) {
+        "strata_ps_staleness_max", "strata_ps_pushes_staged",
+        "strata_ps_staged_discarded"}) {
     metrics_->RemoveGaugeFunction(name, {});
   }
   absl::MutexLock lock(&table_metrics_mu_);
@@ -356,6 +365,8 @@ grpc::ServerUnaryReactor* ParameterServiceImpl::Stats(
                      s.pushes_with_base_version);
                  resp->set_staleness_sum(s.staleness_sum);
                  resp->set_staleness_max(s.staleness_max);
+                 resp->set_pushes_staged(s.pushes_staged);
+                 resp->set_staged_discarded(s.staged_discarded);
                  return absl::OkStatus();
                });
 }

@@ -71,6 +71,10 @@ struct ParameterServiceOptions {
   absl::Duration max_pull_wait = absl::Seconds(60);
   // Receive buffers kept for reuse (bytes).
   size_t buffer_pool_bytes = size_t{512} << 20;
+  // A Lane push that arrives in several chunks has its optimizer steps run
+  // as the chunks arrive, on staged copies (StagedDense) published once
+  // the push is whole; false: the steps run once it is whole.
+  bool chunked_apply = true;
   // When set, every call must carry a valid bearer token (else
   // UNAUTHENTICATED) whose role allows the method (else PERMISSION_DENIED):
   // worker: Pull, Push, PullVariables, PushVariables, ListVariables, Stats;

@@ -172,6 +172,11 @@ class LaneReactor final
     if (f.payload != nullptr) chunk.CopyDataTo(f.payload->data() + f.received);
     f.received += chunk.data_size;
     if (f.gradients != nullptr) {
+      // A frame that comes in several chunks has its optimizer steps run
+      // as they arrive, on staged copies published once it is whole.
+      if (f.received < f.payload_bytes && service_->options().chunked_apply) {
+        f.gradients->Stage(service_->buffers());
+      }
       if (absl::Status bad = f.gradients->Advance(f.received); !bad.ok()) {
         // The frame fails; the rest of its payload is read and dropped.
         f.error = bad;

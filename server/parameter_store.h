@@ -47,6 +47,10 @@ struct StoreStats {
   int64_t pushes_with_base_version = 0;
   int64_t staleness_sum = 0;
   int64_t staleness_max = 0;
+  // Pushes applied from a staged copy, and staged copies dropped
+  // (PushOutcome::staged).
+  int64_t pushes_staged = 0;
+  int64_t staged_discarded = 0;
 };
 
 struct SaveResult {

@@ -58,6 +58,10 @@ ABSL_FLAG(std::string, replica_addresses, "", "A replicated task: every "
 ABSL_FLAG(std::string, replication_addresses, "", "A replicated task: every "
           "replica's replication HOST:PORT, comma-separated (this replica "
           "listens on its own, or on --host with its port)");
+ABSL_FLAG(bool, chunked_apply, true, "Run the optimizer step of a Lane push "
+          "that arrives in several chunks as the chunks arrive, on a staged "
+          "copy of the value and slots published once the push is whole "
+          "(needs room for that copy); false: step once the push is whole");
 ABSL_FLAG(std::string, device, "cpu", "Where variables and optimizer slots "
           "live and the optimizers run: cpu, cuda (device 0) or cuda:N");
 
@@ -77,7 +81,8 @@ strata::CliSpec Cli() {
       "set, gives its task index and port).";
   cli.groups = {
       {"Serving",
-       {"host", "port", "metrics_port", "device", "max_variable_bytes"}},
+       {"host", "port", "metrics_port", "device", "max_variable_bytes",
+        "chunked_apply"}},
       {"Cluster", {"coordinator", "task_index", "task_index_from_name",
                    "advertise"}},
       {"Replication", {"replica", "replica_addresses",
@@ -188,6 +193,7 @@ absl::StatusOr<PsConfig> ConfigFromFlags() {
   auto device = strata::ParsePsDevice(device_flag, "--device");
   if (!device.ok()) return BadFlag(device.status());
   options.device = *device;
+  options.service.chunked_apply = absl::GetFlag(FLAGS_chunked_apply);
   // Fail at start, before listening, when the device cannot be used.
   auto device_description = strata::CheckPsDevice(*device);
   if (!device_description.ok()) {

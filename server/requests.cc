@@ -192,6 +192,9 @@ PushGradients::PushGradients(
     part.wire = static_cast<size_t>(slot.bytes());
     part.n = static_cast<int64_t>(NumElements(v.shape()));
     part.what = absl::StrCat("gradient for variable '", v.name(), "'");
+    part.meta = meta_;
+    if (slot.has_base_version()) part.meta.base_version = slot.base_version();
+    part.variable = variables[i].get();
     if (error_.ok() && offset + part.wire > size) {
       error_ = absl::InvalidArgumentError(absl::StrCat(
           "PushVariables: payload of ", size, " bytes ends inside variable '",
@@ -271,7 +274,16 @@ absl::Status PushGradients::Advance(size_t received) {
         // Judged again from the start, to name the element as a whole
         // check does.
         error_ = CheckFinite(part.dtype, grad, avail, part.what);
+        for (Part& p : parts_) p.staged.reset();
         return error_;
+      }
+      // A push whose tag does not fit some variable fails whole: nothing
+      // of it is staged.
+      if (stage_pool_ != nullptr && bad_meta_ < 0) {
+        if (part.done == 0) {
+          part.staged = part.variable->StageDense(part.meta, stage_pool_);
+        }
+        if (part.staged != nullptr) part.staged->Apply(grad, avail);
       }
       part.done = avail;
     }
@@ -288,12 +300,10 @@ absl::StatusOr<v1::PushVariablesResponse> ApplyCheckedPushVariables(
   v1::PushVariablesResponse resp;
   for (size_t i = 0; i < variables.size(); ++i) {
     const auto& v = variables[i];
-    PushMeta variable_meta = gradients.meta();
-    const v1::VariableSlot& slot = header.variables(static_cast<int>(i));
-    if (slot.has_base_version()) variable_meta.base_version = slot.base_version();
-    STRATA_ASSIGN_OR_RETURN(PushOutcome outcome,
-                            v->PushDense(variable_meta, gradients.grads()[i],
-                                         v->byte_size(), /*checked=*/true));
+    STRATA_ASSIGN_OR_RETURN(
+        PushOutcome outcome,
+        v->PushDense(gradients.meta(i), gradients.grads()[i], v->byte_size(),
+                     /*checked=*/true, gradients.staged(i)));
     store->RecordPush(outcome, static_cast<int64_t>(gradients.wire_bytes(i)));
     v1::PushResponse* r = resp.add_results();
     r->set_version(outcome.version);

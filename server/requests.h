@@ -57,14 +57,23 @@ ValidatePushVariablesHeader(const v1::PushVariablesHeader& header,
 // decoded to float32 where encoded and checked for NaN/Inf as far as the
 // payload has arrived: Advance(received) takes the bytes up to `received`
 // (a prefix that only grows), so that a reader of a chunked payload does
-// this work while the rest is still on its way (the Lane's frames). The
-// update itself waits for the whole payload (ApplyCheckedPushVariables): a
-// bad value anywhere changes nothing. Thread-compatible.
+// this work while the rest is still on its way (the Lane's frames). Once
+// Stage is called, the optimizer steps run then too, on staged copies
+// (StagedDense) that ApplyCheckedPushVariables publishes once the whole
+// payload is in and checked: a bad value anywhere changes nothing.
+// Thread-compatible.
 class PushGradients {
  public:
   PushGradients(const v1::PushVariablesHeader& header,
                 const std::vector<std::shared_ptr<Variable>>& variables,
                 const char* data, size_t size);
+
+  // From the next Advance on, the gradients of variables none of whose
+  // elements were taken yet are also applied as they arrive, each to a
+  // staged copy with buffers from `pool` (Variable::StageDense), unless
+  // the push's tag does not fit some variable. For a payload that arrives
+  // in pieces: a payload taken whole gains nothing from it.
+  void Stage(BufferPool* pool) { stage_pool_ = pool; }
 
   // Decodes and checks the elements the first `received` bytes complete.
   // Once every byte is in, the push's verdict: OK, or the error
@@ -80,6 +89,10 @@ class PushGradients {
   size_t wire_bytes(size_t i) const { return parts_[i].wire; }
   // The push's tag.
   const PushMeta& meta() const { return meta_; }
+  // Gradient `i`'s tag: meta() with the slot's base version.
+  const PushMeta& meta(size_t i) const { return parts_[i].meta; }
+  // Gradient `i`'s staged step; null when it is not staged.
+  StagedDense* staged(size_t i) const { return parts_[i].staged.get(); }
 
  private:
   struct Part {
@@ -96,10 +109,14 @@ class PushGradients {
     GradientEncoding encoding = GradientEncoding::kNone;
     DType dtype = DType::kInvalid;
     std::string what;      // "gradient for variable 'x'"
+    PushMeta meta;
+    Variable* variable = nullptr;
+    std::unique_ptr<StagedDense> staged;
   };
 
   const char* const data_;
   const size_t size_;
+  BufferPool* stage_pool_ = nullptr;
   PushMeta meta_;
   std::vector<Part> parts_;
   std::vector<const char*> grads_;

@@ -268,7 +268,8 @@ void Variable::AdvanceClockLocked(const PushMeta& meta) {
 
 absl::StatusOr<PushOutcome> Variable::PushDense(const PushMeta& meta,
                                                 const char* grad, size_t size,
-                                                bool checked) {
+                                                bool checked,
+                                                StagedDense* staged) {
   if (size != byte_size_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "variable ", Quote(name()), ": gradient has ", size,
@@ -281,7 +282,88 @@ absl::StatusOr<PushOutcome> Variable::PushDense(const PushMeta& meta,
         dtype_, grad, num_elements_,
         absl::StrCat("gradient for variable ", Quote(name()))));
   }
-  return TakePush(meta, grad, {}, nullptr);
+  return TakePush(meta, grad, {}, nullptr, staged);
+}
+
+std::unique_ptr<StagedDense> Variable::StageDense(const PushMeta& meta,
+                                                  BufferPool* pool) {
+  if (mode_ == v1::UpdateMode::SYNC || device_.is_cuda() ||
+      num_elements_ == 0 || pool == nullptr) {
+    return nullptr;
+  }
+  std::unique_ptr<StagedDense> staged(new StagedDense());
+  staged->variable_ = this;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    absl::StatusOr<bool> seen = dedup_.SeenBefore(meta, name());
+    if (!seen.ok() || *seen) return nullptr;
+    staged->base_value_ = value_;
+    staged->base_slots_ = slots_;
+    staged->iterations_ = iterations_;
+    staged->version_ = version_;
+    int64_t staleness;
+    staged->lr_scale_ = LrScaleLocked(meta, &staleness);
+  }
+  // Every element of the copy is written by Apply before it is published.
+  staged->value_ = pool->Acquire(byte_size_);
+  for (size_t i = 0; i < staged->base_slots_.size(); ++i) {
+    staged->slots_.push_back(pool->Acquire(byte_size_));
+    staged->slot_data_.push_back(staged->slots_.back()->data());
+  }
+  return staged;
+}
+
+void StagedDense::Apply(const char* grad, int64_t available) {
+  const Variable& v = *variable_;
+  const size_t elem = DTypeSize(v.dtype_);
+  // The kernels run over 64-byte-aligned buffers in vector lanes from the
+  // start; ranges cut at 64-byte boundaries split no lane, so every
+  // element takes the same instructions as in the whole step.
+  const int64_t run = std::max<int64_t>(1, 64 / static_cast<int64_t>(elem));
+  const int64_t end = available >= v.num_elements_
+                          ? v.num_elements_
+                          : available - available % run;
+  if (!status_.ok() || end <= done_) return;
+  const int64_t begin = done_;
+  const size_t at = static_cast<size_t>(begin) * elem;
+  const size_t bytes = static_cast<size_t>(end - begin) * elem;
+  // The base buffers are not written while this copy holds them.
+  std::memcpy(value_->data() + at, base_value_->data() + at, bytes);
+  std::vector<void*> slots(slot_data_.size());
+  for (size_t i = 0; i < slot_data_.size(); ++i) {
+    std::memcpy(slots_[i]->data() + at, base_slots_[i]->data() + at, bytes);
+    slots[i] = static_cast<char*>(slot_data_[i]) + at;
+  }
+  status_ = v.optimizer_->ApplyDenseScaled(v.dtype_, iterations_, lr_scale_,
+                                           value_->data() + at, slots,
+                                           grad + at, end - begin);
+  if (status_.ok()) done_ = end;
+}
+
+double Variable::LrScaleLocked(const PushMeta& meta,
+                               int64_t* staleness) const {
+  *staleness = -1;
+  if (meta.base_version < 0) return 1.0;
+  // A restore may have put the variable below the version read.
+  *staleness = std::max<int64_t>(0, version_ - meta.base_version);
+  if (!scale_by_staleness_) return 1.0;
+  return 1.0 / static_cast<double>(
+                   1 + std::max<int64_t>(0, *staleness - staleness_tolerance_));
+}
+
+bool Variable::PublishStagedLocked(StagedDense* staged, double lr_scale) {
+  if (staged == nullptr || on_device_ != nullptr || !staged->status_.ok() ||
+      staged->variable_ != this || staged->done_ != num_elements_ ||
+      staged->value_ == nullptr || staged->base_value_ != value_ ||
+      staged->base_slots_ != slots_ ||
+      staged->iterations_ != iterations_ || staged->version_ != version_ ||
+      staged->lr_scale_ != lr_scale) {
+    return false;
+  }
+  value_ = std::move(staged->value_);
+  slots_ = std::move(staged->slots_);
+  staged->slot_data_.clear();
+  return true;
 }
 
 absl::Status Variable::CheckRowShape(const char* what) const {
@@ -341,13 +423,15 @@ absl::StatusOr<PushOutcome> Variable::PushRows(const PushMeta& meta,
 absl::StatusOr<PushOutcome> Variable::TakePush(const PushMeta& meta,
                                                const char* dense,
                                                absl::Span<const int64_t> ids,
-                                               const char* rows) {
+                                               const char* rows,
+                                               StagedDense* staged) {
   Ready ready;
   PushOutcome out;
   uint64_t ticket = 0;
   {
     absl::MutexLock lock(&mu_);
     STRATA_ASSIGN_OR_RETURN(bool seen, dedup_.SeenBefore(meta, name()));
+    if (staged != nullptr) out.staged = PushOutcome::Staged::kDiscarded;
     if (seen) {
       out.version = version_;
       out.duplicate = true;
@@ -361,19 +445,20 @@ absl::StatusOr<PushOutcome> Variable::TakePush(const PushMeta& meta,
         dedup_.Record(meta);
         STRATA_ASSIGN_OR_RETURN(out.applied, ApplyCompleteStepsLocked());
       } else {
-        double lr_scale = 1.0;
-        if (dense != nullptr && meta.base_version >= 0) {
-          // A restore may have put the variable below the version read.
-          out.staleness = std::max<int64_t>(0, version_ - meta.base_version);
-          if (scale_by_staleness_) {
-            lr_scale = 1.0 / static_cast<double>(
-                               1 + std::max<int64_t>(
-                                       0, out.staleness - staleness_tolerance_));
+        if (dense == nullptr) {
+          STRATA_RETURN_IF_ERROR(ApplyRowsLocked(ids, rows));
+        } else {
+          const double lr_scale = LrScaleLocked(meta, &out.staleness);
+          if (PublishStagedLocked(staged, lr_scale)) {
+            // The staged copy is this step: value and slots were stepped
+            // from exactly the state they replace.
+            ++iterations_;
+            ++changes_;
+            out.staged = PushOutcome::Staged::kPublished;
+          } else {
+            STRATA_RETURN_IF_ERROR(ApplyDenseLocked(dense, lr_scale));
           }
         }
-        STRATA_RETURN_IF_ERROR(dense != nullptr
-                                   ? ApplyDenseLocked(dense, lr_scale)
-                                   : ApplyRowsLocked(ids, rows));
         ++version_;
         dedup_.Record(meta);
         AdvanceClockLocked(meta);

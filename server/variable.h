@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "common/buffer_pool.h"
 #include "common/tensor.h"
 #include "kernels/initializers.h"
 #include "kernels/optimizers.h"
@@ -43,6 +44,57 @@ struct PushOutcome {
   // A dense push applied at once that named its base version: the updates
   // applied to the variable since that version; -1 otherwise.
   int64_t staleness = -1;
+  // A push given a StagedDense: whether its staged copy was published
+  // (kPublished), or dropped and the push applied again on the newer
+  // state (kDiscarded: another update reached the variable first, or the
+  // push was a duplicate).
+  enum class Staged { kNone, kPublished, kDiscarded };
+  Staged staged = Staged::kNone;
+};
+
+class Variable;
+
+// A dense push whose optimizer step runs while its gradient is still
+// arriving (the Lane's chunked frames): Apply takes each range of elements
+// as it lands and checks out, and steps a private copy of the value and
+// slots from the state the variable had when the staging began. Nothing is
+// visible until Variable::PushDense publishes the copy whole, once every
+// element is in and the whole push passed its checks; a push that fails
+// anywhere drops the copy and changes nothing. If another update reached
+// the variable meanwhile, PushDense drops the copy and applies the
+// gradient to the newer state, as an unstaged push. Thread-compatible; made
+// by Variable::StageDense.
+class StagedDense {
+ public:
+  // Elements [0, available) of `grad` (the whole gradient, as PushDense
+  // receives it) have arrived and passed their checks: steps those of them
+  // not stepped yet in whole 64-byte runs (the vector lanes of the step on
+  // the whole gradient, so that the result is the same to the bit), and
+  // all of them once `available` is every element. An error of the
+  // optimizer is kept, and the copy is then never published.
+  void Apply(const char* grad, int64_t available);
+
+  // Elements stepped so far.
+  int64_t done() const { return done_; }
+
+ private:
+  friend class Variable;
+  StagedDense() = default;
+
+  const Variable* variable_ = nullptr;
+  // The state the copy started from, held so that it is not written in
+  // place (a variable copies a buffer others hold before writing it): the
+  // variable is unchanged since exactly when these are still its buffers.
+  std::shared_ptr<Buffer> base_value_;
+  std::vector<std::shared_ptr<Buffer>> base_slots_;
+  std::shared_ptr<Buffer> value_;
+  std::vector<std::shared_ptr<Buffer>> slots_;
+  std::vector<void*> slot_data_;
+  int64_t iterations_ = 0;
+  int64_t version_ = 0;
+  double lr_scale_ = 1.0;
+  int64_t done_ = 0;
+  absl::Status status_;
 };
 
 // A consistent view of a variable's value. The buffer is never written while
@@ -114,9 +166,21 @@ class Variable {
   // window), FAILED_PRECONDITION (sync step kMaxStepsAhead or more ahead),
   // and the device's errors on a CUDA device.
   // `checked`: the caller already ran CheckFinite on `grad`.
+  // `staged`: the push's StagedDense (see there), published in place of
+  // the optimizer step when it is complete and the variable unchanged
+  // since it began.
   absl::StatusOr<PushOutcome> PushDense(const PushMeta& meta,
                                         const char* grad, size_t size,
-                                        bool checked = false);
+                                        bool checked = false,
+                                        StagedDense* staged = nullptr);
+
+  // Begins a staged dense push of `meta` (base_version included): buffers
+  // for the copy of the value and slots come from `pool`. Null where
+  // staging does not apply: a SYNC variable (its pushes are summed, not
+  // stepped), a CUDA device, a variable of no elements, a push the
+  // exactly-once window already took or refuses.
+  std::unique_ptr<StagedDense> StageDense(const PushMeta& meta,
+                                          BufferPool* pool);
 
   // Row gradient push on a 2-D variable: `values` holds ids.size() rows.
   // Duplicate ids are summed. Errors as PushDense, plus INVALID_ARGUMENT for
@@ -241,10 +305,20 @@ class Variable {
   // (SYNC: accumulates it) and remembers it in dedup_; then writes the
   // mirrors and fires the waiters now ready. Errors: ABORTED from dedup_,
   // those of pending_.Add and of the optimizer or device.
+  // `staged`: see PushDense.
   absl::StatusOr<PushOutcome> TakePush(const PushMeta& meta,
                                        const char* dense,
                                        absl::Span<const int64_t> ids,
-                                       const char* rows);
+                                       const char* rows,
+                                       StagedDense* staged = nullptr);
+  // The learning-rate scale and staleness of an ASYNC or STALENESS dense
+  // push of `meta` at the current version.
+  double LrScaleLocked(const PushMeta& meta, int64_t* staleness) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Publishes `staged` as the step of a push, if it is complete and the
+  // variable is as it was when the staging began; returns whether it did.
+  bool PublishStagedLocked(StagedDense* staged, double lr_scale)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies every complete SYNC step from version_ on, in order, advancing
   // version_; returns whether any was applied. Errors: those of the
   // optimizer or device (the failing step stays pending).
@@ -298,6 +372,7 @@ class Variable {
   const int64_t num_elements_;
   const size_t byte_size_;
   const int64_t row_width_;
+  friend class StagedDense;
   const std::unique_ptr<Optimizer> optimizer_;
   const v1::UpdateMode::Kind mode_;
   const int num_replicas_;

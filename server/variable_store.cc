@@ -423,6 +423,8 @@ void VariableStore::RecordPush(const PushOutcome& outcome, int64_t bytes) {
   } else {
     ++pushes_applied_;
   }
+  if (outcome.staged == PushOutcome::Staged::kPublished) ++pushes_staged_;
+  if (outcome.staged == PushOutcome::Staged::kDiscarded) ++staged_discarded_;
   if (outcome.staleness >= 0) {
     ++pushes_with_base_version_;
     staleness_sum_ += outcome.staleness;
@@ -454,6 +456,8 @@ StoreStats VariableStore::Stats() const {
   s.bytes_pulled = bytes_pulled_.load();
   s.pushes_with_base_version = pushes_with_base_version_.load();
   s.staleness_sum = staleness_sum_.load();
+  s.pushes_staged = pushes_staged_.load();
+  s.staged_discarded = staged_discarded_.load();
   s.staleness_max = staleness_max_.load();
   return s;
 }

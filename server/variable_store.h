@@ -171,6 +171,8 @@ class VariableStore : public ParameterStore {
   std::atomic<int64_t> pushes_with_base_version_{0};
   std::atomic<int64_t> staleness_sum_{0};
   std::atomic<int64_t> staleness_max_{0};
+  std::atomic<int64_t> pushes_staged_{0};
+  std::atomic<int64_t> staged_discarded_{0};
 };
 
 }  // namespace strata

@@ -153,21 +153,36 @@ inline ClientSecurity LaunchSecurity(const LaunchRun& run) {
 
 // Waits until the job has completed `steps` steps; returns the cluster
 // (empty when it did not in time). `tls`: the run has --tls.
+// Every coordinator of `cluster` ("coordinator", or the replicas
+// "coordinator:I" of --ha), comma-separated: a client follows the leader.
+inline std::string CoordinatorAddresses(const nlohmann::json& cluster) {
+  std::string coordinators;
+  for (const auto& c : cluster) {
+    if (c["name"].get<std::string>().rfind("coordinator", 0) == 0) {
+      if (!coordinators.empty()) coordinators += ",";
+      coordinators += c["address"].get<std::string>();
+    }
+  }
+  return coordinators;
+}
+
+// The job's completed steps as its coordinator reports them now; -1 when
+// it does not answer.
+inline int64_t StepsCompleted(const LaunchRun& run) {
+  const std::string coordinators = CoordinatorAddresses(Cluster(run));
+  if (coordinators.empty()) return -1;
+  auto client = CoordinatorClient::Connect(coordinators, absl::Seconds(2));
+  auto job = client->GetJob();
+  return job.ok() ? job->steps_completed() : -1;
+}
+
 inline nlohmann::json WaitForProgress(const LaunchRun& run, int64_t steps,
                                       bool tls = false) {
   auto deadline = std::chrono::steady_clock::now() + kRunLimit;
   std::unique_ptr<CoordinatorClient> client;
   while (std::chrono::steady_clock::now() < deadline) {
     nlohmann::json cluster = Cluster(run);
-    // Every coordinator ("coordinator", or the replicas "coordinator:I"
-    // of --ha): the client follows the leader.
-    std::string coordinators;
-    for (const auto& c : cluster) {
-      if (c["name"].get<std::string>().rfind("coordinator", 0) == 0) {
-        if (!coordinators.empty()) coordinators += ",";
-        coordinators += c["address"].get<std::string>();
-      }
-    }
+    const std::string coordinators = CoordinatorAddresses(cluster);
     if (!coordinators.empty() && !client) {
       client = CoordinatorClient::Connect(
           coordinators, absl::Seconds(2),

@@ -307,6 +307,60 @@ TEST_F(LaneTest, DropMidPushReconnectsAndAppliesOnce) {
   EXPECT_GE(versions->pushed[0].attempts, 2);
   for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(value[i], 0.75f) << i;
   EXPECT_EQ(Frames(server_.get(), "Lane", "OK"), 2);
+  // The cut attempt's staged step was dropped with its frame; the retry's
+  // was published.
+  auto stats = client->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->pushes_staged(), 1);
+  EXPECT_EQ(stats->pushes_applied(), 1);
+}
+
+// A push that arrives in several chunks is stepped chunk by chunk on a
+// staged copy (--chunked_apply, on by default) and ends exactly where the
+// step on the whole push ends; a push of one chunk, or a server with it
+// off, steps once the push is whole. Pulls in between see whole steps.
+TEST_F(LaneTest, MultiChunkPushesAreSteppedAsTheyArrive) {
+  const int64_t n = (1 << 18) + 3;  // 1 MB and a ragged tail
+  std::vector<std::vector<float>> ends;
+  for (bool chunked : {true, false}) {
+    SCOPED_TRACE(chunked);
+    PsServerOptions server_options;
+    server_options.service.chunked_apply = chunked;
+    auto server = PsServer::Start(server_options, &logger_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    PsClientOptions options = FastRetries(true);
+    options.chunk_bytes = 100000;
+    auto client = PsClient::Connect((*server)->address(), options);
+    v1::VariableSpec spec = SgdSpec("w", n);
+    spec.mutable_optimizer()->set_type("adam");
+    STRATA_ASSERT_OK(client->CreateVariable(spec));
+    STRATA_ASSERT_OK(client->CreateVariable(SgdSpec("small", 4)));
+    std::vector<float> grad(n), value(n), small(4, 1.0f), small_value(4);
+    for (int step = 0; step < 3; ++step) {
+      for (int64_t i = 0; i < n; ++i) grad[i] = ((i * 7 + step) % 13) - 6.0f;
+      auto versions = client->Exchange(
+          0, {"w", "small"}, {{n}, {4}}, {grad.data(), small.data()},
+          PushTag{"job", 0, step}, {"w"}, {value.data()},
+          {n * sizeof(float)});
+      ASSERT_TRUE(versions.ok()) << versions.status();
+      EXPECT_EQ(versions->pulled, (std::vector<int64_t>{step + 1}));
+    }
+    // A push of one chunk.
+    STRATA_ASSERT_OK(client->Exchange(0, {"small"}, {{4}}, {small.data()},
+                                      PushTag{"job", 0, 3}, {"small"},
+                                      {small_value.data()},
+                                      {4 * sizeof(float)}));
+    EXPECT_EQ(small_value, std::vector<float>(4, -3.0f));
+    auto stats = client->Stats();
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    // Each two-variable frame: both variables staged ("small" rides in
+    // the frame's last chunk, after w's first).
+    EXPECT_EQ(stats->pushes_staged(), chunked ? 6 : 0);
+    EXPECT_EQ(stats->staged_discarded(), 0);
+    EXPECT_EQ(stats->pushes_applied(), 7);
+    ends.push_back(value);
+  }
+  EXPECT_EQ(ends[0], ends[1]);
 }
 
 // The connection drops after the server applied the push, while its reply
