@@ -59,6 +59,10 @@
 ABSL_FLAG(std::string, target, "", "PS address; empty starts strata-ps");
 ABSL_FLAG(std::string, ps_binary, "", "strata-ps path (default: beside this "
           "binary, strata-ps)");
+ABSL_FLAG(std::string, ps_flags, "", "Space-separated flags for the strata-ps "
+          "it starts (e.g. --chunked_apply=false)");
+ABSL_FLAG(std::string, optimizer, "sgd", "The optimizer of the throughput "
+          "runs' variables (sgd, adam, adagrad, rmsprop)");
 ABSL_FLAG(bool, quick, false, "Fewer iterations (smoke run)");
 ABSL_FLAG(std::string, sizes, "", "Comma-separated message sizes, each a "
           "multiple of 4 bytes with an optional K or M suffix (default "
@@ -293,7 +297,7 @@ absl::StatusOr<double> Throughput(const std::string& target, bool lane,
     spec.set_dtype(v1::DT_FLOAT32);
     spec.add_shape(n);
     spec.mutable_initializer()->set_type("zeros");
-    spec.mutable_optimizer()->set_type("sgd");
+    spec.mutable_optimizer()->set_type(absl::GetFlag(FLAGS_optimizer));
     spec.mutable_optimizer()->set_learning_rate(1e-6);
     auto created = pool.back()->CreateVariable(spec);
     if (!created.ok()) return created.status();
@@ -513,8 +517,12 @@ int Run(int argc, char** argv) {
     }
     const std::string host =
         where.netns.empty() ? "127.0.0.1" : where.peer_addr;
-    auto started = ServerProcess::Spawn(
-        where.Exec({binary, "--host=" + host, "--port=0"}), false);
+    std::vector<std::string> ps_args = {binary, "--host=" + host, "--port=0"};
+    for (absl::string_view flag :
+         absl::StrSplit(absl::GetFlag(FLAGS_ps_flags), ' ', absl::SkipEmpty())) {
+      ps_args.emplace_back(flag);
+    }
+    auto started = ServerProcess::Spawn(where.Exec(ps_args), false);
     if (!started.ok()) {
       std::cerr << "ps_bench: " << started.status() << "\n";
       return 1;
@@ -714,7 +722,8 @@ strata::CliSpec Cli() {
       "a link to another network namespace.";
   cli.groups = {
       {"Benchmark",
-       {"target", "ps_binary", "quick", "sizes", "markdown",
+       {"target", "ps_binary", "ps_flags", "optimizer", "quick", "sizes",
+        "markdown",
         "gradient_compression"}},
       {"Across network namespaces", {"peer_netns", "peer_addr", "self_addr"}},
       {"Echo server mode", {"serve_echo", "host"}},

@@ -71,9 +71,10 @@ struct ParameterServiceOptions {
   absl::Duration max_pull_wait = absl::Seconds(60);
   // Receive buffers kept for reuse (bytes).
   size_t buffer_pool_bytes = size_t{512} << 20;
-  // A Lane push that arrives in several chunks has its optimizer steps run
-  // as the chunks arrive, on staged copies (StagedDense) published once
-  // the push is whole; false: the steps run once it is whole.
+  // A Lane push that arrives in several chunks, while no other Lane frame
+  // is in progress, has its optimizer steps run as the chunks arrive, on
+  // staged copies (StagedDense) published once the push is whole; false:
+  // the steps run once it is whole.
   bool chunked_apply = true;
   // When set, every call must carry a valid bearer token (else
   // UNAUTHENTICATED) whose role allows the method (else PERMISSION_DENIED):
@@ -199,6 +200,11 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   MetricsRegistry* metrics() { return metrics_; }
   DeadlineTimer* timer() { return &timer_; }
   BufferPool* buffers() { return buffers_.get(); }
+  // Lane frames in progress, from their first payload chunk to their
+  // reply (the chunked apply stages a push only when it is the only one:
+  // with several, the cores have work enough and a staged copy only adds
+  // to it).
+  std::atomic<int>* frames_in_progress() { return &frames_in_progress_; }
   SharedRegionTable* shared_regions() { return &shared_regions_; }
   const ParameterServiceOptions& options() const { return options_; }
 
@@ -243,6 +249,7 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   DeadlineTimer timer_;
   // Receive buffers for Push and Assign payloads.
   std::shared_ptr<BufferPool> buffers_;
+  std::atomic<int> frames_in_progress_{0};
   SharedRegionTable shared_regions_;
   // Tables whose metrics are registered (removed in the destructor).
   absl::Mutex table_metrics_mu_;

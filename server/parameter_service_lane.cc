@@ -130,6 +130,20 @@ class LaneReactor final
     std::unique_ptr<PushGradients> gradients;
     std::vector<std::shared_ptr<Variable>> pushed;
     std::vector<std::shared_ptr<Variable>> pulled;
+    // Counted in the service's frames_in_progress() from the first chunk
+    // of its payload until the frame ends.
+    struct InProgress {
+      std::atomic<int>* count = nullptr;
+      void Start(std::atomic<int>* c) {
+        count = c;
+        count->fetch_add(1);
+      }
+      void Stop() {
+        if (count != nullptr) count->fetch_sub(1);
+        count = nullptr;
+      }
+      ~InProgress() { Stop(); }
+    } in_progress;
     v1::LaneReply reply;
     absl::Status status;  // the frame's, once known
     std::unique_ptr<ReadyWait> wait;
@@ -172,10 +186,18 @@ class LaneReactor final
     if (f.payload != nullptr) chunk.CopyDataTo(f.payload->data() + f.received);
     f.received += chunk.data_size;
     if (f.gradients != nullptr) {
-      // A frame that comes in several chunks has its optimizer steps run
-      // as they arrive, on staged copies published once it is whole.
-      if (f.received < f.payload_bytes && service_->options().chunked_apply) {
-        f.gradients->Stage(service_->buffers());
+      // A frame that comes in several chunks, while no other frame is in
+      // progress, has its optimizer steps run as they arrive, on staged
+      // copies published once it is whole (decided at its first chunk).
+      if (f.received == chunk.data_size && f.received < f.payload_bytes) {
+        f.in_progress.Start(service_->frames_in_progress());
+        if (service_->options().chunked_apply &&
+            service_->frames_in_progress()->load() == 1) {
+          // A copy no larger than the pool keeps: a variable near the
+          // memory the server has is not doubled.
+          f.gradients->Stage(service_->buffers(),
+                             service_->options().buffer_pool_bytes);
+        }
       }
       if (absl::Status bad = f.gradients->Advance(f.received); !bad.ok()) {
         // The frame fails; the rest of its payload is read and dropped.

@@ -281,7 +281,8 @@ absl::Status PushGradients::Advance(size_t received) {
       // of it is staged.
       if (stage_pool_ != nullptr && bad_meta_ < 0) {
         if (part.done == 0) {
-          part.staged = part.variable->StageDense(part.meta, stage_pool_);
+          part.staged = part.variable->StageDense(part.meta, stage_pool_,
+                                                  stage_max_bytes_);
         }
         if (part.staged != nullptr) part.staged->Apply(grad, avail);
       }

@@ -71,9 +71,13 @@ class PushGradients {
   // From the next Advance on, the gradients of variables none of whose
   // elements were taken yet are also applied as they arrive, each to a
   // staged copy with buffers from `pool` (Variable::StageDense), unless
-  // the push's tag does not fit some variable. For a payload that arrives
-  // in pieces: a payload taken whole gains nothing from it.
-  void Stage(BufferPool* pool) { stage_pool_ = pool; }
+  // the push's tag does not fit some variable, or its copy (value and
+  // slots) would exceed `max_bytes`. For a payload that arrives in pieces:
+  // a payload taken whole gains nothing from it.
+  void Stage(BufferPool* pool, uint64_t max_bytes) {
+    stage_pool_ = pool;
+    stage_max_bytes_ = max_bytes;
+  }
 
   // Decodes and checks the elements the first `received` bytes complete.
   // Once every byte is in, the push's verdict: OK, or the error
@@ -117,6 +121,7 @@ class PushGradients {
   const char* const data_;
   const size_t size_;
   BufferPool* stage_pool_ = nullptr;
+  uint64_t stage_max_bytes_ = 0;
   PushMeta meta_;
   std::vector<Part> parts_;
   std::vector<const char*> grads_;

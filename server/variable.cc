@@ -286,15 +286,27 @@ absl::StatusOr<PushOutcome> Variable::PushDense(const PushMeta& meta,
 }
 
 std::unique_ptr<StagedDense> Variable::StageDense(const PushMeta& meta,
-                                                  BufferPool* pool) {
+                                                  BufferPool* pool,
+                                                  uint64_t max_bytes) {
   if (mode_ == v1::UpdateMode::SYNC || device_.is_cuda() ||
-      num_elements_ == 0 || pool == nullptr) {
+      num_elements_ == 0 || pool == nullptr || byte_size_ > max_bytes) {
     return nullptr;
   }
+  StageGate& gate = *stage_gate_;
+  if (gate.skip.load() > 0) {
+    gate.skip.fetch_sub(1);
+    return nullptr;
+  }
+  if (gate.live.exchange(true)) return nullptr;
+  // From here the gate is released by the staging's destructor.
   std::unique_ptr<StagedDense> staged(new StagedDense());
+  staged->gate_ = stage_gate_;
   staged->variable_ = this;
   {
     absl::ReaderMutexLock lock(&mu_);
+    const uint64_t copy_bytes =
+        static_cast<uint64_t>(byte_size_) * (1 + slots_.size());
+    if (copy_bytes > max_bytes) return nullptr;
     absl::StatusOr<bool> seen = dedup_.SeenBefore(meta, name());
     if (!seen.ok() || *seen) return nullptr;
     staged->base_value_ = value_;
@@ -324,20 +336,29 @@ void StagedDense::Apply(const char* grad, int64_t available) {
                           ? v.num_elements_
                           : available - available % run;
   if (!status_.ok() || end <= done_) return;
-  const int64_t begin = done_;
-  const size_t at = static_cast<size_t>(begin) * elem;
-  const size_t bytes = static_cast<size_t>(end - begin) * elem;
-  // The base buffers are not written while this copy holds them.
-  std::memcpy(value_->data() + at, base_value_->data() + at, bytes);
+  // Copied and stepped a block at a time, so that the step reads the copy
+  // from cache (the base buffers are not written while this holds them).
+  constexpr int64_t kBlock = 4096;  // elements, a multiple of every run
   std::vector<void*> slots(slot_data_.size());
-  for (size_t i = 0; i < slot_data_.size(); ++i) {
-    std::memcpy(slots_[i]->data() + at, base_slots_[i]->data() + at, bytes);
-    slots[i] = static_cast<char*>(slot_data_[i]) + at;
+  while (done_ < end && status_.ok()) {
+    const int64_t b = done_;
+    const int64_t e = std::min(end, (b / kBlock + 1) * kBlock);
+    const size_t at = static_cast<size_t>(b) * elem;
+    const size_t bytes = static_cast<size_t>(e - b) * elem;
+    std::memcpy(value_->data() + at, base_value_->data() + at, bytes);
+    for (size_t i = 0; i < slot_data_.size(); ++i) {
+      std::memcpy(slots_[i]->data() + at, base_slots_[i]->data() + at, bytes);
+      slots[i] = static_cast<char*>(slot_data_[i]) + at;
+    }
+    status_ = v.optimizer_->ApplyDenseScaled(v.dtype_, iterations_,
+                                             lr_scale_, value_->data() + at,
+                                             slots, grad + at, e - b);
+    if (status_.ok()) done_ = e;
   }
-  status_ = v.optimizer_->ApplyDenseScaled(v.dtype_, iterations_, lr_scale_,
-                                           value_->data() + at, slots,
-                                           grad + at, end - begin);
-  if (status_.ok()) done_ = end;
+}
+
+StagedDense::~StagedDense() {
+  if (gate_ != nullptr) gate_->live.store(false);
 }
 
 double Variable::LrScaleLocked(const PushMeta& meta,
@@ -364,6 +385,19 @@ bool Variable::PublishStagedLocked(StagedDense* staged, double lr_scale) {
   slots_ = std::move(staged->slots_);
   staged->slot_data_.clear();
   return true;
+}
+
+void Variable::NoteStagedLocked(StagedDense* staged, bool published) {
+  if (staged == nullptr) return;
+  StageGate& gate = *stage_gate_;
+  if (published) {
+    gate.backoff.store(0);
+  } else if (staged->status_.ok() && staged->done_ == num_elements_) {
+    // Complete, yet another update came first.
+    const int next = std::min(2 * gate.backoff.load() + 1, 63);
+    gate.backoff.store(next);
+    gate.skip.store(next);
+  }
 }
 
 absl::Status Variable::CheckRowShape(const char* what) const {
@@ -449,7 +483,9 @@ absl::StatusOr<PushOutcome> Variable::TakePush(const PushMeta& meta,
           STRATA_RETURN_IF_ERROR(ApplyRowsLocked(ids, rows));
         } else {
           const double lr_scale = LrScaleLocked(meta, &out.staleness);
-          if (PublishStagedLocked(staged, lr_scale)) {
+          const bool published = PublishStagedLocked(staged, lr_scale);
+          NoteStagedLocked(staged, published);
+          if (published) {
             // The staged copy is this step: value and slots were stepped
             // from exactly the state they replace.
             ++iterations_;

@@ -4,8 +4,10 @@
 #ifndef STRATA_SERVER_VARIABLE_H_
 #define STRATA_SERVER_VARIABLE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -54,6 +56,17 @@ struct PushOutcome {
 
 class Variable;
 
+// Which stagings of one variable may begin (see Variable::StageDense):
+// one at a time, and after a staged copy lost to another update, the next
+// few pushes are not staged (1, 3, 7, ... up to 63 of them) so that a
+// variable many workers push at once does not keep copying for nothing.
+// Shared by the variable and its live stagings. Thread-safe.
+struct StageGate {
+  std::atomic<bool> live{false};
+  std::atomic<int> skip{0};
+  std::atomic<int> backoff{0};
+};
+
 // A dense push whose optimizer step runs while its gradient is still
 // arriving (the Lane's chunked frames): Apply takes each range of elements
 // as it lands and checks out, and steps a private copy of the value and
@@ -77,10 +90,16 @@ class StagedDense {
   // Elements stepped so far.
   int64_t done() const { return done_; }
 
+  // Lets the variable stage its next push.
+  ~StagedDense();
+  StagedDense(const StagedDense&) = delete;
+  StagedDense& operator=(const StagedDense&) = delete;
+
  private:
   friend class Variable;
   StagedDense() = default;
 
+  std::shared_ptr<StageGate> gate_;
   const Variable* variable_ = nullptr;
   // The state the copy started from, held so that it is not written in
   // place (a variable copies a buffer others hold before writing it): the
@@ -178,9 +197,14 @@ class Variable {
   // for the copy of the value and slots come from `pool`. Null where
   // staging does not apply: a SYNC variable (its pushes are summed, not
   // stepped), a CUDA device, a variable of no elements, a push the
-  // exactly-once window already took or refuses.
-  std::unique_ptr<StagedDense> StageDense(const PushMeta& meta,
-                                          BufferPool* pool);
+  // exactly-once window already took or refuses; and while the gate says
+  // no (StageGate: another staging of this variable is live, or recent
+  // ones lost to other updates).
+  // The copy is at most `max_bytes` (value and slots together), or there
+  // is none.
+  std::unique_ptr<StagedDense> StageDense(
+      const PushMeta& meta, BufferPool* pool,
+      uint64_t max_bytes = std::numeric_limits<uint64_t>::max());
 
   // Row gradient push on a 2-D variable: `values` holds ids.size() rows.
   // Duplicate ids are summed. Errors as PushDense, plus INVALID_ARGUMENT for
@@ -319,6 +343,9 @@ class Variable {
   // variable is as it was when the staging began; returns whether it did.
   bool PublishStagedLocked(StagedDense* staged, double lr_scale)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Feeds the StageGate's backoff with how `staged` (if any) ended.
+  void NoteStagedLocked(StagedDense* staged, bool published)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies every complete SYNC step from version_ on, in order, advancing
   // version_; returns whether any was applied. Errors: those of the
   // optimizer or device (the failing step stays pending).
@@ -373,6 +400,7 @@ class Variable {
   const size_t byte_size_;
   const int64_t row_width_;
   friend class StagedDense;
+  const std::shared_ptr<StageGate> stage_gate_ = std::make_shared<StageGate>();
   const std::unique_ptr<Optimizer> optimizer_;
   const v1::UpdateMode::Kind mode_;
   const int num_replicas_;
