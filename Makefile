@@ -246,7 +246,7 @@ asan: asan-build
 # them anyway).
 TSAN_TESTS ?= buffer_pool_test logging_test metrics_test variable_store_test \
   variable_store_concurrency_test coordinator_state_test \
-  coordinator_groups_test group_sync_test collective_test
+  coordinator_groups_test group_sync_test collective_test staged_apply_test
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
 TSAN_SHIM := $(TSAN_DIR)/libstrata_tsan_absl.so
 TSAN_ENV := LD_PRELOAD=$(CURDIR)/$(TSAN_SHIM) \

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "client/ps_client.h"
 #include "client/ps_client_streams.h"
 #include "client/ps_cluster.h"
@@ -361,6 +362,61 @@ TEST_F(LaneTest, MultiChunkPushesAreSteppedAsTheyArrive) {
     ends.push_back(value);
   }
   EXPECT_EQ(ends[0], ends[1]);
+}
+
+// While another Lane frame is in progress on the server (here one whose
+// pull waits for a version), a multi-chunk push is stepped once whole, not
+// staged: the cores have the other frame's work.
+TEST_F(LaneTest, APushIsNotStagedWhileAnotherFrameIsInProgress) {
+  Start();
+  PsClientOptions options = FastRetries(true);
+  options.chunk_bytes = 100000;
+  auto a = PsClient::Connect(server_->address(), options);
+  auto b = PsClient::Connect(server_->address(), options);
+  const int64_t n = 1 << 18;
+  STRATA_ASSERT_OK(a->CreateVariable(SgdSpec("w", n)));
+  STRATA_ASSERT_OK(a->CreateVariable(SgdSpec("gate", 1)));
+  std::vector<float> grad(n, 0.25f);
+  float gate = 0;
+  PullOptions wait;
+  wait.min_version = 1;
+  absl::StatusOr<ExchangeResult> waited;
+  std::thread waiter([&] {
+    waited = a->Exchange(0, {"w"}, {{n}}, {grad.data()}, PushTag{"job", 0, 0},
+                         {"gate"}, {&gate}, {sizeof(float)}, wait);
+  });
+  // A's push is in (staged: the only frame), its pull waits.
+  absl::StatusOr<v1::StatsResponse> stats;
+  for (int i = 0; i < 20000; ++i) {
+    stats = b->Stats();
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    if (stats->pushes_applied() == 1) break;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(stats->pushes_applied(), 1);
+  EXPECT_EQ(stats->pushes_staged(), 1);
+  STRATA_ASSERT_OK(b->Exchange(0, {"w"}, {{n}}, {grad.data()},
+                               PushTag{"job", 1, 0}, {}, {}, {}));
+  stats = b->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->pushes_applied(), 2);
+  EXPECT_EQ(stats->pushes_staged(), 1);
+  // Release A's pull; then B's next push is the only frame again.
+  const float one = -1.0f;
+  STRATA_ASSERT_OK(b->Exchange(0, {"gate"}, {{1}}, {&one},
+                               PushTag{"job", 1, 1}, {}, {}, {}));
+  waiter.join();
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  EXPECT_EQ(gate, 2.0f);
+  STRATA_ASSERT_OK(b->Exchange(0, {"w"}, {{n}}, {grad.data()},
+                               PushTag{"job", 1, 2}, {}, {}, {}));
+  stats = b->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->pushes_staged(), 2);
+  std::vector<float> w(n);
+  STRATA_ASSERT_OK(b->Exchange(0, {}, {}, {}, {}, {"w"}, {w.data()},
+                               {n * sizeof(float)}));
+  for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(w[i], 0.25f) << i;
 }
 
 // The connection drops after the server applied the push, while its reply
