@@ -71,7 +71,7 @@ struct ParameterServiceOptions {
   absl::Duration max_pull_wait = absl::Seconds(60);
   // Receive buffers kept for reuse (bytes).
   size_t buffer_pool_bytes = size_t{512} << 20;
-  // A Lane push that arrives in several chunks, while no other Lane frame
+  // A Lane push that arrives in several chunks, while no other such push
   // is in progress, has its optimizer steps run as the chunks arrive, on
   // staged copies (StagedDense) published once the push is whole; false:
   // the steps run once it is whole.
@@ -200,10 +200,10 @@ class ParameterServiceImpl final : public ParameterServiceBase {
   MetricsRegistry* metrics() { return metrics_; }
   DeadlineTimer* timer() { return &timer_; }
   BufferPool* buffers() { return buffers_.get(); }
-  // Lane frames in progress, from their first payload chunk to their
-  // reply (the chunked apply stages a push only when it is the only one:
-  // with several, the cores have work enough and a staged copy only adds
-  // to it).
+  // Lane push frames of several chunks in progress, from their first
+  // payload chunk to their reply (the chunked apply stages a push only when
+  // it is the only one: with several, the cores have work enough and a
+  // staged copy only adds to it).
   std::atomic<int>* frames_in_progress() { return &frames_in_progress_; }
   SharedRegionTable* shared_regions() { return &shared_regions_; }
   const ParameterServiceOptions& options() const { return options_; }

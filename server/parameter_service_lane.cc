@@ -126,13 +126,18 @@ class LaneReactor final
     // Set once the frame is known to fail: its payload is skipped.
     absl::Status error;
     std::shared_ptr<Buffer> payload;
-    // The push's gradients, decoded and checked as far as received.
-    std::unique_ptr<PushGradients> gradients;
+    // Declared before `gradients`, which refers to them: destroyed after.
     std::vector<std::shared_ptr<Variable>> pushed;
     std::vector<std::shared_ptr<Variable>> pulled;
-    // Counted in the service's frames_in_progress() from the first chunk
-    // of its payload until the frame ends.
+    // The push's gradients, decoded and checked as far as received.
+    std::unique_ptr<PushGradients> gradients;
+    // A push frame of several chunks is counted in the service's
+    // frames_in_progress() from the first chunk of its payload until the
+    // frame ends (its pull and reply included).
     struct InProgress {
+      InProgress() = default;
+      InProgress(const InProgress&) = delete;
+      InProgress& operator=(const InProgress&) = delete;
       std::atomic<int>* count = nullptr;
       void Start(std::atomic<int>* c) {
         count = c;
@@ -186,8 +191,8 @@ class LaneReactor final
     if (f.payload != nullptr) chunk.CopyDataTo(f.payload->data() + f.received);
     f.received += chunk.data_size;
     if (f.gradients != nullptr) {
-      // A frame that comes in several chunks, while no other frame is in
-      // progress, has its optimizer steps run as they arrive, on staged
+      // A frame that comes in several chunks, while no other such frame is
+      // in progress, has its optimizer steps run as they arrive, on staged
       // copies published once it is whole (decided at its first chunk).
       if (f.received == chunk.data_size && f.received < f.payload_bytes) {
         f.in_progress.Start(service_->frames_in_progress());

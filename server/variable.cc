@@ -465,7 +465,11 @@ absl::StatusOr<PushOutcome> Variable::TakePush(const PushMeta& meta,
   {
     absl::MutexLock lock(&mu_);
     STRATA_ASSIGN_OR_RETURN(bool seen, dedup_.SeenBefore(meta, name()));
-    if (staged != nullptr) out.staged = PushOutcome::Staged::kDiscarded;
+    // A duplicate that landed during the staging is acknowledged; its copy
+    // is dropped without being counted (nothing is applied again).
+    if (staged != nullptr && !seen) {
+      out.staged = PushOutcome::Staged::kDiscarded;
+    }
     if (seen) {
       out.version = version_;
       out.duplicate = true;

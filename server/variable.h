@@ -46,10 +46,10 @@ struct PushOutcome {
   // A dense push applied at once that named its base version: the updates
   // applied to the variable since that version; -1 otherwise.
   int64_t staleness = -1;
-  // A push given a StagedDense: whether its staged copy was published
-  // (kPublished), or dropped and the push applied again on the newer
-  // state (kDiscarded: another update reached the variable first, or the
-  // push was a duplicate).
+  // A push given a StagedDense that was not a duplicate: whether its
+  // staged copy was published (kPublished), or dropped and the push
+  // applied again on the newer state (kDiscarded: another update reached
+  // the variable first, or the copy was incomplete).
   enum class Staged { kNone, kPublished, kDiscarded };
   Staged staged = Staged::kNone;
 };
@@ -100,6 +100,8 @@ class StagedDense {
   StagedDense() = default;
 
   std::shared_ptr<StageGate> gate_;
+  // Used by Apply only, never by the destructor: a staging may outlive
+  // its variable (a Lane frame drops its variables first).
   const Variable* variable_ = nullptr;
   // The state the copy started from, held so that it is not written in
   // place (a variable copies a buffer others hold before writing it): the

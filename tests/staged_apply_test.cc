@@ -38,10 +38,11 @@ namespace {
 constexpr uint64_t kMaxBytes = uint64_t{1} << 24;
 
 v1::VariableSpec Spec(const std::string& name, int64_t n,
-                      const std::string& optimizer) {
+                      const std::string& optimizer,
+                      v1::DType dtype = v1::DT_FLOAT32) {
   v1::VariableSpec spec;
   spec.set_name(name);
-  spec.set_dtype(v1::DT_FLOAT32);
+  spec.set_dtype(dtype);
   spec.add_shape(n);
   spec.mutable_initializer()->set_type("random_uniform");
   spec.mutable_initializer()->set_seed(7);
@@ -114,34 +115,67 @@ absl::StatusOr<PushOutcome> StagedPush(Variable* v, BufferPool* pool,
                       staged.get());
 }
 
+// `grad` as a gradient of `dtype` (float32 as is; float64 widened).
+std::vector<char> AsDType(const std::vector<float>& grad, v1::DType dtype) {
+  std::vector<char> out;
+  if (dtype == v1::DT_FLOAT32) {
+    out.resize(grad.size() * 4);
+    std::memcpy(out.data(), grad.data(), out.size());
+  } else {
+    out.resize(grad.size() * 8);
+    for (size_t i = 0; i < grad.size(); ++i) {
+      const double x = grad[i];
+      std::memcpy(out.data() + i * 8, &x, 8);
+    }
+  }
+  return out;
+}
+
+// Three steps of `opt` on n elements of `dtype`, each whole on one
+// variable and staged on another in pieces of several sizes (the last one
+// ragged), so that slots and Adam's step count carry over: equal to the
+// bit after every step.
+void ExpectStagedStepsEqualWholeSteps(BufferPool* pool, int64_t n,
+                                      v1::DType dtype, const std::string& opt) {
+  SCOPED_TRACE(absl::StrCat(opt, " ", v1::DType_Name(dtype), " ", n));
+  const v1::VariableSpec spec = Spec("v", n, opt, dtype);
+  std::shared_ptr<Variable> whole = Make(spec);
+  std::shared_ptr<Variable> staged = Make(spec);
+  ASSERT_EQ(State(*whole), State(*staged));
+  const int64_t pieces[] = {1, 97, 4099};
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<char> g = AsDType(Gradient(n, step), dtype);
+    STRATA_ASSERT_OK_AND_ASSIGN(
+        PushOutcome a, whole->PushDense(Tagged(step), g.data(), g.size()));
+    std::unique_ptr<StagedDense> s = staged->StageDense(Tagged(step), pool);
+    ASSERT_NE(s, nullptr);
+    const int64_t piece = pieces[step];
+    for (int64_t at = piece; at < n + piece; at += piece) {
+      s->Apply(g.data(), std::min(n, at));
+    }
+    STRATA_ASSERT_OK_AND_ASSIGN(
+        PushOutcome b,
+        staged->PushDense(Tagged(step), g.data(), g.size(), false, s.get()));
+    EXPECT_EQ(a.staged, PushOutcome::Staged::kNone);
+    EXPECT_EQ(b.staged, PushOutcome::Staged::kPublished);
+    EXPECT_TRUE(b.applied);
+    EXPECT_EQ(a.version, b.version);
+    ASSERT_EQ(State(*whole), State(*staged));
+  }
+  EXPECT_EQ(whole->iterations(), staged->iterations());
+}
+
 TEST(StagedApplyTest, APublishedStageIsTheStepOfTheWholePush) {
   std::shared_ptr<BufferPool> pool = BufferPool::Create(kMaxBytes);
-  for (const std::string opt :
-       {"sgd", "momentum", "adam", "adagrad", "rmsprop_centered"}) {
-    SCOPED_TRACE(opt);
-    const v1::VariableSpec spec = Spec("v", 1001, opt);
-    std::shared_ptr<Variable> whole = Make(spec);
-    std::shared_ptr<Variable> staged = Make(spec);
-    ASSERT_EQ(State(*whole), State(*staged));
-    // Three steps, so that slots and Adam's step count carry over, in
-    // pieces of several sizes (the last one ragged).
-    const int64_t pieces[] = {1, 97, 1001};
-    for (int step = 0; step < 3; ++step) {
-      const std::vector<float> g = Gradient(1001, step);
-      STRATA_ASSERT_OK_AND_ASSIGN(
-          PushOutcome a,
-          whole->PushDense(Tagged(step), reinterpret_cast<const char*>(g.data()),
-                           g.size() * 4));
-      STRATA_ASSERT_OK_AND_ASSIGN(
-          PushOutcome b,
-          StagedPush(staged.get(), pool.get(), Tagged(step), g, pieces[step]));
-      EXPECT_EQ(a.staged, PushOutcome::Staged::kNone);
-      EXPECT_EQ(b.staged, PushOutcome::Staged::kPublished);
-      EXPECT_TRUE(b.applied);
-      EXPECT_EQ(a.version, b.version);
-      ASSERT_EQ(State(*whole), State(*staged));
+  // Sizes below and across the kernels' and the staging's blocks (2048 and
+  // 4096 elements).
+  for (const int64_t n : {int64_t{1001}, int64_t{10007}}) {
+    for (const v1::DType dtype : {v1::DT_FLOAT32, v1::DT_FLOAT64}) {
+      for (const char* opt :
+           {"sgd", "momentum", "adam", "adagrad", "rmsprop_centered"}) {
+        ExpectStagedStepsEqualWholeSteps(pool.get(), n, dtype, opt);
+      }
     }
-    EXPECT_EQ(whole->iterations(), staged->iterations());
   }
 }
 
@@ -183,8 +217,7 @@ TEST(StagedApplyTest, AnUpdateThatLandsFirstMakesThePushApplyAgain) {
   std::unique_ptr<StagedDense> staged = v->StageDense(Tagged(1), pool.get());
   ASSERT_NE(staged, nullptr);
   staged->Apply(p1, 150);
-  PushMeta other = Tagged(2);
-  other.worker = 0;
+  const PushMeta other = Tagged(2);
   STRATA_ASSERT_OK(v->PushDense(other, p2, 300 * 4).status());
   staged->Apply(p1, 300);
   STRATA_ASSERT_OK_AND_ASSIGN(PushOutcome out,
@@ -406,6 +439,7 @@ TEST(StagedApplyTest, RacingPushesAreEachAppliedOnceAndReadersSeeWholeSteps) {
   constexpr int kThreads = 3;
   constexpr int kPushes = 60;
   std::atomic<bool> torn{false};
+  std::atomic<bool> writers_done{false};
   std::atomic<int> published{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -426,7 +460,7 @@ TEST(StagedApplyTest, RacingPushesAreEachAppliedOnceAndReadersSeeWholeSteps) {
     });
   }
   std::thread reader([&] {
-    while (v->version() < kThreads * kPushes) {
+    while (!writers_done.load()) {
       VariableSnapshot s = v->Snapshot();
       const float* x = reinterpret_cast<const float*>(s.value->data());
       for (size_t i = 1; i < g.size(); ++i) {
@@ -436,6 +470,7 @@ TEST(StagedApplyTest, RacingPushesAreEachAppliedOnceAndReadersSeeWholeSteps) {
     }
   });
   for (auto& t : threads) t.join();
+  writers_done.store(true);
   reader.join();
   EXPECT_FALSE(torn.load());
   EXPECT_EQ(v->version(), kThreads * kPushes);
@@ -443,7 +478,9 @@ TEST(StagedApplyTest, RacingPushesAreEachAppliedOnceAndReadersSeeWholeSteps) {
   const float* x = reinterpret_cast<const float*>(end.value->data());
   EXPECT_EQ(x[0], -0.5f * kThreads * kPushes);
   EXPECT_EQ(x[4095], x[0]);
-  // Not asserted (it depends on the interleaving), but reported.
+  // How many depends on the interleaving (a staging loses to a push that
+  // lands first, and the gate then skips some), but not none of 120.
+  EXPECT_GT(published.load(), 0);
   std::printf("published %d of the %d pushes of the staging threads\n",
               published.load(),
               (kThreads - 1) * kPushes);
