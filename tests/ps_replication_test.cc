@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "common/buffer_pool.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
@@ -235,6 +236,53 @@ TEST(PsReplicationTest, StalenessScaledPushesEndEqualOnTheBackup) {
   }
   for (auto& t : threads) t.join();
   EXPECT_GT(scaled.load(), 0);
+  EXPECT_EQ(log.acknowledged(), log.position());
+  ExpectSameState(&primary, backup.store());
+}
+
+// Pushes stepped chunk by chunk on staged copies (the Lane's chunked
+// apply) and published, racing plain pushes: the backup, which steps each
+// whole gradient, ends equal to the bit.
+TEST(PsReplicationTest, StagedPushesEndEqualOnTheBackup) {
+  Backup backup;
+  Logger logger("primary");
+  VariableStore primary({});
+  ReplicationLog log(&primary, &logger, LogOptions());
+  primary.set_replication(&log);
+  const int64_t n = 10007;  // across the kernels' blocks, a ragged tail
+  STRATA_ASSERT_OK(primary.Create(Spec("staged", {n}, "adam")));
+  STRATA_ASSERT_OK(log.Attach(backup.address(), "backup-1"));
+  auto staged = *primary.Get("staged");
+  std::shared_ptr<BufferPool> pool = BufferPool::Create(size_t{64} << 20);
+  std::atomic<int> published{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      for (int step = 0; step < 30; ++step) {
+        std::vector<float> g(n);
+        for (int64_t i = 0; i < n; ++i) {
+          g[i] = 0.001f * static_cast<float>((i * 31 + step * 7 + w) % 97) -
+                 0.05f;
+        }
+        const char* p = reinterpret_cast<const char*>(g.data());
+        std::unique_ptr<StagedDense> s =
+            w == 0 ? staged->StageDense(Meta(w, step), pool.get()) : nullptr;
+        // Pieces that are no multiple of a vector lane.
+        for (int64_t at = 997; s != nullptr && at < n + 997; at += 997) {
+          s->Apply(p, std::min(n, at));
+        }
+        auto pushed =
+            staged->PushDense(Meta(w, step), p, g.size() * 4, false, s.get());
+        EXPECT_TRUE(pushed.ok()) << pushed.status();
+        if (pushed.ok() &&
+            pushed->staged == PushOutcome::Staged::kPublished) {
+          ++published;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_GT(published.load(), 0);
   EXPECT_EQ(log.acknowledged(), log.position());
   ExpectSameState(&primary, backup.store());
 }
