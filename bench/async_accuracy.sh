@@ -11,10 +11,14 @@
 #   bench/async_accuracy.sh [EPOCHS]                      # default 10
 #   RUNS=5 STEPS_IN_FLIGHT=1 bench/async_accuracy.sh
 #   STALENESS_LR=inverse STALENESS_TOLERANCE=1 bench/async_accuracy.sh
+#   BETA_1=0.8 bench/async_accuracy.sh      # Adam's beta_1 in the async runs
 #
 # STALENESS_LR (and STALENESS_TOLERANCE) set the job's strategy fields of
 # the same names (a staleness-scaled learning rate); the table then goes
 # to bench/results/async_accuracy_s<STEPS_IN_FLIGHT>_<STALENESS_LR>_t<TOL>.md.
+# BETA_1 sets the optimizer's beta_1 of the async runs only (local_train
+# keeps the job's), to test whether the momentum that asynchrony adds is
+# what costs accuracy; the table's name then ends in _b<BETA_1>.
 # Every table gives the PS tasks' measured staleness (mean / max of the
 # pushes, from the launch summaries).
 #
@@ -45,6 +49,19 @@ json.dump(j, open(dst, "w"), indent=2)
 PY
   job=$out/job.json
 fi
+beta1=${BETA_1:-}
+ajob=$job
+if [[ -n $beta1 ]]; then
+  md=${md%.md}_b$beta1.md
+  python3 - "$job" "$out/job_async.json" "$beta1" <<'PY'
+import json, sys
+src, dst, beta1 = sys.argv[1:4]
+j = json.load(open(src))
+j["optimizer"]["beta_1"] = float(beta1)
+json.dump(j, open(dst, "w"), indent=2)
+PY
+  ajob=$out/job_async.json
+fi
 
 for b in local_train strata; do
   if [[ ! -x $bin/$b ]]; then
@@ -61,16 +78,16 @@ for r in $(seq 1 "$runs"); do
     for plane in shm grpc; do
       shm=true
       [[ $plane == grpc ]] && shm=false
-      "$bin/strata" launch --job "$job" --epochs "$epochs" --ps "$topo" \
+      "$bin/strata" launch --job "$ajob" --epochs "$epochs" --ps "$topo" \
         --workers "$topo" --ps_shared_memory=$shm --steps_in_flight "$sif" \
         --summary "$out/ps${topo}_${plane}_$r.json" >&2
     done
   done
 done
 
-python3 - "$out" "$runs" "$epochs" "$sif" "$md" "$job" "$slr" "$stol" <<'PY'
+python3 - "$out" "$runs" "$epochs" "$sif" "$md" "$job" "$slr" "$stol" "$beta1" <<'PY'
 import json, os, statistics, sys
-d, runs, epochs, sif, md, job, slr, stol = sys.argv[1:9]
+d, runs, epochs, sif, md, job, slr, stol, beta1 = sys.argv[1:10]
 runs = int(runs)
 def load(name):
     return json.load(open(os.path.join(d, name)))
@@ -79,9 +96,12 @@ base = local["test_accuracy"]
 env = f"RUNS={runs} STEPS_IN_FLIGHT={sif}"
 if slr != "none":
     env += f" STALENESS_LR={slr} STALENESS_TOLERANCE={stol}"
+if beta1:
+    env += f" BETA_1={beta1}"
 lines = [f"Command: `{env} bench/async_accuracy.sh {epochs}` "
          f"(examples/fashion_mnist/job.json, async, staleness_lr {slr}"
          + (f" with tolerance {stol}" if slr != "none" else "")
+         + (f"; beta_1 {beta1} in the async runs" if beta1 else "")
          + f"; local_train test accuracy {base:.4f}, "
          f"{local['train_examples_per_second']:.0f} train examples/s)", "",
          "| run | steps in flight per worker | test accuracy, each run | gap to local_train (mean / worst) | runs within 0.01 | lost steps | staleness of the pushes (mean / max) | train examples/s (median) | vs local_train |",
