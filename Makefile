@@ -68,7 +68,7 @@ build: deps
 # clang-14 with -Wthread-safety (warnings are errors) over the project's
 # libraries and daemons, where the lock annotations are (the tests are built
 # by gcc in `build`; this keeps `make test` well inside CI's time).
-TSA_TARGETS := strata_common strata_proto strata_kernels strata_strategies \
+TSA_TARGETS := strata_common strata_proto strata_kernels strata_strategies strata_model \
   strata_job strata_server strata_client strata_collective strata_collective_grpc \
   strata_coordinator strata_worker_core \
   strata_worker strata_tools strata_sdk strata-ps strata-coordinator \

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "job/job.h"
+#include "model/graph.h"
 #include "job/job_internal.h"
 
 namespace strata {
@@ -69,7 +70,10 @@ std::string FormatBytes(int64_t bytes) {
 std::string FootprintError(const JobSpec& job, const ModelFootprint& f) {
   const char* at_least = f.saturated ? "at least " : "";
   std::string cause = "job.model: the layers make";
-  if (f.largest_layer >= 0) {
+  if (!f.largest_layer_name.empty()) {
+    cause = absl::StrCat("job.model: layer ", f.largest_layer_name,
+                         " is the largest; the layers make");
+  } else if (f.largest_layer >= 0) {
     cause = absl::StrCat("job.model.layers[", f.largest_layer, "].units: ",
                          job.model.layers[f.largest_layer].units,
                          " units make");
@@ -112,6 +116,41 @@ absl::StatusOr<ModelFootprint> ComputeModelFootprint(
   const int64_t batch = std::max<int64_t>(batch_size, 1);
   // Bytes per parameter: its value, gradient and slots, float32 each.
   const int64_t state_bytes = int64_t{4} * (2 + f.slots);
+  if (!IsDenseChain(model)) {
+    // A layer graph: its variables, its state, and per example the
+    // activations, their gradients and the layers' scratch.
+    absl::StatusOr<model::GraphSpec> spec = ModelGraphSpec(model);
+    if (!spec.ok()) return spec.status();
+    absl::StatusOr<model::Graph> graph =
+        model::Graph::Build(*spec, 0, "job.model");
+    if (!graph.ok()) return graph.status();
+    int64_t largest = -1;
+    for (int i = 0; i < graph->num_layers(); ++i) {
+      int64_t n = 0;
+      for (const model::WeightDef& w : graph->layer(i).weights()) {
+        int64_t e = 1;
+        for (int64_t d : w.shape) e = sat.Mul(e, d);
+        n = sat.Add(n, e);
+        if (w.trainable) {
+          f.parameters = sat.Add(f.parameters, e);
+        } else {
+          f.activations = sat.Add(f.activations, e);
+        }
+      }
+      if (n > largest) {
+        largest = n;
+        f.largest_layer_name = absl::StrCat("'", graph->layer(i).name(),
+                                            "' (", graph->layer(i).class_name(),
+                                            ")");
+      }
+    }
+    f.activations = sat.Add(
+        f.activations, sat.Mul(batch, graph->ActivationFloatsPerExample()));
+    f.bytes = sat.Add(sat.Mul(state_bytes, f.parameters),
+                      sat.Mul(4, f.activations));
+    f.saturated = sat.saturated();
+    return f;
+  }
   int64_t width = 1;
   for (int64_t d : model.input_shape) {
     width = sat.Mul(width, std::max<int64_t>(d, 0));

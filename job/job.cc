@@ -363,11 +363,29 @@ absl::StatusOr<JobSpec> ParseJobFields(const json& job, bool full) {
     STRATA_RETURN_IF_ERROR(ParseModel(o.At("model"), &spec.model));
   }
 
-  STRATA_RETURN_IF_ERROR(o.Enum(
-      "loss", full,
-      {"sparse_categorical_crossentropy", "categorical_crossentropy",
-       "binary_crossentropy", "mse", "mean_squared_error"},
-      &spec.loss));
+  if (o.Has("loss") && o.At("loss").is_object()) {
+    // {"name": "sparse_categorical_crossentropy", "from_logits": true}, as
+    // Keras's loss objects take it.
+    STRATA_ASSIGN_OR_RETURN(Object l, Object::Make(o.At("loss"), "job.loss"));
+    STRATA_RETURN_IF_ERROR(l.CheckKeys({"name", "from_logits"}));
+    STRATA_RETURN_IF_ERROR(l.Enum(
+        "name", true,
+        {"sparse_categorical_crossentropy", "categorical_crossentropy",
+         "binary_crossentropy", "mse", "mean_squared_error"},
+        &spec.loss));
+    STRATA_RETURN_IF_ERROR(l.Bool("from_logits", &spec.model.from_logits));
+    if (spec.model.from_logits && (spec.loss == "mse" ||
+                                   spec.loss == "mean_squared_error")) {
+      return PathError("job.loss.from_logits",
+                       "applies to the cross-entropies only");
+    }
+  } else {
+    STRATA_RETURN_IF_ERROR(o.Enum(
+        "loss", full,
+        {"sparse_categorical_crossentropy", "categorical_crossentropy",
+         "binary_crossentropy", "mse", "mean_squared_error"},
+        &spec.loss));
+  }
   if (spec.loss == "mean_squared_error") spec.loss = "mse";
 
   if (o.Has("metrics")) {
@@ -385,7 +403,7 @@ absl::StatusOr<JobSpec> ParseJobFields(const json& job, bool full) {
       }
       const std::string name = m.get<std::string>();
       if (name == "auc" && o.Has("loss") &&
-          o.At("loss") != json("binary_crossentropy")) {
+          spec.loss != "binary_crossentropy") {
         return PathError(absl::StrCat(o.Path("metrics"), "[", i, "]"),
                          "auc needs loss binary_crossentropy (a binary "
                          "model)");

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "kernels/initializers.h"
 #include "kernels/optimizers.h"
 #include "kernels/row_optimizers.h"
+#include "model/layer_config.h"
 #include "nlohmann/json.hpp"
 #include "job/job_limits.h"
 #include "strategies/placement_policy.h"
@@ -34,7 +36,9 @@ enum class Activation { kLinear, kRelu, kSigmoid, kTanh, kSoftmax };
 absl::StatusOr<Activation> ParseActivation(absl::string_view name);
 std::string ActivationName(Activation activation);
 
-enum class LayerType { kDense, kDropout, kFlatten };
+// kOther: any other layer of the model runtime (model/layers.h), given in
+// the short list by its snake_case type ("conv2d") and Keras's arguments.
+enum class LayerType { kDense, kDropout, kFlatten, kOther };
 std::string LayerTypeName(LayerType type);
 
 // One Keras layer. JSON keys by type:
@@ -46,6 +50,10 @@ std::string LayerTypeName(LayerType type);
 //            "minval", "maxval", "mean", "stddev"}.
 //   dropout: rate (in [0, 1), required), name.
 //   flatten: name.
+//   any other type of model::ClassOfShortType ("conv2d",
+//            "batch_normalization", "max_pooling2d", ...): Keras's
+//            arguments of that class by their Keras names (model/layers.h),
+//            checked when the model is built.
 struct LayerSpec {
   LayerType type = LayerType::kDense;
   std::string name;  // empty: Keras's automatic name ("dense", "dense_1", ...)
@@ -61,6 +69,9 @@ struct LayerSpec {
   bool bias_seed_set = false;
   // dropout
   double rate = 0.0;
+  // kOther: Keras's class name ("Conv2D") and arguments.
+  std::string class_name;
+  nlohmann::json config;
 };
 
 // An embedding over categorical columns (issue 15): the ids of `columns`
@@ -98,15 +109,36 @@ struct EmbeddingSpec {
 // (issue 15), input_shape is the dense features', each example also holds
 // `categorical_columns` int64 ids, and the layers take the dense features
 // followed by the embeddings' outputs (DenseModelSpec).
+//
+// A model may instead be a Keras model config (model.to_json(): Sequential
+// or Functional, tf.keras 2.x or Keras 3), held in `keras`; input_shape is
+// then the total of its inputs' floats per example ([features]) and
+// `layers` is empty. JSON: the Keras config itself as job.model, or
+// {"keras": <config>, "categorical_columns", "embeddings"} to put the PS's
+// embedding tables before it (the graph's inputs then take the dense
+// features followed by the embeddings' outputs).
+//
+// `from_logits` (job.loss {"from_logits": true}): the output is logits and
+// the cross-entropy applies the softmax (sigmoid) itself.
 struct ModelSpec {
   Shape input_shape;
   std::vector<LayerSpec> layers;
+  std::optional<model::GraphSpec> keras;
+  bool from_logits = false;
   int64_t categorical_columns = 0;
   std::vector<EmbeddingSpec> embeddings;
 };
 
 // The floats the embeddings add to each example's input to the layers.
 int64_t EmbeddingWidth(const ModelSpec& model);
+// The model as a layer graph: `keras` when set, else the layers in a
+// Sequential chain over input_shape (with embeddings: DenseModelSpec's).
+// Errors: INVALID_ARGUMENT for a model with no layers or input shape.
+absl::StatusOr<model::GraphSpec> ModelGraphSpec(const ModelSpec& model);
+// True when the model is the short list of dense, dropout and flatten
+// layers only (the MLP the GPU backend runs).
+bool IsDenseChain(const ModelSpec& model);
+
 // The layers' model: `model` without embeddings, its input_shape the dense
 // features plus EmbeddingWidth (the model itself when it has none).
 ModelSpec DenseModelSpec(const ModelSpec& model);
@@ -314,6 +346,9 @@ struct ModelFootprint {
   // layer that consumes or precedes them); -1 when there is none.
   int largest_layer = -1;
   int64_t largest_layer_bytes = 0;
+  // Models other than dense chains: the layer with the most parameters
+  // ("conv2d (Conv2D)"), or empty.
+  std::string largest_layer_name;
 };
 
 // The footprint of `model` trained by `optimizer` in batches of

@@ -1,6 +1,7 @@
 // The model part of a job: layers, activations, initializers, and the
 // model's validation against its loss.
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -13,9 +14,13 @@
 #include "common/status_macros.h"
 #include "job/job.h"
 #include "job/job_internal.h"
+#include "model/graph.h"
+#include "model/keras_format.h"
 
 namespace strata {
 namespace {
+
+using json = nlohmann::json;
 
 constexpr const char* kActivationNames = "relu, sigmoid, tanh, softmax, linear";
 
@@ -89,9 +94,24 @@ absl::Status ParseLayer(const json& value, const std::string& path,
                         LayerSpec* layer) {
   STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, path));
   std::string type;
-  STRATA_RETURN_IF_ERROR(
-      o.Enum("type", true, {"dense", "dropout", "flatten"}, &type));
-  if (type == "dense") {
+  STRATA_RETURN_IF_ERROR(o.String("type", true, &type));
+  const std::string other_class =
+      type == "dense" || type == "dropout" || type == "flatten"
+          ? std::string()
+          : model::ClassOfShortType(type);
+  if (type != "dense" && type != "dropout" && type != "flatten" &&
+      other_class.empty()) {
+    return PathError(o.Path("type"),
+                     absl::StrCat(Quote(type), " is not one of ",
+                                  model::ShortTypeNames()));
+  }
+  if (!other_class.empty()) {
+    layer->type = LayerType::kOther;
+    layer->class_name = other_class;
+    layer->config = value;
+    layer->config.erase("type");
+    layer->config.erase("name");
+  } else if (type == "dense") {
     layer->type = LayerType::kDense;
     STRATA_RETURN_IF_ERROR(o.CheckKeys(
         {"type", "name", "units", "activation", "use_bias",
@@ -127,6 +147,10 @@ absl::Status ParseLayer(const json& value, const std::string& path,
     layer->type = LayerType::kFlatten;
     STRATA_RETURN_IF_ERROR(
         o.CheckKeys({"type", "name"}, " for a flatten layer"));
+  }
+  if (layer->type == LayerType::kOther && o.Has("name") &&
+      !o.At("name").is_string()) {
+    return PathError(o.Path("name"), "expected a string");
   }
   STRATA_RETURN_IF_ERROR(o.String("name", false, &layer->name));
   if (o.Has("name") && !ValidLayerName(layer->name)) {
@@ -254,13 +278,9 @@ absl::Status CheckSharedTables(const std::vector<EmbeddingSpec>& embeddings) {
   return absl::OkStatus();
 }
 
-absl::Status ParseModel(const json& value, ModelSpec* model) {
-  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, "job.model"));
-  STRATA_RETURN_IF_ERROR(o.CheckKeys(
-      {"input_shape", "layers", "categorical_columns", "embeddings"}));
+absl::Status ParseEmbeddings(Object& o, ModelSpec* model) {
   STRATA_RETURN_IF_ERROR(o.Int("categorical_columns", false, 0, 1 << 16,
                                &model->categorical_columns));
-  model->embeddings.clear();
   if (o.Has("embeddings")) {
     const json& embeddings = o.At("embeddings");
     if (!embeddings.is_array()) {
@@ -281,6 +301,61 @@ absl::Status ParseModel(const json& value, ModelSpec* model) {
     }
     STRATA_RETURN_IF_ERROR(CheckSharedTables(model->embeddings));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ParseModel(const json& value, ModelSpec* model) {
+  model->keras.reset();
+  if (model::IsKerasModelJson(value)) {
+    model->embeddings.clear();
+    model->categorical_columns = 0;
+    model->layers.clear();
+    STRATA_ASSIGN_OR_RETURN(model::GraphSpec graph,
+                            model::ParseKerasModel(value, "job.model"));
+    if (graph.inputs.size() == 1) {
+      model->input_shape = graph.inputs[0].shape;
+    } else {
+      int64_t features = 0;
+      for (const model::InputSpec& in : graph.inputs) {
+        features += NumElements(in.shape);
+      }
+      model->input_shape = {features};
+    }
+    model->keras = std::move(graph);
+    return absl::OkStatus();
+  }
+  STRATA_ASSIGN_OR_RETURN(Object o, Object::Make(value, "job.model"));
+  if (o.Has("keras")) {
+    STRATA_RETURN_IF_ERROR(
+        o.CheckKeys({"keras", "categorical_columns", "embeddings"}));
+    model->embeddings.clear();
+    STRATA_RETURN_IF_ERROR(ParseEmbeddings(o, model));
+    model->layers.clear();
+    STRATA_ASSIGN_OR_RETURN(
+        model::GraphSpec graph,
+        model::ParseKerasModel(o.At("keras"), "job.model.keras"));
+    int64_t features = 0;
+    for (const model::InputSpec& in : graph.inputs) {
+      features += NumElements(in.shape);
+    }
+    const int64_t width = EmbeddingWidth(*model);
+    if (features < width) {
+      return PathError(o.Path("keras"),
+                       absl::StrCat("the model's inputs take ", features,
+                                    " floats per example, fewer than the "
+                                    "embeddings' ", width));
+    }
+    model->input_shape = {features - width};
+    if (model->embeddings.empty() && graph.inputs.size() == 1) {
+      model->input_shape = graph.inputs[0].shape;
+    }
+    model->keras = std::move(graph);
+    return absl::OkStatus();
+  }
+  STRATA_RETURN_IF_ERROR(o.CheckKeys(
+      {"input_shape", "layers", "categorical_columns", "embeddings"}));
+  model->embeddings.clear();
+  STRATA_RETURN_IF_ERROR(ParseEmbeddings(o, model));
   STRATA_RETURN_IF_ERROR(o.Required("input_shape"));
   const json& shape = o.At("input_shape");
   if (!shape.is_array() || shape.empty()) {
@@ -336,6 +411,169 @@ using job_internal::Quote;
 using job_internal::Show;
 using job_internal::ValidLayerName;
 
+namespace {
+
+using json = nlohmann::json;
+
+// Keras's automatic layer name base: the class in snake_case ("Conv2D" ->
+// "conv2d", "BatchNormalization" -> "batch_normalization").
+std::string KerasAutoName(const std::string& cls) {
+  std::string out;
+  for (size_t i = 0; i < cls.size(); ++i) {
+    const char c = cls[i];
+    const bool upper = c >= 'A' && c <= 'Z';
+    if (upper && i > 0) {
+      const char prev = cls[i - 1];
+      const bool prev_lower = (prev >= 'a' && prev <= 'z');
+      const bool next_lower =
+          i + 1 < cls.size() && cls[i + 1] >= 'a' && cls[i + 1] <= 'z';
+      const bool prev_upper = prev >= 'A' && prev <= 'Z';
+      if (prev_lower || (prev_upper && next_lower)) out.push_back('_');
+    }
+    out.push_back(upper ? static_cast<char>(c - 'A' + 'a') : c);
+  }
+  return out;
+}
+
+json InitializerJson(const InitializerSpec& init, bool seed_set) {
+  json j = {{"type", InitializerTypeName(init.type)},
+            {"value", init.value},
+            {"minval", init.minval},
+            {"maxval", init.maxval},
+            {"mean", init.mean},
+            {"stddev", init.stddev}};
+  if (seed_set) j["seed"] = init.seed;
+  return j;
+}
+
+// The checks of a model that is not a dense chain: the graph builds (every
+// layer, argument and shape), one output of shape [units] that fits the
+// loss.
+absl::Status ValidateGraphAndLoss(const ModelSpec& model,
+                                  absl::string_view loss) {
+  absl::StatusOr<model::GraphSpec> spec = ModelGraphSpec(model);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<model::Graph> graph =
+      model::Graph::Build(*spec, 0, "job.model");
+  if (!graph.ok()) return graph.status();
+  if (graph->num_outputs() != 1) {
+    return PathError("job.model",
+                     absl::StrCat("the model has ", graph->num_outputs(),
+                                  " outputs; training takes one (the data "
+                                  "holds one label per example)"));
+  }
+  const Shape& out = graph->output_shape(0);
+  const std::string name = graph->output_layer(0).name();
+  if (out.size() != 1) {
+    return PathError("job.model",
+                     absl::StrCat("the output (layer '", name, "') is ",
+                                  ShapeString(out),
+                                  " per example; it must be [units] (add a "
+                                  "Flatten or a global pooling before the "
+                                  "output layer)"));
+  }
+  const std::string act = graph->output_layer(0).output_activation();
+  const int64_t units = out[0];
+  if (loss == "sparse_categorical_crossentropy" ||
+      loss == "categorical_crossentropy") {
+    if (act != "softmax" && !model.from_logits) {
+      return PathError("job.loss",
+                       absl::StrCat(loss, " needs a softmax output (layer '",
+                                    name, "' ends in ",
+                                    act.empty() ? "no activation" : act,
+                                    "), or {\"from_logits\": true}"));
+    }
+    if (units < 2) {
+      return PathError("job.loss",
+                       absl::StrCat(loss, " needs an output of >= 2 units "
+                                    "(one per class); layer '", name,
+                                    "' gives ", units));
+    }
+  } else if (loss == "binary_crossentropy") {
+    if (act != "sigmoid" && !model.from_logits) {
+      return PathError("job.loss",
+                       absl::StrCat(loss, " needs a sigmoid output (layer '",
+                                    name, "' ends in ",
+                                    act.empty() ? "no activation" : act,
+                                    "), or {\"from_logits\": true}"));
+    }
+    if (units != 1) {
+      return PathError("job.loss",
+                       absl::StrCat(loss, " needs an output of 1 unit "
+                                    "(labels 0/1); layer '", name,
+                                    "' gives ", units));
+    }
+  } else if (loss != "mse" && loss != "mean_squared_error") {
+    return PathError("job.loss",
+                     absl::StrCat(Quote(loss), " is not one of "
+                                  "sparse_categorical_crossentropy, "
+                                  "categorical_crossentropy, "
+                                  "binary_crossentropy, mse"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool IsDenseChain(const ModelSpec& model) {
+  if (model.keras.has_value()) return false;
+  for (const LayerSpec& l : model.layers) {
+    if (l.type == LayerType::kOther) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<model::GraphSpec> ModelGraphSpec(const ModelSpec& spec) {
+  if (!spec.embeddings.empty() && !spec.keras.has_value()) {
+    return ModelGraphSpec(DenseModelSpec(spec));
+  }
+  if (spec.keras.has_value()) return *spec.keras;
+  if (spec.input_shape.empty()) {
+    return PathError("job.model.input_shape", "must not be empty");
+  }
+  if (spec.layers.empty()) {
+    return PathError("job.model.layers", "must hold at least one layer");
+  }
+  model::GraphSpec g;
+  g.name = "sequential";
+  g.sequential = true;
+  g.inputs.push_back({"input_1", spec.input_shape});
+  const std::vector<std::string> names = ResolveLayerNames(spec);
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const LayerSpec& l = spec.layers[i];
+    model::LayerConfig c;
+    c.name = names[i];
+    switch (l.type) {
+      case LayerType::kDense:
+        c.class_name = "Dense";
+        c.config = {{"units", l.units},
+                    {"activation", ActivationName(l.activation)},
+                    {"use_bias", l.use_bias},
+                    {"kernel_initializer",
+                     InitializerJson(l.kernel_initializer, l.kernel_seed_set)},
+                    {"bias_initializer",
+                     InitializerJson(l.bias_initializer, l.bias_seed_set)}};
+        break;
+      case LayerType::kDropout:
+        c.class_name = "Dropout";
+        c.config = {{"rate", l.rate}};
+        break;
+      case LayerType::kFlatten:
+        c.class_name = "Flatten";
+        c.config = json::object();
+        break;
+      case LayerType::kOther:
+        c.class_name = l.class_name;
+        c.config = l.config.is_object() ? l.config : json::object();
+        break;
+    }
+    g.layers.push_back(std::move(c));
+  }
+  return g;
+}
+
+
+
 absl::StatusOr<Activation> ParseActivation(absl::string_view name) {
   for (Activation a : {Activation::kLinear, Activation::kRelu,
                        Activation::kSigmoid, Activation::kTanh,
@@ -370,6 +608,8 @@ std::string LayerTypeName(LayerType type) {
       return "dropout";
     case LayerType::kFlatten:
       return "flatten";
+    case LayerType::kOther:
+      return "other";
   }
   return absl::StrCat("unknown(", static_cast<int>(type), ")");
 }
@@ -391,6 +631,8 @@ ModelSpec DenseModelSpec(const ModelSpec& model) {
   for (int64_t d : model.input_shape) features *= d;
   dense.input_shape = {features + EmbeddingWidth(model)};
   dense.layers = model.layers;
+  dense.keras = model.keras;
+  dense.from_logits = model.from_logits;
   return dense;
 }
 
@@ -412,6 +654,7 @@ absl::Status ValidateModelAndLoss(const ModelSpec& model,
                                     model.input_shape[i]));
     }
   }
+  if (!IsDenseChain(model)) return ValidateGraphAndLoss(model, loss);
   if (model.layers.empty()) {
     return PathError("job.model.layers", "must hold at least one layer");
   }
@@ -455,7 +698,7 @@ absl::Status ValidateModelAndLoss(const ModelSpec& model,
   const std::string out_path = absl::StrCat("job.model.layers[", last, "]");
   if (loss == "sparse_categorical_crossentropy" ||
       loss == "categorical_crossentropy") {
-    if (out.activation != Activation::kSoftmax) {
+    if (out.activation != Activation::kSoftmax && !model.from_logits) {
       return PathError(out_path + ".activation",
                        absl::StrCat("job.loss ", loss,
                                     " needs a softmax output layer, got ",
@@ -469,7 +712,7 @@ absl::Status ValidateModelAndLoss(const ModelSpec& model,
                                     out.units));
     }
   } else if (loss == "binary_crossentropy") {
-    if (out.activation != Activation::kSigmoid) {
+    if (out.activation != Activation::kSigmoid && !model.from_logits) {
       return PathError(out_path + ".activation",
                        absl::StrCat("job.loss ", loss,
                                     " needs a sigmoid output layer, got ",
@@ -494,14 +737,16 @@ absl::Status ValidateModelAndLoss(const ModelSpec& model,
 
 std::vector<std::string> ResolveLayerNames(const ModelSpec& model) {
   std::vector<std::string> names;
-  int counts[3] = {0, 0, 0};
+  std::map<std::string, int> counts;
   for (const LayerSpec& layer : model.layers) {
     if (!layer.name.empty()) {
       names.push_back(layer.name);
       continue;
     }
-    int& n = counts[static_cast<int>(layer.type)];
-    const std::string base = LayerTypeName(layer.type);
+    const std::string base = layer.type == LayerType::kOther
+                                 ? KerasAutoName(layer.class_name)
+                                 : LayerTypeName(layer.type);
+    int& n = counts[base];
     names.push_back(n == 0 ? base : absl::StrCat(base, "_", n));
     ++n;
   }

@@ -66,6 +66,19 @@ absl::StatusOr<Graph> Graph::Build(const GraphSpec& spec, uint64_t seed,
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     const LayerConfig& lc = spec.layers[i];
     const std::string lpath = absl::StrCat(path, ".layers[", i, "]");
+    bool valid_name = !lc.name.empty() && lc.name.size() <= 128;
+    for (char c : lc.name) {
+      valid_name = valid_name && ((c >= 'a' && c <= 'z') ||
+                                  (c >= 'A' && c <= 'Z') ||
+                                  (c >= '0' && c <= '9') || c == '_' ||
+                                  c == '-' || c == '.');
+    }
+    if (!valid_name) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          lpath, ": layer name '", lc.name,
+          "' must be 1 to 128 letters, digits, '_', '-' or '.' (it names "
+          "the layer's variables)"));
+    }
     if (input_index.count(lc.name) > 0 ||
         !layer_index.emplace(lc.name, static_cast<int>(i)).second) {
       return absl::InvalidArgumentError(absl::StrCat(

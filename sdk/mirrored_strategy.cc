@@ -47,8 +47,10 @@ class MirroredTrainer {
   MirroredTrainer(const Model& model, const ::strata::Optimizer& optimizer,
                   uint64_t seed, int num_replicas,
                   std::unique_ptr<collective::NcclGroup> nccl,
-                  internal::ModelState::ReplicaState* state)
+                  internal::ModelState::ReplicaState* state,
+                  ModelWorkspace* state_home)
       : model_(model),
+        state_home_(state_home),
         optimizer_(optimizer),
         seed_(seed),
         state_(state),
@@ -66,8 +68,33 @@ class MirroredTrainer {
       Replica& rep = replicas_[r];
       if (r > 0) rep.own = *state_;
       rep.state = r == 0 ? state_ : &rep.own;
-      rep.flat.assign(static_cast<size_t>(num_params_ + 2), 0.0f);
     }
+    for (const VariableDef& v : model_.state_variables()) {
+      num_state_ += NumElements(v.shape);
+    }
+    for (Replica& rep : replicas_) {
+      rep.flat.assign(static_cast<size_t>(num_params_ + 2 + num_state_), 0.0f);
+    }
+  }
+
+  // Every replica starts from the model's state (BatchNormalization's
+  // moving statistics) where the trainer keeps it.
+  absl::Status LoadState() {
+    if (num_state_ == 0) return absl::OkStatus();
+    STRATA_ASSIGN_OR_RETURN(std::vector<std::vector<float>> state,
+                            model_.GetState(state_home_));
+    for (Replica& rep : replicas_) {
+      STRATA_RETURN_IF_ERROR(model_.SetState(&rep.workspace, state));
+    }
+    return absl::OkStatus();
+  }
+
+  // Replica 0's state (the replicas' averaged) back to the trainer's.
+  absl::Status StoreState() {
+    if (num_state_ == 0) return absl::OkStatus();
+    STRATA_ASSIGN_OR_RETURN(std::vector<std::vector<float>> state,
+                            model_.GetState(&replicas_[0].workspace));
+    return model_.SetState(state_home_, std::move(state));
   }
 
   // One epoch over `train` in the order EpochPermutation(train.size,
@@ -172,15 +199,38 @@ class MirroredTrainer {
       }
       flat[num_params_] = static_cast<float>(stats.loss) * share;
       flat[num_params_ + 1] = static_cast<float>(stats.accuracy) * share;
+      if (num_state_ > 0) {
+        // The moving statistics, share-weighted: averaged across replicas
+        // every step, as tf.distribute's MirroredStrategy averages them.
+        absl::StatusOr<std::vector<std::vector<float>>> state =
+            model_.GetState(&rep.workspace);
+        if (!state.ok()) return Leave(transport, state.status());
+        float* dst = flat + num_params_ + 2;
+        for (const std::vector<float>& v : *state) {
+          for (float x : v) *dst++ = x * share;
+        }
+      }
+      const int64_t reduced = num_params_ + 2 + num_state_;
       // On failure the group is aborted, so every replica's wait ends.
       if (nccl_ != nullptr) {
         STRATA_RETURN_IF_ERROR(nccl_->AllReduce(r, DType::kFloat32, flat,
-                                                num_params_ + 2,
+                                                reduced,
                                                 collective::NcclReduce::kSum));
       } else {
         STRATA_RETURN_IF_ERROR(collective::AllReduceSum(
-            transport, DType::kFloat32, flat, num_params_ + 2,
+            transport, DType::kFloat32, flat, reduced,
             absl::StrCat("step", step), options_));
+      }
+      if (num_state_ > 0) {
+        std::vector<std::vector<float>> state;
+        const float* src = flat + num_params_ + 2;
+        for (const VariableDef& def : model_.state_variables()) {
+          const int64_t k = NumElements(def.shape);
+          state.emplace_back(src, src + k);
+          src += k;
+        }
+        absl::Status set = model_.SetState(&rep.workspace, std::move(state));
+        if (!set.ok()) return Leave(transport, set);
       }
       for (size_t v = 0; v < sizes_.size(); ++v) {
         std::vector<void*> slots;
@@ -223,6 +273,7 @@ class MirroredTrainer {
   }
 
   const Model& model_;
+  ModelWorkspace* const state_home_;
   const ::strata::Optimizer& optimizer_;
   const uint64_t seed_;
   internal::ModelState::ReplicaState* const state_;
@@ -232,6 +283,7 @@ class MirroredTrainer {
   std::vector<int64_t> offsets_;
   std::vector<int64_t> sizes_;
   int64_t num_params_ = 0;
+  int64_t num_state_ = 0;  // floats of the model's non-trainable state
   collective::CollectiveOptions options_;
   // Replica 0's sums over the current epoch, and whom it tells of a step.
   const internal::StepObserver* on_step_ = nullptr;
@@ -353,13 +405,20 @@ absl::StatusOr<History> MirroredStrategy::Fit(internal::ModelState& m,
     STRATA_ASSIGN_OR_RETURN(nccl, collective::NcclGroup::Create(gpus_));
   }
   MirroredTrainer trainer(m.model(), *optimizer, fit.job.seed, num_replicas_,
-                          std::move(nccl), &*m.mirrored);
+                          std::move(nccl), &*m.mirrored,
+                          m.local_layers().workspace());
+  STRATA_RETURN_IF_ERROR(trainer.LoadState());
   return internal::RunLocalEpochs(
       m, fit, options,
       [&](int epoch,
           const internal::StepObserver& on_step) -> absl::StatusOr<StepStats> {
-        return trainer.TrainEpoch(*fit.train, fit.job.batch_size,
-                                  fit.job.shuffle_seed, epoch, on_step);
+        STRATA_ASSIGN_OR_RETURN(
+            StepStats stats,
+            trainer.TrainEpoch(*fit.train, fit.job.batch_size,
+                               fit.job.shuffle_seed, epoch, on_step));
+        // Evaluate (the trainer's workspace) sees the averaged statistics.
+        STRATA_RETURN_IF_ERROR(trainer.StoreState());
+        return stats;
       });
 }
 

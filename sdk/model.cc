@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "sdk/internal.h"
@@ -73,6 +74,11 @@ std::string ShapeString(int64_t width) {
   return absl::StrCat("(None, ", width, ")");
 }
 
+// Keras's summary form of a per-example shape: "(None, 26, 26, 32)".
+std::string KerasShape(const Shape& shape) {
+  return absl::StrCat("(None, ", absl::StrJoin(shape, ", "), ")");
+}
+
 }  // namespace
 
 // Layers ---------------------------------------------------------------------
@@ -104,6 +110,37 @@ Layer Flatten(std::vector<int64_t> input_shape) {
   layer.type = "flatten";
   layer.input_shape = std::move(input_shape);
   return layer;
+}
+
+Layer KerasLayer(std::string type, std::string args_json,
+                 std::vector<int64_t> input_shape) {
+  Layer layer;
+  layer.type = std::move(type);
+  layer.args_json = std::move(args_json);
+  layer.input_shape = std::move(input_shape);
+  return layer;
+}
+
+Layer Conv2D(int64_t filters, int64_t kernel_size, std::string activation,
+             std::vector<int64_t> input_shape) {
+  return KerasLayer("conv2d",
+                    json{{"filters", filters},
+                         {"kernel_size", kernel_size},
+                         {"activation", activation}}
+                        .dump(),
+                    std::move(input_shape));
+}
+
+Layer MaxPooling2D(int64_t pool_size) {
+  return KerasLayer("max_pooling2d", json{{"pool_size", pool_size}}.dump());
+}
+
+Layer BatchNormalization() { return KerasLayer("batch_normalization"); }
+
+Layer Reshape(std::vector<int64_t> target_shape,
+              std::vector<int64_t> input_shape) {
+  return KerasLayer("reshape", json{{"target_shape", target_shape}}.dump(),
+                    std::move(input_shape));
 }
 
 std::vector<Embedding> EmbeddingPerColumn(int64_t categorical,
@@ -190,7 +227,21 @@ absl::StatusOr<json> ModelJson(const std::vector<Layer>& layers,
           "input_shape)"));
     }
     json j = {{"type", l.type}};
-    if (l.type == "dense") {
+    if (l.type != "dense" && l.type != "dropout" && l.type != "flatten") {
+      json args = json::object();
+      if (!l.args_json.empty()) {
+        args = json::parse(l.args_json, nullptr, /*allow_exceptions=*/false);
+        if (!args.is_object()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "job.model.layers[", i, "]: the arguments of layer type '",
+              l.type, "' must be a JSON object, got: ", l.args_json));
+        }
+      }
+      for (auto it = args.begin(); it != args.end(); ++it) {
+        if (it.key() == "type") continue;
+        j[it.key()] = it.value();
+      }
+    } else if (l.type == "dense") {
       j["units"] = l.units;
       j["activation"] = l.activation;
       if (!l.use_bias) j["use_bias"] = false;
@@ -348,7 +399,8 @@ absl::StatusOr<EvalResult> Sequential::Evaluate(const Dataset& data,
   STRATA_ASSIGN_OR_RETURN(
       StepStats stats,
       state_->model().Evaluate(Model::Views(state_->params()), *loaded,
-                               batch_size));
+                               batch_size,
+                               state_->local_layers().workspace()));
   EvalResult r;
   r.loss = stats.loss;
   r.accuracy = stats.accuracy;
@@ -384,12 +436,13 @@ absl::StatusOr<std::vector<float>> Sequential::Predict(
   std::vector<float> out;
   out.reserve(loaded->size * model.num_outputs());
   std::vector<float> chunk;
-  ModelWorkspace workspace;
+  // The trainer's workspace: it holds the model's state (moving statistics).
+  ModelWorkspace* workspace = state_->local_layers().workspace();
   for (int64_t start = 0; start < loaded->size; start += batch_size) {
     const int64_t b = std::min(batch_size, loaded->size - start);
     STRATA_RETURN_IF_ERROR(model.Predict(
         views, loaded->x.data() + start * loaded->features, b, &chunk,
-        &workspace));
+        workspace));
     out.insert(out.end(), chunk.begin(), chunk.end());
   }
   return out;
@@ -460,6 +513,39 @@ absl::StatusOr<std::vector<std::string>> Sequential::WeightNames() const {
 absl::StatusOr<std::string> Sequential::Summary() const {
   STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "Summary"));
   const internal::ModelState& s = *state_;
+  bool dense_chain = true;
+  for (const Layer& l : s.layers) {
+    dense_chain = dense_chain && (l.type == "dense" || l.type == "dropout" ||
+                                  l.type == "flatten");
+  }
+  if (!dense_chain) {
+    // A layer graph: each layer's output shape and parameters from it.
+    const model::Graph& g = s.model().graph();
+    std::string out = absl::StrFormat(
+        "Model: \"%s\" (%s, %d replicas in sync)\n", s.options.name,
+        s.strategy->name(), s.strategy->num_replicas_in_sync());
+    const std::string rule(65, '=');
+    absl::StrAppendFormat(&out, "%-30s%-20s%s\n%s\n", "Layer (type)",
+                          "Output Shape", "Param #", rule);
+    int64_t state = 0;
+    for (int i = 0; i < g.num_layers(); ++i) {
+      const model::Layer& l = g.layer(i);
+      int64_t params = 0;
+      for (const model::WeightDef& w : l.weights()) {
+        params += NumElements(w.shape);
+        if (!w.trainable) state += NumElements(w.shape);
+      }
+      absl::StrAppendFormat(&out, "%-30s%-20s%d\n",
+                            absl::StrCat(l.name(), " (", l.class_name(), ")"),
+                            KerasShape(l.output_shape()), params);
+    }
+    absl::StrAppendFormat(
+        &out, "%s\nTotal params: %d\nTrainable params: %d\n"
+              "Non-trainable params: %d\n",
+        rule, s.model().num_parameters() + state, s.model().num_parameters(),
+        state);
+    return out;
+  }
   ModelSpec spec;
   for (const Layer& l : s.layers) {
     // Compile accepted the layers, so every type is one of these.

@@ -194,13 +194,18 @@ Dataset FromArrays(std::vector<float> x, std::vector<int32_t> labels,
 // first layer of a model may carry an input shape (Keras's input_dim /
 // input_shape).
 struct Layer {
-  std::string type;  // "dense", "dropout", "flatten"
+  // "dense", "dropout", "flatten", or any other layer of the model runtime
+  // by its snake_case type ("conv2d", "max_pooling2d",
+  // "batch_normalization", ...; see README "Layers"), whose Keras arguments
+  // are `args_json`.
+  std::string type;
   int64_t units = 0;                 // dense
   std::string activation = "linear";  // dense: linear relu sigmoid tanh softmax
   bool use_bias = true;              // dense
   double rate = 0;                   // dropout, in [0, 1)
   std::vector<int64_t> input_shape;  // one example's shape, without the batch
   std::string name;  // empty: Keras's automatic name ("dense", "dense_1", ...)
+  std::string args_json;  // other types: Keras's arguments, a JSON object
 
   // This layer with an explicit name (it names its variables:
   // "NAME/kernel", "NAME/bias").
@@ -211,6 +216,18 @@ Layer Dense(int64_t units, std::string activation = "linear",
             int64_t input_dim = 0);
 Layer Dropout(double rate);
 Layer Flatten(std::vector<int64_t> input_shape = {});
+// Any layer by type and Keras's arguments as a JSON object
+// (KerasLayer("conv2d", R"({"filters": 32, "kernel_size": 3})")). The
+// arguments are checked at Compile, errors naming the layer and argument.
+Layer KerasLayer(std::string type, std::string args_json = "{}",
+                 std::vector<int64_t> input_shape = {});
+Layer Conv2D(int64_t filters, int64_t kernel_size,
+             std::string activation = "linear",
+             std::vector<int64_t> input_shape = {});
+Layer MaxPooling2D(int64_t pool_size = 2);
+Layer BatchNormalization();
+Layer Reshape(std::vector<int64_t> target_shape,
+              std::vector<int64_t> input_shape = {});
 
 // An optimizer and its hyper-parameters (Keras's names and defaults;
 // fields the type does not use are ignored). Implicitly built from a type

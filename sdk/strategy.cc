@@ -258,7 +258,8 @@ absl::StatusOr<History> RunLocalEpochs(
                           : 0.0;
     if (fit.test != nullptr && EvaluationDue(job, e)) {
       STRATA_ASSIGN_OR_RETURN(
-          StepStats t, m.model().Evaluate(Model::Views(m.params()), *fit.test));
+          StepStats t, m.model().Evaluate(Model::Views(m.params()), *fit.test,
+                                          1024, m.local_layers().workspace()));
       r.evaluated = true;
       r.test_loss = t.loss;
       r.test_accuracy = t.accuracy;

@@ -186,6 +186,31 @@ TEST(DatagenTest, SplitReportsTheCeilingOfWhatTrainingSaw) {
 
 // Multi-hot columns: 1 to max_hot ids a present field, readable as lists;
 // the other columns are what they would be without them (same draws).
+TEST(DatagenTest, TestOutSplitsIntoTwoFilesInNewDirectories) {
+  const std::string dir = TestDir();
+  // The whole set in one file, as the reference.
+  DatagenOptions whole = Small(dir + "/whole.tsv", 300, 9);
+  whole.split = 200;
+  ASSERT_TRUE(GenerateCriteoData(whole).ok());
+  // The same examples split into train and test files, in directories that
+  // do not exist yet.
+  DatagenOptions split = Small(dir + "/a/b/train.tsv", 300, 9);
+  split.split = 200;
+  split.test_path = dir + "/c/test.tsv";
+  absl::StatusOr<DatagenSummary> s = GenerateCriteoData(split);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::string train = ReadFile(dir + "/a/b/train.tsv");
+  const std::string test = ReadFile(dir + "/c/test.tsv");
+  EXPECT_EQ(train + test, ReadFile(dir + "/whole.tsv"));
+  EXPECT_EQ(ReadAll(dir + "/a/b/train.tsv").examples, 200);
+  EXPECT_EQ(ReadAll(dir + "/c/test.tsv").examples, 100);
+  // A test file needs a split.
+  DatagenOptions bad = Small(dir + "/x.tsv", 10, 1);
+  bad.test_path = dir + "/y.tsv";
+  EXPECT_EQ(GenerateCriteoData(bad).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(DatagenTest, MultiHotColumnsWriteIdListsOfOneToMaxHot) {
   const std::string dir = TestDir();
   DatagenOptions options = Small(dir + "/multi.tsv", 2000, 5);

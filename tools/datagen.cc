@@ -7,6 +7,7 @@
 #include <array>
 #include <cerrno>
 #include <cmath>
+#include <filesystem>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -418,9 +419,30 @@ absl::StatusOr<DatagenSummary> GenerateCriteoData(
       std::sqrt(1.0 + kPi * options.noise * options.noise / 8.0);
   const Calibration cal = Calibrate(model, options, probit_scale);
 
+  if (!options.test_path.empty() && options.split <= 0) {
+    return absl::InvalidArgumentError(
+        "test_out needs split > 0 (the examples from split on are the test "
+        "set)");
+  }
+  // The files' directories, as `mkdir -p` makes them.
+  for (const std::string& p : {options.path, options.test_path}) {
+    const std::filesystem::path dir = std::filesystem::path(p).parent_path();
+    std::error_code ec;
+    if (!p.empty() && !dir.empty()) {
+      std::filesystem::create_directories(dir, ec);
+      if (ec) return WriteError(dir.string(), ec.value());
+    }
+  }
   const std::string temp_path = absl::StrCat(options.path, ".tmp");
   OutputFile out;
   STRATA_RETURN_IF_ERROR(out.Open(temp_path, options.gzip));
+  const bool separate_test = !options.test_path.empty();
+  const std::string test_temp_path = absl::StrCat(options.test_path, ".tmp");
+  OutputFile test_out;
+  if (separate_test) {
+    STRATA_RETURN_IF_ERROR(test_out.Open(test_temp_path, options.gzip));
+  }
+  std::string test_text;
   BinaryMetrics bayes;
   DatagenSummary summary;
   summary.bias = cal.bias;
@@ -500,33 +522,39 @@ absl::StatusOr<DatagenSummary> GenerateCriteoData(
       test_labels.push_back(label ? 1.0f : 0.0f);
     }
 
-    text.push_back(label ? '1' : '0');
+    // Test examples go to their own file when there is one.
+    std::string& text_ref = separate_test && in_test ? test_text : text;
+    text_ref.push_back(label ? '1' : '0');
     const double z = (s - cal.mean) / options.signal_std;
     for (int j = 0; j < kCriteoDenseColumns; ++j) {
-      text.push_back('\t');
+      text_ref.push_back('\t');
       if (rng.NextDouble() < options.missing_rate) continue;
       if (j == 1 && rng.NextDouble() < 0.05) {  // Criteo's I2 goes negative
-        absl::StrAppend(&text, -1 - static_cast<int>(rng.NextDouble() * 3));
+        absl::StrAppend(&text_ref, -1 - static_cast<int>(rng.NextDouble() * 3));
         continue;
       }
       double mean = kIntegerMeans[j];
       if (j < kCorrelatedIntegers) mean *= std::exp(0.5 * z);
-      absl::StrAppend(&text, Geometric(mean, &rng));
+      absl::StrAppend(&text_ref, Geometric(mean, &rng));
     }
     for (int c = 0; c < kCriteoCategoricalColumns; ++c) {
-      text.push_back('\t');
+      text_ref.push_back('\t');
       if (!present[c]) continue;
       if (!multi_hot[c]) {
-        AppendHex8(ids[c], &text);
+        AppendHex8(ids[c], &text_ref);
         continue;
       }
       for (size_t k = 0; k < lists[c].size(); ++k) {
-        if (k > 0) text.push_back(',');
-        AppendHex8(lists[c][k], &text);
+        if (k > 0) text_ref.push_back(',');
+        AppendHex8(lists[c][k], &text_ref);
       }
     }
-    text.push_back('\n');
-    if (text.size() >= kFlushBytes) {
+    text_ref.push_back('\n');
+    if (test_text.size() >= kFlushBytes) {
+      status = test_out.Write(test_text);
+      test_text.clear();
+    }
+    if (status.ok() && text.size() >= kFlushBytes) {
       status = out.Write(text);
       text.clear();
       if (status.ok()) status = flush_metrics();
@@ -534,15 +562,25 @@ absl::StatusOr<DatagenSummary> GenerateCriteoData(
     }
   }
   if (status.ok()) status = out.Write(text);
+  if (status.ok() && separate_test) status = test_out.Write(test_text);
   if (status.ok()) status = flush_metrics();
   if (status.ok()) status = flush_ceilings();
   const absl::Status closed = out.Close();
   if (status.ok()) status = closed;
+  if (separate_test) {
+    const absl::Status test_closed = test_out.Close();
+    if (status.ok()) status = test_closed;
+  }
   if (status.ok() && std::rename(temp_path.c_str(), options.path.c_str()) != 0) {
     status = WriteError(options.path, errno);
   }
+  if (status.ok() && separate_test &&
+      std::rename(test_temp_path.c_str(), options.test_path.c_str()) != 0) {
+    status = WriteError(options.test_path, errno);
+  }
   if (!status.ok()) {
     std::remove(temp_path.c_str());
+    if (separate_test) std::remove(test_temp_path.c_str());
     return status;
   }
   summary.examples = options.examples;
@@ -578,6 +616,7 @@ std::string DatagenSummaryJson(const DatagenOptions& options,
   j["bias"] = summary.bias;
   if (options.split > 0) {
     j["split"] = options.split;
+    if (!options.test_path.empty()) j["test_path"] = options.test_path;
     j["test_bayes_auc"] = number(summary.test_bayes_auc);
     j["seen_ids_auc"] = {{"1", number(summary.seen_ids_auc[0])},
                          {"2", number(summary.seen_ids_auc[1])},

@@ -75,6 +75,10 @@ struct DatagenOptions {
   // of every id seen at least k times in training (k = 1, 2, 5) and uses
   // the prior mean (0) for the others. [0, examples).
   int64_t split = 0;
+  // With split > 0: the test examples (from `split` on) are written here
+  // instead of after the training ones in `path` (which then holds the
+  // first `split`). The directories of both files are created.
+  std::string test_path;
 };
 
 struct DatagenSummary {

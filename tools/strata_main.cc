@@ -106,6 +106,9 @@ ABSL_FLAG(int64_t, split, 0, "datagen: the first N examples are the "
           "training set (the rest the test set): the summary adds the test "
           "set's Bayes AUC and the ceilings of a learner that saw only the "
           "training set (seen_ids_auc); 0: none");
+ABSL_FLAG(std::string, test_out, "", "datagen: with --split, write the "
+          "test examples to this file (--out then holds the training "
+          "set); the directories of both files are created");
 
 namespace {
 
@@ -343,6 +346,7 @@ int Datagen() {
   }
   options.max_hot = absl::GetFlag(FLAGS_max_hot);
   options.split = absl::GetFlag(FLAGS_split);
+  options.test_path = absl::GetFlag(FLAGS_test_out);
   auto summary = strata::GenerateCriteoData(options);
   if (!summary.ok()) {
     std::cerr << "strata datagen: " << summary.status().message() << "\n";

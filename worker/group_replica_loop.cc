@@ -264,11 +264,32 @@ absl::Status GroupTrainer::ReplicaLoop(const v1::GroupAssignment& a, int local,
     }
     flat[num_params_] = static_cast<float>(stats.loss) * share;
     flat[num_params_ + 1] = static_cast<float>(stats.accuracy) * share;
+    if (num_state_ > 0) {
+      // The moving statistics this replica's batch gave, share-weighted:
+      // their sum over the group is the update of the global batch.
+      STRATA_ASSIGN_OR_RETURN(std::vector<std::vector<float>> state,
+                              ModelOf(rep).GetState(&rep.workspace));
+      float* dst = flat + num_params_ + 2;
+      for (const std::vector<float>& v : state) {
+        for (float x : v) *dst++ = x * share;
+      }
+    }
     STRATA_ASSIGN_OR_RETURN(
         const GradientReducer::Outcome outcome,
         reducer->Reduce(local, step, absl::MakeSpan(rep.flat)));
     if (outcome == GradientReducer::Outcome::kGroupReplaced) {
       return absl::OkStatus();
+    }
+    if (num_state_ > 0) {
+      std::vector<std::vector<float>> state;
+      const float* src = flat + num_params_ + 2;
+      for (const VariableDef& def : ModelOf(rep).state_variables()) {
+        const int64_t n = NumElements(def.shape);
+        state.emplace_back(src, src + n);
+        src += n;
+      }
+      STRATA_RETURN_IF_ERROR(
+          ModelOf(rep).SetState(&rep.workspace, std::move(state)));
     }
     if (local == 0) {
       // Replica 0's state is what others copy: update it under the lock.

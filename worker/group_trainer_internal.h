@@ -64,7 +64,10 @@ class GroupTrainer {
     std::vector<std::vector<float>> params;
     std::vector<std::vector<std::vector<float>>> slots;  // [variable][slot]
     std::vector<std::vector<float>> grads;
-    std::vector<float> flat;  // P gradients, then loss and accuracy
+    // P gradients, then loss and accuracy, then the model's new state
+    // (BatchNormalization's moving statistics), each weighted by the
+    // replica's share of the batch.
+    std::vector<float> flat;
     ModelWorkspace workspace;
     int cached_epoch = -1;
     std::vector<int64_t> permutation;
@@ -153,6 +156,10 @@ class GroupTrainer {
   StateLayout layout_;
   std::vector<int64_t> offsets_;
   int64_t num_params_ = 0;
+  // Floats of the model's non-trainable state, reduced after the loss and
+  // accuracy (the replicas' moving statistics averaged every step, as
+  // tf.distribute's mirrored strategies average them).
+  int64_t num_state_ = 0;
   collective::CollectiveOptions collective_options_;
 
   std::unique_ptr<PsCluster> cluster_;

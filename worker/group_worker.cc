@@ -62,6 +62,10 @@ absl::Status GroupTrainer::Setup(const v1::JobStatus& status) {
     offsets_.push_back(num_params_);
     num_params_ += layout_.sizes.back();
   }
+  num_state_ = 0;
+  for (const VariableDef& def : model_->state_variables()) {
+    num_state_ += NumElements(def.shape);
+  }
   layout_.slot_names = optimizer_->SlotNames();
   collective_options_.pack_bytes = policy_->config().pack_bytes;
   collective_options_.timeout = policy_->config().collective_timeout;
@@ -69,7 +73,7 @@ absl::Status GroupTrainer::Setup(const v1::JobStatus& status) {
                        ? static_cast<size_t>(std::max(1, policy_->local_replicas()))
                        : gpus_.size());
   for (Replica& rep : replicas_) {
-    rep.flat.assign(static_cast<size_t>(num_params_ + 2), 0.0f);
+    rep.flat.assign(static_cast<size_t>(num_params_ + 2 + num_state_), 0.0f);
     for (int64_t size : layout_.sizes) {
       rep.params.emplace_back(static_cast<size_t>(size));
       rep.grads.emplace_back(static_cast<size_t>(size));
@@ -156,8 +160,8 @@ absl::Status GroupTrainer::ConnectPs() {
 
 absl::Status GroupTrainer::CreatePsVariables(int64_t start_step) {
   if (policy_->variable_home() != VariableHome::kPsTasks) {
-    return CreateReductionVariable(cluster_.get(), num_params_ + 2,
-                                   start_step);
+    return CreateReductionVariable(cluster_.get(),
+                                   num_params_ + 2 + num_state_, start_step);
   }
   if (start_step > 0) return absl::OkStatus();
   for (v1::VariableSpec var : PsVariableSpecs(job_, *model_)) {

@@ -4,6 +4,7 @@
 #include "worker/model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -47,41 +48,6 @@ ModelWorkspace::ModelWorkspace(ModelWorkspace&&) noexcept = default;
 ModelWorkspace& ModelWorkspace::operator=(ModelWorkspace&&) noexcept =
     default;
 
-ModelWorkspace::Floats::Floats(Floats&& other) noexcept
-    : data_(other.data_), capacity_(other.capacity_) {
-  other.data_ = nullptr;
-  other.capacity_ = 0;
-}
-
-ModelWorkspace::Floats& ModelWorkspace::Floats::operator=(
-    Floats&& other) noexcept {
-  if (this != &other) {
-    std::free(data_);
-    data_ = other.data_;
-    capacity_ = other.capacity_;
-    other.data_ = nullptr;
-    other.capacity_ = 0;
-  }
-  return *this;
-}
-
-ModelWorkspace::Floats::~Floats() { std::free(data_); }
-
-float* ModelWorkspace::Floats::Resize(size_t n) {
-  if (n <= capacity_) return data_;
-  constexpr size_t kAlign = 64;
-  // aligned_alloc wants a size that is a multiple of the alignment; grow
-  // geometrically so that alternating batch sizes do not reallocate.
-  size_t capacity = std::max(n, capacity_ * 2);
-  const size_t bytes = (capacity * sizeof(float) + kAlign - 1) / kAlign * kAlign;
-  void* p = std::aligned_alloc(kAlign, bytes);
-  if (p == nullptr) throw std::bad_alloc();
-  std::free(data_);
-  data_ = static_cast<float*>(p);
-  capacity_ = bytes / sizeof(float);
-  return data_;
-}
-
 absl::Status CheckDevice(const std::string& device, const std::string& what) {
   STRATA_ASSIGN_OR_RETURN(const int cuda_device,
                           ParseDeviceName(device, what));
@@ -106,6 +72,17 @@ absl::StatusOr<Model> Model::Build(const ModelSpec& spec,
   STRATA_ASSIGN_OR_RETURN(Model model, Build(spec, loss, seed));
   if (cuda_device < 0) return model;
   STRATA_RETURN_IF_ERROR(CheckDevice(device, "device"));
+  if (model.stages_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device cuda:", cuda_device, ": the GPU backend runs models of "
+        "dense, dropout and flatten layers; this model's other layers run "
+        "on the CPU (device \"cpu\")"));
+  }
+  if (model.from_logits_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device cuda:", cuda_device, ": the GPU backend's cross-entropy "
+        "takes softmax or sigmoid outputs, not from_logits"));
+  }
   model.device_ = absl::StrCat("cuda:", cuda_device);
   model.gpu_ = model.MakeGpuPlan(cuda_device);
   return model;
@@ -154,6 +131,7 @@ absl::StatusOr<Model> Model::Build(const ModelSpec& spec,
   STRATA_RETURN_IF_ERROR(ValidateModelAndLoss(spec, canonical_loss));
   Model model;
   model.loss_ = canonical_loss;
+  model.from_logits_ = spec.from_logits;
   if (canonical_loss == "mse") {
     model.loss_kind_ = LossKind::kMse;
   } else if (canonical_loss == "binary_crossentropy") {
@@ -161,49 +139,53 @@ absl::StatusOr<Model> Model::Build(const ModelSpec& spec,
   } else {
     model.loss_kind_ = LossKind::kCrossEntropy;
   }
-  const std::vector<std::string> names = ResolveLayerNames(spec);
-  int64_t width = NumElements(spec.input_shape);
-  model.num_features_ = width;
-  model.first_trainable_stage_ = -1;
-  for (size_t i = 0; i < spec.layers.size(); ++i) {
-    const LayerSpec& layer = spec.layers[i];
-    Stage stage;
-    stage.type = layer.type;
-    stage.layer_index = i;
-    stage.in = width;
-    switch (layer.type) {
-      case LayerType::kFlatten:
-        continue;  // examples are already flat
-      case LayerType::kDropout:
+  STRATA_ASSIGN_OR_RETURN(model::GraphSpec graph_spec, ModelGraphSpec(spec));
+  STRATA_ASSIGN_OR_RETURN(model::Graph graph,
+                          model::Graph::Build(graph_spec, seed, "job.model"));
+  auto g = std::make_shared<const model::Graph>(std::move(graph));
+  model.graph_ = g;
+  model.num_features_ = g->num_features();
+  model.num_outputs_ = NumElements(g->output_shape(0));
+  for (const model::GraphVariable& v : g->variables()) {
+    model.variables_.push_back({v.name, v.shape, v.init});
+  }
+  for (const model::GraphVariable& v : g->states()) {
+    model.states_.push_back({v.name, v.shape, v.init});
+  }
+  const std::string act = g->output_layer(0).output_activation();
+  model.fuse_output_ =
+      !model.from_logits_ && !g->OutputIsConsumed(0) &&
+      ((model.loss_kind_ == LossKind::kCrossEntropy && act == "softmax") ||
+       (model.loss_kind_ == LossKind::kBinaryCrossEntropy && act == "sigmoid"));
+  // A dense chain: the stages the GPU backend runs.
+  if (IsDenseChain(spec)) {
+    int64_t width = NumElements(spec.input_shape);
+    model.first_trainable_stage_ = -1;
+    int variable = 0;
+    for (size_t i = 0; i < spec.layers.size(); ++i) {
+      const LayerSpec& layer = spec.layers[i];
+      Stage stage;
+      stage.type = layer.type;
+      stage.layer_index = i;
+      stage.in = width;
+      if (layer.type == LayerType::kFlatten) continue;
+      if (layer.type == LayerType::kDropout) {
         stage.out = width;
         stage.rate = layer.rate;
-        break;
-      case LayerType::kDense: {
+      } else {
         stage.out = layer.units;
         stage.activation = layer.activation;
-        VariableDef kernel{absl::StrCat(names[i], "/kernel"),
-                           {width, layer.units}, layer.kernel_initializer};
-        if (!layer.kernel_seed_set) kernel.init.seed = seed + i;
-        stage.kernel = static_cast<int>(model.variables_.size());
-        model.variables_.push_back(std::move(kernel));
-        if (layer.use_bias) {
-          VariableDef bias{absl::StrCat(names[i], "/bias"),
-                           {layer.units}, layer.bias_initializer};
-          if (!layer.bias_seed_set) bias.init.seed = seed + i;
-          stage.bias = static_cast<int>(model.variables_.size());
-          model.variables_.push_back(std::move(bias));
-        }
+        stage.kernel = variable++;
+        if (layer.use_bias) stage.bias = variable++;
         if (model.first_trainable_stage_ < 0) {
           model.first_trainable_stage_ =
               static_cast<int>(model.stages_.size());
         }
         width = layer.units;
-        break;
       }
+      model.stages_.push_back(stage);
     }
-    model.stages_.push_back(stage);
   }
-  model.num_outputs_ = width;
   return model;
 }
 
@@ -224,6 +206,64 @@ absl::Status Model::InitializeParams(
                                            v.shape, 0, p.data(),
                                            static_cast<int64_t>(p.size())));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Model::InitializeState(
+    std::vector<std::vector<float>>* state) const {
+  state->resize(states_.size());
+  for (size_t i = 0; i < states_.size(); ++i) {
+    const VariableDef& v = states_[i];
+    std::vector<float>& p = (*state)[i];
+    p.resize(static_cast<size_t>(NumElements(v.shape)));
+    STRATA_RETURN_IF_ERROR(FillInitializer(v.init, v.name, DType::kFloat32,
+                                           v.shape, 0, p.data(),
+                                           static_cast<int64_t>(p.size())));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Model::EnsureState(ModelWorkspace* ws) const {
+  if (ws->state_owner_ == graph_.get() &&
+      ws->state_.size() == states_.size()) {
+    return absl::OkStatus();
+  }
+  STRATA_RETURN_IF_ERROR(InitializeState(&ws->state_));
+  ws->state_owner_ = graph_.get();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::vector<float>>> Model::GetState(
+    ModelWorkspace* workspace) const {
+  STRATA_RETURN_IF_ERROR(EnsureState(workspace));
+  return workspace->state_;
+}
+
+absl::Status Model::SetState(ModelWorkspace* workspace,
+                             std::vector<std::vector<float>> state) const {
+  if (state.size() != states_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model has ", states_.size(),
+                     " state variables, got ", state.size()));
+  }
+  for (size_t i = 0; i < states_.size(); ++i) {
+    const int64_t want = NumElements(states_[i].shape);
+    if (static_cast<int64_t>(state[i].size()) != want) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "state variable ", states_[i].name, " ",
+          ShapeString(states_[i].shape), " needs ", want, " values, got ",
+          state[i].size()));
+    }
+    for (size_t j = 0; j < state[i].size(); ++j) {
+      if (!std::isfinite(state[i][j])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("state variable ", states_[i].name, " value ", j,
+                         " is not finite (", state[i][j], ")"));
+      }
+    }
+  }
+  workspace->state_ = std::move(state);
+  workspace->state_owner_ = graph_.get();
   return absl::OkStatus();
 }
 

@@ -1,12 +1,16 @@
-// A Keras-like Sequential MLP on the CPU (Eigen): forward, loss, metrics and
-// backward for dense / dropout / flatten layers, plus LocalTrainer, the
-// single-process training loop used as the baseline and by the SDK. A model
-// built for a CUDA device ("cuda:N") computes the same on that GPU
+// The compiled model of a job: a layer graph of the model runtime
+// (model/graph.h) with its loss and metrics, run on the CPU (Eigen), plus
+// LocalTrainer, the single-process training loop used as the baseline and
+// by the SDK. A dense chain (dense / dropout / flatten layers) built for a
+// CUDA device ("cuda:N") computes the same on that GPU
 // (worker/gpu_model.h): host parameters in, host gradients out.
 //
 // Parameters live outside the model, one contiguous float buffer per
-// variable, in the order of variables(): for each dense layer its kernel
-// ([in, units], row-major) and then its bias ([units], when use_bias).
+// trainable variable, in the order of variables() (Keras's weights order:
+// per layer, e.g. a Dense's kernel [in, units] then its bias [units]).
+// Non-trainable state (BatchNormalization's moving statistics,
+// state_variables()) lives in the caller's ModelWorkspace unless passed
+// explicitly.
 #ifndef STRATA_WORKER_MODEL_H_
 #define STRATA_WORKER_MODEL_H_
 
@@ -25,6 +29,8 @@
 #include "kernels/optimizers.h"
 #include "worker/dataset.h"
 #include "job/job.h"
+#include "model/graph.h"
+#include "model/random.h"
 
 namespace strata {
 
@@ -55,11 +61,13 @@ struct GpuWorkspaceDeleter {
 using GpuWorkspacePtr = std::unique_ptr<GpuWorkspace, GpuWorkspaceDeleter>;
 struct GpuModelPlan;  // worker/gpu_model.h
 
-// Scratch buffers for Model's forward and backward passes. Reusing one
+// Scratch buffers for Model's forward and backward passes, and the model's
+// non-trainable state for the steps run with this workspace. Reusing one
 // across calls avoids allocating in the training loop. Thread-compatible:
-// one workspace per thread; it may be shared by models (it grows as needed).
-// For a model on a GPU it also holds, created on first use, that thread's
-// CUDA stream, cuBLAS handle and device buffers.
+// one workspace per thread; it may be shared by models (it grows as
+// needed; the state belongs to the last model that used it). For a model
+// on a GPU it also holds, created on first use, that thread's CUDA stream,
+// cuBLAS handle and device buffers.
 class ModelWorkspace {
  public:
   ModelWorkspace();
@@ -69,34 +77,19 @@ class ModelWorkspace {
 
  private:
   friend class Model;
-  // A 64-byte aligned float array that only grows; contents are scratch.
-  // Every buffer an Eigen reduction or transcendental function writes into
-  // is one of these, so the SIMD split of each loop (scalar head and tail,
-  // packets in between) and with it the rounding depend only on the shapes,
-  // never on where malloc put things.
-  class Floats {
-   public:
-    Floats() = default;
-    Floats(Floats&& other) noexcept;
-    Floats& operator=(Floats&& other) noexcept;
-    ~Floats();
-    float* Resize(size_t n);  // returns data(); n floats are usable
-    float* data() const { return data_; }
-
-   private:
-    float* data_ = nullptr;
-    size_t capacity_ = 0;
-  };
-  std::vector<Floats> outputs_;            // per stage, batch x width
-  std::vector<const float*> output_ptrs_;  // per stage (may alias input)
-  std::vector<Floats> masks_;              // per dropout stage
-  std::vector<Floats> gradients_;          // per stage, batch x width
+  model::GraphWorkspace graph_;
+  model::AlignedFloats loss_grad_;  // d loss / d output
+  model::AlignedFloats probs_;      // from_logits: softmax / sigmoid
+  // State (per state variable), for the model whose graph is state_owner_.
+  std::vector<std::vector<float>> state_;
+  std::vector<std::vector<float>> new_state_;
+  const void* state_owner_ = nullptr;
   GpuWorkspacePtr gpu_;                    // models on a GPU only
 };
 
-// An immutable, validated Sequential model. Thread-safe: every method is
-// const and keeps its scratch in a caller-owned ModelWorkspace (or a
-// per-call one when none is given).
+// An immutable, validated model. Thread-safe: every method is const and
+// keeps its scratch in a caller-owned ModelWorkspace (or a per-call one
+// when none is given).
 class Model {
  public:
   // Builds the model for `loss` (as JobSpec::loss; "mean_squared_error" is
@@ -119,6 +112,10 @@ class Model {
   bool on_gpu() const { return gpu_ != nullptr; }
 
   const std::vector<VariableDef>& variables() const { return variables_; }
+  // Non-trainable state variables (BatchNormalization's moving_mean and
+  // moving_variance), in the graph's order.
+  const std::vector<VariableDef>& state_variables() const { return states_; }
+  const model::Graph& graph() const { return *graph_; }
   // Values per example (the product of input_shape) and output units.
   int64_t num_features() const { return num_features_; }
   int64_t num_outputs() const { return num_outputs_; }
@@ -128,6 +125,17 @@ class Model {
   // Resizes *params to the variables' layout and fills each with its
   // initializer. Errors: INVALID_ARGUMENT from FillInitializer.
   absl::Status InitializeParams(std::vector<std::vector<float>>* params) const;
+  // As above for the state variables.
+  absl::Status InitializeState(std::vector<std::vector<float>>* state) const;
+  // The state the workspace holds for this model (its initial values when
+  // it holds none yet). TrainStep updates it; Evaluate and Predict read it.
+  absl::StatusOr<std::vector<std::vector<float>>> GetState(
+      ModelWorkspace* workspace) const;
+  // Replaces the workspace's state (restored from a checkpoint, averaged
+  // across replicas). Errors: INVALID_ARGUMENT naming the variable for a
+  // count or size that differs, or a non-finite value; nothing changes.
+  absl::Status SetState(ModelWorkspace* workspace,
+                        std::vector<std::vector<float>> state) const;
 
   // One training step on `batch` examples: x is batch x num_features()
   // row-major, y the sparse labels. Dropout is on, its masks a pure function
@@ -137,7 +145,8 @@ class Model {
   // the buffers lie). On a GPU they agree with the CPU's within float
   // rounding (the same dropout masks, bit for bit).
   // Errors: INVALID_ARGUMENT for params of the wrong count or sizes, batch
-  // < 1, null x or y, or a label out of range (>= num_outputs() for several
+  // < 1, null x or y, an input a layer refuses (an Embedding id out of
+  // range), or a label out of range (>= num_outputs() for several
   // outputs; not 0 or 1 for binary_crossentropy). On a GPU also the CUDA
   // and cuBLAS errors (FAILED_PRECONDITION, RESOURCE_EXHAUSTED, INTERNAL),
   // each naming the failed call with its file and line.
@@ -170,7 +179,7 @@ class Model {
  private:
   enum class LossKind { kCrossEntropy, kBinaryCrossEntropy, kMse };
 
-  // One computing layer (flatten layers are dropped at Build).
+  // A computing layer of a dense chain, for the GPU backend.
   struct Stage {
     LayerType type = LayerType::kDense;
     int64_t in = 0;
@@ -190,20 +199,29 @@ class Model {
   absl::Status CheckParams(
       const std::vector<absl::Span<const float>>& params) const;
   absl::Status CheckLabels(const int32_t* y, int64_t batch) const;
-  // Runs the layers; the output is ws->output_ptrs_.back().
-  void Forward(const std::vector<absl::Span<const float>>& params,
-               const float* x, int64_t batch, bool training,
-               uint64_t dropout_seed, ModelWorkspace* ws) const;
+  // The workspace's state for this model, initialized on first use.
+  absl::Status EnsureState(ModelWorkspace* ws) const;
+  // Runs the graph; the output is graph_->Output(ws->graph_, 0).
+  absl::Status Forward(const std::vector<absl::Span<const float>>& params,
+                       const float* x, int64_t batch, bool training,
+                       uint64_t dropout_seed, ModelWorkspace* ws) const;
   // Adds the batch's loss sum and correct count; when `grad` is not null,
-  // writes d(mean loss)/d(pre-activation output) there.
+  // writes d(mean loss)/d(output) there (d/d(pre-activation) when
+  // fuse_output_). `scratch` holds the probabilities of logits.
   void Loss(const float* out, const int32_t* y, int64_t batch,
             int64_t mean_over, double* loss_sum, int64_t* correct,
-            float* grad) const;
+            float* grad, ModelWorkspace* ws) const;
 
-  std::vector<Stage> stages_;
+  std::shared_ptr<const model::Graph> graph_;
+  std::vector<Stage> stages_;  // dense chains only (the GPU plan)
   std::vector<VariableDef> variables_;
+  std::vector<VariableDef> states_;
   std::string loss_;
   LossKind loss_kind_ = LossKind::kCrossEntropy;
+  bool from_logits_ = false;
+  // The loss's gradient is taken with respect to the output layer's
+  // pre-activation (softmax / sigmoid fused with the cross-entropy).
+  bool fuse_output_ = false;
   int64_t num_features_ = 0;
   int64_t num_outputs_ = 0;
   int first_trainable_stage_ = 0;
@@ -223,12 +241,6 @@ absl::Status CheckDevice(const std::string& device,
 // Model::Build with the job's model, loss, seed and device; a device that
 // cannot be used fails as CheckDevice(job.device, "job.device").
 absl::StatusOr<Model> BuildModelForJob(const JobSpec& job);
-
-// Inverted dropout's mask: n elements, each kept (1 / (1 - rate)) with
-// probability 1 - rate or dropped (0), a pure function of (seed, layer,
-// element) that the CPU and the GPU compute alike.
-void FillDropoutMask(uint64_t seed, uint64_t layer, double rate, float* mask,
-                     int64_t n);
 
 // Single-process training: a Model, its parameters, and an Optimizer with
 // its slots per variable, updated locally. Thread-compatible.
@@ -281,6 +293,9 @@ class LocalTrainer {
   absl::Status SetParams(std::vector<std::vector<float>> params);
   // Updates applied so far (the last step + 1).
   int64_t iterations() const { return iterations_; }
+  // The workspace Step and Evaluate use; it holds the model's
+  // non-trainable state (Model::GetState / SetState).
+  ModelWorkspace* workspace() { return &workspace_; }
 
  private:
   LocalTrainer(Model model, std::unique_ptr<Optimizer> optimizer,

@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "worker/gpu_model.h"
 #include "worker/model.h"
+#include "model/activation.h"
 #include "worker/model_internal.h"
 
 namespace strata {
@@ -31,115 +32,40 @@ using ConstRowVectorMap = Eigen::Map<const Eigen::RowVectorXf>;
 // before the log of the cross-entropies.
 constexpr double kEpsilon = 1e-7;
 
-void ApplyActivation(Activation activation, MatrixMap* z) {
-  switch (activation) {
-    case Activation::kLinear:
-      return;
-    case Activation::kRelu:
-      z->array() = z->array().max(0.0f);
-      return;
-    case Activation::kSigmoid:
-      z->array() = ((-z->array()).exp() + 1.0f).inverse();
-      return;
-    case Activation::kTanh:
-      z->array() = z->array().tanh();
-      return;
-    case Activation::kSoftmax:
-      for (Eigen::Index r = 0; r < z->rows(); ++r) {
-        auto row = z->row(r).array();
-        row = (row - row.maxCoeff()).exp();
-        row /= row.sum();
-      }
-      return;
-  }
-}
-
-// Turns d(loss)/d(output) in *g into d(loss)/d(pre-activation), given the
-// activation's output `a`.
-void ActivationBackward(Activation activation, const ConstMatrixMap& a,
-                        MatrixMap* g) {
-  switch (activation) {
-    case Activation::kLinear:
-      return;
-    case Activation::kRelu:
-      g->array() *= (a.array() > 0.0f).cast<float>();
-      return;
-    case Activation::kSigmoid:
-      g->array() *= a.array() * (1.0f - a.array());
-      return;
-    case Activation::kTanh:
-      g->array() *= 1.0f - a.array().square();
-      return;
-    case Activation::kSoftmax:
-      for (Eigen::Index r = 0; r < g->rows(); ++r) {
-        const float dot = g->row(r).dot(a.row(r));
-        g->row(r).array() = a.row(r).array() * (g->row(r).array() - dot);
-      }
-      return;
-  }
-}
-
 }  // namespace
 
-// Inverted dropout: each element kept with probability 1 - rate and scaled
-// by 1 / (1 - rate). The draw for element e is a pure function of (seed,
-// layer, e). kernels/cuda/dense_kernels.cu repeats it on the device.
-void FillDropoutMask(uint64_t seed, uint64_t layer, double rate, float* mask,
-                     int64_t n) {
-  const uint64_t key = Mix64(seed ^ Mix64(layer + 0x5bd1e995ULL));
-  const float keep_scale = static_cast<float>(1.0 / (1.0 - rate));
-  // 24-bit uniforms: u = bits * 2^-24 is kept when u >= rate.
-  const uint64_t threshold =
-      static_cast<uint64_t>(std::ceil(rate * 16777216.0));
-  for (int64_t e = 0; e < n; ++e) {
-    const uint64_t bits =
-        Mix64(key + static_cast<uint64_t>(e) * 0xd1b54a32d192ed03ULL) >> 40;
-    mask[e] = bits >= threshold ? keep_scale : 0.0f;
-  }
-}
-
-void Model::Forward(const std::vector<absl::Span<const float>>& params,
-                    const float* x, int64_t batch, bool training,
-                    uint64_t dropout_seed, ModelWorkspace* ws) const {
-  const size_t num_stages = stages_.size();
-  ws->outputs_.resize(num_stages);
-  ws->output_ptrs_.resize(num_stages);
-  ws->masks_.resize(num_stages);
-  const float* in = x;
-  for (size_t s = 0; s < num_stages; ++s) {
-    const Stage& st = stages_[s];
-    ModelWorkspace::Floats& buf = ws->outputs_[s];
-    if (st.type == LayerType::kDense) {
-      buf.Resize(static_cast<size_t>(batch * st.out));
-      ConstMatrixMap a(in, batch, st.in);
-      ConstMatrixMap w(params[st.kernel].data(), st.in, st.out);
-      MatrixMap z(buf.data(), batch, st.out);
-      z.noalias() = a * w;
-      if (st.bias >= 0) {
-        z.rowwise() += ConstRowVectorMap(params[st.bias].data(), st.out);
-      }
-      ApplyActivation(st.activation, &z);
-      in = buf.data();
-    } else if (training && st.rate > 0) {  // dropout
-      const int64_t n = batch * st.out;
-      float* mask = ws->masks_[s].Resize(static_cast<size_t>(n));
-      FillDropoutMask(dropout_seed, st.layer_index, st.rate, mask, n);
-      buf.Resize(static_cast<size_t>(n));
-      Eigen::Map<Eigen::ArrayXf>(buf.data(), n) =
-          Eigen::Map<const Eigen::ArrayXf>(in, n) *
-          Eigen::Map<const Eigen::ArrayXf>(mask, n);
-      in = buf.data();
-    }
-    // An inactive dropout passes its input through.
-    ws->output_ptrs_[s] = in;
-  }
+absl::Status Model::Forward(const std::vector<absl::Span<const float>>& params,
+                            const float* x, int64_t batch, bool training,
+                            uint64_t dropout_seed, ModelWorkspace* ws) const {
+  STRATA_RETURN_IF_ERROR(EnsureState(ws));
+  std::vector<absl::Span<const float>> state;
+  state.reserve(ws->state_.size());
+  for (const std::vector<float>& v : ws->state_) state.emplace_back(v);
+  const bool stateful = training && !states_.empty();
+  STRATA_RETURN_IF_ERROR(graph_->Forward(
+      params, state, x, batch, training, dropout_seed, &ws->graph_,
+      stateful ? &ws->new_state_ : nullptr));
+  return absl::OkStatus();
 }
 
 void Model::Loss(const float* out, const int32_t* y, int64_t batch,
                  int64_t mean_over, double* loss_sum, int64_t* correct,
-                 float* grad) const {
+                 float* grad, ModelWorkspace* ws) const {
   const int64_t c = num_outputs_;
   const float inv = 1.0f / static_cast<float>(mean_over);
+  if (from_logits_ && loss_kind_ != LossKind::kMse) {
+    // The probabilities of the logits; the gradient below is then taken
+    // with respect to the logits, as a fused softmax (sigmoid) is.
+    float* probs = ws->probs_.Resize(static_cast<size_t>(batch * c));
+    std::copy(out, out + batch * c, probs);
+    model::Activation act;
+    act.kind = loss_kind_ == LossKind::kCrossEntropy
+                   ? model::ActivationKind::kSoftmax
+                   : model::ActivationKind::kSigmoid;
+    model::ApplyActivation(act, probs, batch, c);
+    out = probs;
+  }
+  const bool wrt_logits = fuse_output_ || from_logits_;
   ConstMatrixMap p(out, batch, c);
   double loss = 0;
   int64_t right = 0;
@@ -183,6 +109,20 @@ void Model::Loss(const float* out, const int32_t* y, int64_t batch,
   if (grad == nullptr) return;
 
   MatrixMap g(grad, batch, c);
+  if (!wrt_logits && loss_kind_ != LossKind::kMse) {
+    // The output also feeds other layers: d loss / d probabilities.
+    g.setZero();
+    for (int64_t b = 0; b < batch; ++b) {
+      if (loss_kind_ == LossKind::kCrossEntropy) {
+        const float q = std::clamp<float>(p(b, y[b]), kEpsilon, 1 - kEpsilon);
+        g(b, y[b]) = -inv / q;
+      } else {
+        const float q = std::clamp<float>(p(b, 0), kEpsilon, 1 - kEpsilon);
+        g(b, 0) = y[b] == 1 ? -inv / q : inv / (1 - q);
+      }
+    }
+    return;
+  }
   switch (loss_kind_) {
     case LossKind::kCrossEntropy:
       // Softmax + cross-entropy, fused: (p - onehot) / batch w.r.t. logits.
@@ -239,65 +179,21 @@ absl::StatusOr<StepStats> Model::TrainStep(
                         &ws->gpu_);
   }
 
-  Forward(params, x, batch, /*training=*/true, dropout_seed, ws);
-  const int num_stages = static_cast<int>(stages_.size());
-  ws->gradients_.resize(stages_.size());
-  float* top =
-      ws->gradients_[num_stages - 1].Resize(static_cast<size_t>(
-          batch * num_outputs_));
+  STRATA_RETURN_IF_ERROR(
+      Forward(params, x, batch, /*training=*/true, dropout_seed, ws));
+  float* top = ws->loss_grad_.Resize(static_cast<size_t>(batch * num_outputs_));
   double loss_sum = 0;
   int64_t correct = 0;
-  Loss(ws->output_ptrs_.back(), y, batch, batch, &loss_sum, &correct, top);
-
-  // Down to the first trainable stage, or to the input for input_grad.
-  const int lowest = input_grad != nullptr ? 0 : first_trainable_stage_;
-  for (int s = num_stages - 1; s >= lowest; --s) {
-    const Stage& st = stages_[s];
-    float* g = ws->gradients_[s].data();
-    float* below =
-        s > lowest ? ws->gradients_[s - 1].Resize(static_cast<size_t>(
-                         batch * st.in))
-        : s == 0   ? input_grad
-                   : nullptr;
-    if (st.type == LayerType::kDense) {
-      const float* in = s == 0 ? x : ws->output_ptrs_[s - 1];
-      MatrixMap dz(g, batch, st.out);
-      // The output layer's cross-entropy gradient is already w.r.t. logits.
-      const bool fused = s == num_stages - 1 && loss_kind_ != LossKind::kMse;
-      if (!fused) {
-        ActivationBackward(st.activation,
-                           ConstMatrixMap(ws->output_ptrs_[s], batch, st.out),
-                           &dz);
-      }
-      // Eigen's matrix products round the same wherever their destination
-      // lies (unlike its reductions), so this may write to the caller's
-      // buffer directly; ModelTest.TrainStepIsBitwiseReproducible checks it.
-      MatrixMap dw((*grads)[st.kernel].data(), st.in, st.out);
-      dw.noalias() = ConstMatrixMap(in, batch, st.in).transpose() * dz;
-      if (st.bias >= 0) {
-        // Row by row: exact adds, so the rounding is the same wherever the
-        // caller's buffer lies (a column reduction's is not).
-        RowVectorMap db((*grads)[st.bias].data(), st.out);
-        db = dz.row(0);
-        for (int64_t r = 1; r < batch; ++r) db += dz.row(r);
-      }
-      if (below != nullptr) {
-        MatrixMap(below, batch, st.in).noalias() =
-            dz * ConstMatrixMap(params[st.kernel].data(), st.in, st.out)
-                     .transpose();
-      }
-    } else if (below != nullptr) {  // dropout
-      const int64_t n = batch * st.out;
-      Eigen::Map<Eigen::ArrayXf> dst(below, n);
-      Eigen::Map<const Eigen::ArrayXf> src(g, n);
-      if (st.rate > 0) {
-        dst = src * Eigen::Map<const Eigen::ArrayXf>(ws->masks_[s].data(),
-                                                     n);
-      } else {
-        dst = src;
-      }
-    }
-  }
+  Loss(graph_->Output(ws->graph_, 0), y, batch, batch, &loss_sum, &correct,
+       top, ws);
+  std::vector<absl::Span<const float>> state;
+  for (const std::vector<float>& v : ws->state_) state.emplace_back(v);
+  graph_->Backward(params, state, x, batch, dropout_seed, {top},
+                   {fuse_output_}, &ws->graph_, grads, input_grad);
+  // Keras adds the regularization losses to the reported loss.
+  const double regularization = graph_->Regularization(params, grads);
+  loss_sum += regularization * static_cast<double>(batch);
+  if (!states_.empty()) std::swap(ws->state_, ws->new_state_);
   StepStats stats;
   stats.examples = batch;
   stats.loss = loss_sum / static_cast<double>(batch);
@@ -345,9 +241,10 @@ absl::StatusOr<StepStats> Model::Evaluate(
     const int64_t b = std::min(batch, data.size - start);
     const int32_t* y = data.labels.data() + start;
     STRATA_RETURN_IF_ERROR(CheckLabels(y, b));
-    Forward(params, data.x.data() + start * data.features, b,
-            /*training=*/false, 0, ws);
-    Loss(ws->output_ptrs_.back(), y, b, b, &loss_sum, &correct, nullptr);
+    STRATA_RETURN_IF_ERROR(Forward(params, data.x.data() + start * data.features,
+                                   b, /*training=*/false, 0, ws));
+    Loss(graph_->Output(ws->graph_, 0), y, b, b, &loss_sum, &correct, nullptr,
+         ws);
   }
   stats.examples = data.size;
   stats.loss = loss_sum / static_cast<double>(data.size);
@@ -372,8 +269,9 @@ absl::Status Model::Predict(const std::vector<absl::Span<const float>>& params,
   if (gpu_ != nullptr) {
     return GpuPredict(*gpu_, params, x, batch, out, &ws->gpu_);
   }
-  Forward(params, x, batch, /*training=*/false, 0, ws);
-  const float* result = ws->output_ptrs_.back();
+  STRATA_RETURN_IF_ERROR(
+      Forward(params, x, batch, /*training=*/false, 0, ws));
+  const float* result = graph_->Output(ws->graph_, 0);
   out->assign(result, result + batch * num_outputs_);
   return absl::OkStatus();
 }

@@ -1,0 +1,126 @@
+// The layer-graph example jobs (examples/fashion_mnist/cnn.json and
+// resnet_block.json, examples/criteo_like/dlrm.json, dcn.json and
+// wide_deep.json: Keras model config JSON) trained by `strata launch` under
+// every strategy in short runs, and by local_train: each run completes,
+// applies every scheduled step, and learns (test accuracy or AUC well above
+// chance).
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/launch_util.h"
+
+namespace strata {
+namespace {
+
+using namespace launch_util;  // NOLINT: the helpers of these tests
+
+// The example job, shortened: a slice of the data, one epoch, no
+// checkpoints. Criteo jobs read the checked-in sample.
+std::string ShortJob(const std::string& example, const std::string& name,
+                     int64_t limit_train, int epochs = 1) {
+  std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/examples/" + example);
+  nlohmann::json job = nlohmann::json::parse(in);
+  job["epochs"] = epochs;
+  job["checkpoint"]["every_steps"] = 0;
+  if (job["data"]["format"] == "criteo") {
+    const std::string sample =
+        std::string(STRATA_SOURCE_DIR) + "/tests/data/criteo_sample.tsv";
+    job["data"]["train"]["path"] = sample;
+    job["data"]["test"]["path"] = sample;
+    job["batch_size"] = 64;
+  } else {
+    job["data"]["limit_train"] = limit_train;
+    job["data"]["limit_test"] = 1000;
+  }
+  std::string path = ::testing::TempDir() + "/examples_" + name + ".json";
+  std::ofstream out(path);
+  out << job.dump();
+  return path;
+}
+
+nlohmann::json RunLaunch(const std::string& name, const std::string& job,
+                         std::vector<std::string> flags) {
+  flags.push_back("--job=" + job);
+  LaunchRun run = StartLaunch(name, flags);
+  const int rc = Wait(run);
+  EXPECT_EQ(rc, 0) << Log(run);
+  nlohmann::json s = Summary(run);
+  EXPECT_FALSE(s.is_discarded()) << Log(run);
+  if (s.is_discarded()) return s;
+  EXPECT_EQ(s["steps_applied"], s["steps_scheduled"]) << Log(run);
+  return s;
+}
+
+struct StrategyRun {
+  const char* name;
+  std::vector<std::string> flags;
+};
+
+const std::vector<StrategyRun>& Strategies() {
+  static const auto* runs = new std::vector<StrategyRun>{
+      {"ps_async", {"--strategy=parameter_server", "--ps=2", "--workers=2"}},
+      {"central_storage", {"--strategy=central_storage", "--ps=1",
+                           "--workers=2"}},
+      {"mwm_ring", {"--strategy=multi_worker_mirrored", "--collective=ring",
+                    "--ps=0", "--workers=2"}},
+      {"mwm_ps", {"--strategy=multi_worker_mirrored", "--collective=ps",
+                  "--ps=1", "--workers=2"}},
+      {"mirrored", {"--strategy=mirrored", "--ps=0", "--workers=2"}},
+      {"one_device", {"--strategy=one_device", "--ps=0", "--workers=1"}},
+  };
+  return *runs;
+}
+
+TEST(ModelExamplesLaunchTest, CnnTrainsUnderEveryStrategy) {
+  if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  for (const StrategyRun& s : Strategies()) {
+    SCOPED_TRACE(s.name);
+    nlohmann::json out = RunLaunch(
+        std::string("cnn_") + s.name,
+        ShortJob("fashion_mnist/cnn.json", std::string("cnn_") + s.name, 3000),
+        s.flags);
+    if (out.is_discarded()) continue;
+    EXPECT_GT(out["test_accuracy"].get<double>(), 0.6) << out.dump();
+  }
+}
+
+TEST(ModelExamplesLaunchTest, ResidualBlockTrainsUnderMirroredAndPs) {
+  if (!HaveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  for (const StrategyRun& s : Strategies()) {
+    const std::string n = s.name;
+    if (n != "ps_async" && n != "mirrored" && n != "mwm_ring") continue;
+    SCOPED_TRACE(n);
+    nlohmann::json out = RunLaunch(
+        "resnet_" + n,
+        ShortJob("fashion_mnist/resnet_block.json", "resnet_" + n, 2000),
+        s.flags);
+    if (out.is_discarded()) continue;
+    EXPECT_GT(out["test_accuracy"].get<double>(), 0.3) << out.dump();
+  }
+}
+
+TEST(ModelExamplesLaunchTest, RecommendationModelsTrainOnParameterServers) {
+  for (const char* example : {"dlrm", "dcn", "wide_deep"}) {
+    for (const char* flags : {"1+1", "2+2"}) {
+      SCOPED_TRACE(std::string(example) + " " + flags);
+      const std::string name = std::string(example) + "_" +
+                               (flags[0] == '1' ? "1x1" : "2x2");
+      const bool small = flags[0] == '1';
+      nlohmann::json out = RunLaunch(
+          name,
+          ShortJob(std::string("criteo_like/") + example + ".json", name, 0,
+                   3),
+          {"--strategy=parameter_server", small ? "--ps=1" : "--ps=2",
+           small ? "--workers=1" : "--workers=2"});
+      if (out.is_discarded()) continue;
+      ASSERT_TRUE(out.contains("test_auc")) << out.dump();
+      EXPECT_GT(out["test_auc"].get<double>(), 0.6) << out.dump();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata
