@@ -168,11 +168,11 @@ def resnet_block():
     for b in range(2):
         y = f(conv2d(f"block{b}_conv1", 16, 3, padding="same",
                      use_bias=False), x)
-        y = f(batch_norm(f"block{b}_bn1"), y)
+        y = f(batch_norm(f"block{b}_bn1", momentum=0.9), y)
         y = f(simple("Activation", f"block{b}_relu1", activation="relu"), y)
         y = f(conv2d(f"block{b}_conv2", 16, 3, padding="same",
                      use_bias=False), y)
-        y = f(batch_norm(f"block{b}_bn2"), y)
+        y = f(batch_norm(f"block{b}_bn2", momentum=0.9), y)
         x = f(simple("Add", f"block{b}_add"), x, y)
         x = f(simple("Activation", f"block{b}_out", activation="relu"), x)
     x = f(simple("GlobalAveragePooling2D", "pool",

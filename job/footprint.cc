@@ -137,8 +137,20 @@ absl::StatusOr<ModelFootprint> ComputeModelFootprint(
           f.activations = sat.Add(f.activations, e);
         }
       }
-      if (n > largest) {
-        largest = n;
+      // The layer's bytes: its weights (with gradients and slots) and a
+      // batch of its outputs, their gradients and its scratch.
+      const model::Layer& layer = graph->layer(i);
+      const int64_t per_example = sat.Add(
+          sat.Mul(2, [&] {
+            int64_t e = 1;
+            for (int64_t d : layer.output_shape()) e = sat.Mul(e, d);
+            return e;
+          }()),
+          layer.ScratchPerExample());
+      const int64_t bytes = sat.Add(sat.Mul(state_bytes, n),
+                                    sat.Mul(4, sat.Mul(batch, per_example)));
+      if (bytes > largest) {
+        largest = bytes;
         f.largest_layer_name = absl::StrCat("'", graph->layer(i).name(),
                                             "' (", graph->layer(i).class_name(),
                                             ")");

@@ -425,9 +425,12 @@ TEST(DatagenTest, BadOptionsAreRefused) {
   refused([](DatagenOptions* o) { o->noise = -1; }, "noise");
   refused([](DatagenOptions* o) { o->missing_rate = 1; }, "missing_rate");
   refused([](DatagenOptions* o) { o->positive_rate = 0; }, "positive_rate");
-  EXPECT_THAT(GenerateCriteoData(Small(dir + "/no/such/dir/d.tsv", 10, 1)),
+  // Missing directories are made; one that cannot be (a file is in the
+  // way) is NOT_FOUND naming it.
+  std::ofstream(dir + "/plain") << "a file";
+  EXPECT_THAT(GenerateCriteoData(Small(dir + "/plain/sub/d.tsv", 10, 1)),
               StatusIsWithMessage(absl::StatusCode::kNotFound,
-                                  dir + "/no/such/dir/d.tsv"));
+                                  dir + "/plain/sub"));
 }
 
 #ifdef STRATA_SOURCE_DIR

@@ -326,10 +326,58 @@ TEST(JobTest, GradientCompressionIsForStrategiesThatPushToPsTasks) {
 
 TEST(JobTest, UnknownLayerTypeNamesPath) {
   json j = ReferenceJob();
-  j["model"]["layers"][1]["type"] = "conv2d";
+  j["model"]["layers"][1]["type"] = "conv3d";
   ExpectError(j,
-              "job.model.layers[1].type: 'conv2d' is not one of dense, "
-              "dropout, flatten");
+              "job.model.layers[1].type: 'conv3d' is not one of dense, "
+              "activation, dropout, flatten, reshape, conv1d, conv2d");
+  // A known type with its Keras arguments checked when the graph builds.
+  j["model"]["layers"][1] = {{"type", "conv2d"}, {"kernel_size", 3}};
+  ExpectError(j,
+              "job.model.layers[1]: layer 'conv2d' (Conv2D): argument "
+              "'filters': is required");
+  j["model"]["input_shape"] = {28, 28, 1};
+  j["model"]["layers"] = {{{"type", "conv2d"}, {"filters", 4},
+                           {"kernel_size", 3}, {"padding", "full"}}};
+  ExpectError(j, "argument 'padding'");
+}
+
+TEST(JobTest, KerasModelJsonIsTheModel) {
+  json j = ReferenceJob();
+  json model = json::parse(R"({"class_name": "Sequential", "config": {
+    "name": "s", "layers": [
+      {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 28, 28, 1], "name": "in"}},
+      {"class_name": "Conv2D", "config": {"name": "c", "filters": 4, "kernel_size": [3, 3], "activation": "relu"}},
+      {"class_name": "GlobalMaxPooling2D", "config": {"name": "g"}},
+      {"class_name": "Dense", "config": {"name": "out", "units": 10}}]}})");
+  j["model"] = model;
+  // A linear output needs from_logits.
+  ExpectError(j, "job.loss: sparse_categorical_crossentropy needs a softmax "
+                 "output (layer 'out' ends in linear)");
+  j["loss"] = {{"name", "sparse_categorical_crossentropy"},
+               {"from_logits", true}};
+  absl::StatusOr<JobSpec> job = ParseJob(j);
+  STRATA_ASSERT_OK(job);
+  EXPECT_TRUE(job->model.keras.has_value());
+  EXPECT_TRUE(job->model.from_logits);
+  EXPECT_EQ(job->model.input_shape, Shape({28, 28, 1}));
+  // A Conv2D on a flat input, a pooling window larger than its input, and
+  // a model with two outputs are refused naming the layer.
+  json bad = j;
+  bad["model"]["config"]["layers"][0]["config"]["batch_input_shape"] = {
+      nullptr, 784};
+  ExpectError(bad, "layer 'c' (Conv2D): expects");
+  bad = j;
+  bad["model"]["config"]["layers"][2] = {
+      {"class_name", "MaxPooling2D"},
+      {"config", {{"name", "p"}, {"pool_size", 40}}}};
+  ExpectError(bad, "layer 'p' (MaxPooling2D)");
+  bad = j;
+  bad["model"]["config"]["layers"][3]["config"]["units"] = 1;
+  ExpectError(bad, "needs an output of >= 2 units");
+  // A model too large for any machine: the footprint names the layer.
+  bad = j;
+  bad["model"]["config"]["layers"][1]["config"]["filters"] = 1 << 30;
+  ExpectError(bad, "layer 'c' (Conv2D)");
 }
 
 TEST(JobTest, BadActivationNamesPath) {

@@ -4,6 +4,9 @@
 // every strategy in short runs, and by local_train: each run completes,
 // applies every scheduled step, and learns (test accuracy or AUC well above
 // chance).
+#include <unistd.h>
+
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -17,8 +20,26 @@ namespace {
 
 using namespace launch_util;  // NOLINT: the helpers of these tests
 
-// The example job, shortened: a slice of the data, one epoch, no
-// checkpoints. Criteo jobs read the checked-in sample.
+// Criteo-format train and test files written by README's command
+// (`strata datagen --out ... --test-out ... --split ...`) into a directory
+// that does not exist yet; made once per process.
+const std::string& CriteoDir() {
+  static const std::string* dir = [] {
+    auto* d = new std::string(::testing::TempDir() + "/examples_criteo_" +
+                              std::to_string(getpid()) + "/data");
+    const std::string cmd = std::string(STRATA_BIN_DIR) +
+                            "/strata datagen --out " + *d + "/train.tsv" +
+                            " --test-out " + *d + "/test.tsv" +
+                            " --examples 40000 --split 32000 --seed 1" +
+                            " > /dev/null";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    return d;
+  }();
+  return *dir;
+}
+
+// The example job, shortened: a slice of the data, `epochs` epochs, no
+// checkpoints. Criteo jobs read the generated files.
 std::string ShortJob(const std::string& example, const std::string& name,
                      int64_t limit_train, int epochs = 1) {
   std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/examples/" + example);
@@ -26,11 +47,8 @@ std::string ShortJob(const std::string& example, const std::string& name,
   job["epochs"] = epochs;
   job["checkpoint"]["every_steps"] = 0;
   if (job["data"]["format"] == "criteo") {
-    const std::string sample =
-        std::string(STRATA_SOURCE_DIR) + "/tests/data/criteo_sample.tsv";
-    job["data"]["train"]["path"] = sample;
-    job["data"]["test"]["path"] = sample;
-    job["batch_size"] = 64;
+    job["data"]["train"]["path"] = CriteoDir() + "/train.tsv";
+    job["data"]["test"]["path"] = CriteoDir() + "/test.tsv";
   } else {
     job["data"]["limit_train"] = limit_train;
     job["data"]["limit_test"] = 1000;
@@ -80,7 +98,7 @@ TEST(ModelExamplesLaunchTest, CnnTrainsUnderEveryStrategy) {
     SCOPED_TRACE(s.name);
     nlohmann::json out = RunLaunch(
         std::string("cnn_") + s.name,
-        ShortJob("fashion_mnist/cnn.json", std::string("cnn_") + s.name, 3000),
+        ShortJob("fashion_mnist/cnn.json", std::string("cnn_") + s.name, 6000),
         s.flags);
     if (out.is_discarded()) continue;
     EXPECT_GT(out["test_accuracy"].get<double>(), 0.6) << out.dump();
@@ -95,10 +113,10 @@ TEST(ModelExamplesLaunchTest, ResidualBlockTrainsUnderMirroredAndPs) {
     SCOPED_TRACE(n);
     nlohmann::json out = RunLaunch(
         "resnet_" + n,
-        ShortJob("fashion_mnist/resnet_block.json", "resnet_" + n, 2000),
+        ShortJob("fashion_mnist/resnet_block.json", "resnet_" + n, 6000, 2),
         s.flags);
     if (out.is_discarded()) continue;
-    EXPECT_GT(out["test_accuracy"].get<double>(), 0.3) << out.dump();
+    EXPECT_GT(out["test_accuracy"].get<double>(), 0.35) << out.dump();
   }
 }
 
@@ -112,12 +130,14 @@ TEST(ModelExamplesLaunchTest, RecommendationModelsTrainOnParameterServers) {
       nlohmann::json out = RunLaunch(
           name,
           ShortJob(std::string("criteo_like/") + example + ".json", name, 0,
-                   3),
+                   2),
           {"--strategy=parameter_server", small ? "--ps=1" : "--ps=2",
            small ? "--workers=1" : "--workers=2"});
       if (out.is_discarded()) continue;
       ASSERT_TRUE(out.contains("test_auc")) << out.dump();
-      EXPECT_GT(out["test_auc"].get<double>(), 0.6) << out.dump();
+      // local_train reaches 0.67-0.71 on these files (the seen-ids
+      // ceiling is 0.79); chance is 0.5.
+      EXPECT_GT(out["test_auc"].get<double>(), 0.62) << out.dump();
     }
   }
 }

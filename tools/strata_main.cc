@@ -413,8 +413,8 @@ strata::CliSpec Cli() {
        "[--cardinalities C1,...,C26 | --max-cardinality M] [--gzip] "
        "[--zipf-exponent X] [--latent-dim D] [--noise X] [--missing-rate X] "
        "[--positive-rate X] [--multi-hot-columns C,... [--max-hot K]] "
-       "[--split N]",
-       {{"Output", {"out", "examples", "seed", "gzip", "split"}},
+       "[--split N [--test-out PATH]]",
+       {{"Output", {"out", "examples", "seed", "gzip", "split", "test_out"}},
         {"Ids", {"cardinalities", "max_cardinality", "zipf_exponent",
                  "missing_rate", "multi_hot_columns", "max_hot"}},
         {"Labels", {"latent_dim", "noise", "positive_rate"}}}}};
