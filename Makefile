@@ -23,7 +23,9 @@ TSAN_DIR := build-tsan
 # and its tests run under python3-pytest (python3-torch for the PyTorch
 # interop example). etcd-server (3.4) holds the state and leadership of
 # replicated coordinators (strata-coordinator --etcd-endpoints, strata
-# launch --ha); its tests start it as a real process.
+# launch --ha); its tests start it as a real process. libopenblas0: Debian's
+# torch runs on OpenBLAS instead of the reference BLAS (the PyTorch baseline
+# of bench/cnn_compare.sh).
 DEB_PACKAGES := \
   build-essential cmake pkg-config ccache clang-14 libclang-rt-14-dev \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
@@ -31,7 +33,7 @@ DEB_PACKAGES := \
   libcpp-httplib-dev libgoogle-perftools-dev dataset-fashion-mnist \
   iproute2 procps openssl etcd-server \
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch \
-  python3-venv python3-pip python3-wheel
+  python3-venv python3-pip python3-wheel libopenblas0
 
 .PHONY: all deps build build-tsa test bench bench-netns run ps-smoke train-compare async-accuracy criteo-compare strategies chaos clean
 

@@ -375,6 +375,73 @@ TEST(SdkTest, OneDeviceFashionMnistSliceReachesSeventyPercent) {
   EXPECT_DOUBLE_EQ(r->accuracy, h->epochs[1].test_accuracy);
 }
 
+// A small CNN with BatchNormalization through the SDK (KerasLayer and the
+// Conv2D / MaxPooling2D / BatchNormalization helpers): it compiles, prints
+// Keras's summary with trainable and non-trainable counts, learns in one
+// device and under MirroredStrategy(2), whose replicas' moving statistics
+// are averaged (raw pixels 0..255: with statistics left at their start the
+// evaluation collapses).
+Sequential SmallCnn() {
+  return Sequential({Reshape({28, 28, 1}, /*input_shape=*/{784}),
+                     Conv2D(8, 3, "linear"), BatchNormalization(),
+                     KerasLayer("activation", R"({"activation": "relu"})"),
+                     MaxPooling2D(2), Flatten(),
+                     Dense(10, "softmax")});
+}
+
+TEST(SdkTest, CnnWithBatchNormalizationTrainsInOneDeviceAndMirrored) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  const std::string dir = "/usr/share/datasets/fashion-mnist/";
+  // Raw pixels: scale 1.
+  datasets::TrainTest data{
+      datasets::Idx(dir + "train-images-idx3-ubyte.gz",
+                    dir + "train-labels-idx1-ubyte.gz"),
+      datasets::Idx(dir + "t10k-images-idx3-ubyte.gz",
+                    dir + "t10k-labels-idx1-ubyte.gz")};
+  for (int replicas : {1, 2}) {
+    SCOPED_TRACE(replicas);
+    absl::StatusOr<std::unique_ptr<MirroredStrategy>> strategy =
+        MirroredStrategy::Create(replicas);
+    ASSERT_TRUE(strategy.ok()) << strategy.status();
+    auto scope = (*strategy)->Scope();
+    Sequential model = SmallCnn();
+    ASSERT_TRUE(model.Compile(Adam(0.003), "sparse_categorical_crossentropy",
+                              {"accuracy"})
+                    .ok());
+    absl::StatusOr<std::string> summary = model.Summary();
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    EXPECT_THAT(*summary, HasSubstr("conv2d (Conv2D)"));
+    EXPECT_THAT(*summary, HasSubstr("(None, 26, 26, 8)"));
+    // Conv 3*3*8 + 8, batch norm 4 * 8 (16 non-trainable), dense 1352*10+10.
+    EXPECT_THAT(*summary, HasSubstr("Non-trainable params: 16"));
+    EXPECT_THAT(*summary, HasSubstr("Trainable params: 13626"));
+    FitOptions fit{/*epochs=*/2, /*batch_size=*/32,
+                   /*validation=*/data.test.Take(1000)};
+    fit.verbose = 0;
+    absl::StatusOr<History> h = model.Fit(data.train.Take(4000), fit);
+    ASSERT_TRUE(h.ok()) << h.status();
+    absl::StatusOr<EvalResult> r = model.Evaluate(data.test.Take(1000));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_GT(r->accuracy, 0.7);
+    EXPECT_LT(r->loss, 1.0);
+  }
+}
+
+TEST(SdkTest, BadLayerArgumentsAreNamedAtCompile) {
+  Sequential model({Reshape({28, 28, 1}, {784}),
+                    KerasLayer("conv2d", R"({"filters": 4, "kernel_size": 3,
+                                             "padding": "full"})"),
+                    Flatten(), Dense(10, "softmax")});
+  EXPECT_THAT(model.Compile("adam", "sparse_categorical_crossentropy"),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "argument 'padding'"));
+  Sequential bad_json({Dense(4, "relu", 8), KerasLayer("reshape", "[1, 2]"),
+                       Dense(1, "sigmoid")});
+  EXPECT_THAT(bad_json.Compile("adam", "mse"),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "must be a JSON object"));
+}
+
 // --- Strategies and scopes -------------------------------------------------
 
 TEST(SdkTest, ScopeNestingRestoresThePreviousStrategy) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "worker/ps_worker.h"
 
 namespace strata {
 namespace worker_internal {
@@ -69,12 +70,20 @@ absl::Status GroupTrainer::PullAtLeast(const v1::GroupAssignment& a,
                                        Replica* rep, int64_t version) {
   std::vector<void*> dsts;
   for (auto& p : rep->params) dsts.push_back(p.data());
+  std::vector<std::string> names = layout_.names;
+  for (size_t i = 0; i < state_names_.size(); ++i) {
+    names.push_back(state_names_[i]);
+    dsts.push_back(rep->state[i].data());
+  }
   PullOptions pull;
   pull.min_version = version;
   const absl::Time until = absl::Now() + collective_options_.timeout;
   while (true) {
-    absl::Status s = cluster_->PullMany(layout_.names, dsts, pull);
-    if (s.ok()) return s;
+    absl::Status s = cluster_->PullMany(names, dsts, pull);
+    if (s.ok()) {
+      // The store's moving statistics for the next step or evaluation.
+      return LoadPulledState(ModelOf(*rep), rep->state, &rep->workspace);
+    }
     const bool waiting = s.code() == absl::StatusCode::kAborted ||
                          s.code() == absl::StatusCode::kDeadlineExceeded;
     if (!waiting || absl::Now() >= until) return s;
@@ -243,8 +252,23 @@ absl::Status GroupTrainer::ReplicaLoop(const v1::GroupAssignment& a, int local,
         for (float& v : g) v *= scale;
         grads.push_back(g.data());
       }
+      std::vector<std::string> names = layout_.names;
+      if (!state_names_.empty()) {
+        if (n > 0) {
+          STRATA_RETURN_IF_ERROR(StateDeltas(ModelOf(rep), rep.state,
+                                             &rep.workspace,
+                                             &rep.state_deltas));
+        } else {
+          for (auto& d : rep.state_deltas) std::fill(d.begin(), d.end(), 0.0f);
+        }
+        for (size_t i = 0; i < state_names_.size(); ++i) {
+          for (float& v : rep.state_deltas[i]) v *= scale;
+          names.push_back(state_names_[i]);
+          grads.push_back(rep.state_deltas[i].data());
+        }
+      }
       absl::StatusOr<int64_t> pushed = cluster_->PushMany(
-          layout_.names, grads, PushTag{tag_job, rank, step, a.group(), world});
+          names, grads, PushTag{tag_job, rank, step, a.group(), world});
       // ABORTED: the store already applied this step (a re-run after a
       // regroup) or a newer group owns it; the next pull tells.
       if (!pushed.ok() && pushed.status().code() != absl::StatusCode::kAborted) {

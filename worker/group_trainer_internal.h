@@ -68,6 +68,10 @@ class GroupTrainer {
     // (BatchNormalization's moving statistics), each weighted by the
     // replica's share of the batch.
     std::vector<float> flat;
+    // Variables on PS tasks (central_storage): the model's state as pulled
+    // and the changes a step made to it.
+    std::vector<std::vector<float>> state;
+    std::vector<std::vector<float>> state_deltas;
     ModelWorkspace workspace;
     int cached_epoch = -1;
     std::vector<int64_t> permutation;
@@ -160,6 +164,8 @@ class GroupTrainer {
   // accuracy (the replicas' moving statistics averaged every step, as
   // tf.distribute's mirrored strategies average them).
   int64_t num_state_ = 0;
+  // Variables on PS tasks: the state variables' names (after layout_'s).
+  std::vector<std::string> state_names_;
   collective::CollectiveOptions collective_options_;
 
   std::unique_ptr<PsCluster> cluster_;

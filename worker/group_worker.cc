@@ -63,8 +63,10 @@ absl::Status GroupTrainer::Setup(const v1::JobStatus& status) {
     num_params_ += layout_.sizes.back();
   }
   num_state_ = 0;
+  state_names_.clear();
   for (const VariableDef& def : model_->state_variables()) {
     num_state_ += NumElements(def.shape);
+    state_names_.push_back(def.name);
   }
   layout_.slot_names = optimizer_->SlotNames();
   collective_options_.pack_bytes = policy_->config().pack_bytes;
@@ -77,6 +79,11 @@ absl::Status GroupTrainer::Setup(const v1::JobStatus& status) {
     for (int64_t size : layout_.sizes) {
       rep.params.emplace_back(static_cast<size_t>(size));
       rep.grads.emplace_back(static_cast<size_t>(size));
+    }
+    for (const VariableDef& def : model_->state_variables()) {
+      rep.state.emplace_back(static_cast<size_t>(NumElements(def.shape)));
+      rep.state_deltas.emplace_back(
+          static_cast<size_t>(NumElements(def.shape)));
     }
   }
 
@@ -164,7 +171,13 @@ absl::Status GroupTrainer::CreatePsVariables(int64_t start_step) {
                                    num_params_ + 2 + num_state_, start_step);
   }
   if (start_step > 0) return absl::OkStatus();
-  for (v1::VariableSpec var : PsVariableSpecs(job_, *model_)) {
+  std::vector<v1::VariableSpec> specs = PsVariableSpecs(job_, *model_);
+  // The state (moving statistics) on the store too: every replica pushes
+  // its step's change, averaged as the gradients are.
+  for (v1::VariableSpec& spec : PsStateVariableSpecs(job_, *model_)) {
+    specs.push_back(std::move(spec));
+  }
+  for (v1::VariableSpec var : specs) {
     var.mutable_update_mode()->set_kind(v1::UpdateMode::SYNC);
     var.mutable_update_mode()->set_num_replicas(1);
     Shape shape(var.shape().begin(), var.shape().end());

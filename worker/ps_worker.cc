@@ -68,6 +68,51 @@ std::vector<v1::VariableSpec> PsVariableSpecs(const JobSpec& job,
   return specs;
 }
 
+std::vector<v1::VariableSpec> PsStateVariableSpecs(const JobSpec& job,
+                                                   const Model& model) {
+  std::vector<v1::VariableSpec> specs;
+  OptimizerConfig add;
+  add.type = OptimizerType::kAssignAdd;
+  for (const VariableDef& def : model.state_variables()) {
+    v1::VariableSpec spec;
+    spec.set_name(def.name);
+    spec.set_dtype(v1::DT_FLOAT32);
+    for (int64_t d : def.shape) spec.add_shape(d);
+    *spec.mutable_initializer() = InitializerToProto(def.init);
+    *spec.mutable_optimizer() = OptimizerToProto(add);
+    if (job.strategy.update == "sync") {
+      spec.mutable_update_mode()->set_kind(v1::UpdateMode::SYNC);
+      spec.mutable_update_mode()->set_num_replicas(job.strategy.sync_replicas);
+    }
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+absl::Status LoadPulledState(const Model& model,
+                             const std::vector<std::vector<float>>& pulled,
+                             ModelWorkspace* workspace) {
+  if (model.state_variables().empty()) return absl::OkStatus();
+  return model.SetState(workspace, pulled);
+}
+
+absl::Status StateDeltas(const Model& model,
+                         const std::vector<std::vector<float>>& pulled,
+                         ModelWorkspace* workspace,
+                         std::vector<std::vector<float>>* deltas) {
+  if (model.state_variables().empty()) return absl::OkStatus();
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::vector<float>> now,
+                          model.GetState(workspace));
+  deltas->resize(now.size());
+  for (size_t i = 0; i < now.size(); ++i) {
+    (*deltas)[i].resize(now[i].size());
+    for (size_t k = 0; k < now[i].size(); ++k) {
+      (*deltas)[i][k] = now[i][k] - pulled[i][k];
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RetrySetup(absl::string_view what,
                         const std::function<absl::Status()>& attempt,
                         absl::Duration limit,
@@ -202,9 +247,10 @@ absl::Status PsWorker::Run() {
   std::vector<StepContext> contexts(n);
   for (int i = 0; i < n; ++i) contexts[i].lane = i;
   for (StepContext& ctx : contexts) {
-    for (int64_t size : sizes_) {
-      ctx.params.emplace_back(size);
-      ctx.grads.emplace_back(size);
+    for (size_t i = 0; i < sizes_.size(); ++i) {
+      (i < num_trainable_ ? ctx.params : ctx.state).emplace_back(sizes_[i]);
+      (i < num_trainable_ ? ctx.grads : ctx.state_deltas)
+          .emplace_back(sizes_[i]);
     }
   }
   std::vector<absl::Status> results(n);
@@ -348,6 +394,10 @@ absl::Status PsWorker::Setup(const v1::JobStatus& status) {
   }
   cluster_ = PsCluster::Connect(ps, ps_options);
   specs_ = PsVariableSpecs(job_, *model_);
+  num_trainable_ = specs_.size();
+  for (v1::VariableSpec& spec : PsStateVariableSpecs(job_, *model_)) {
+    specs_.push_back(std::move(spec));
+  }
   names_.clear();
   sizes_.clear();
   for (const v1::VariableSpec& spec : specs_) {
@@ -399,6 +449,7 @@ absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
   if (sync) pull.min_version = group;
   std::vector<void*> dsts;
   for (auto& p : ctx->params) dsts.push_back(p.data());
+  for (auto& p : ctx->state) dsts.push_back(p.data());
   // The newest values: from the PS tasks' mirrors in shared memory where
   // they are on this host, else pulled (or, async, came back with this
   // context's previous push).
@@ -406,6 +457,7 @@ absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
     STRATA_RETURN_IF_ERROR(cluster_->PullLatest(ctx->lane, names_, dsts, pull));
   }
   ctx->prefetched = false;
+  STRATA_RETURN_IF_ERROR(LoadPulledState(*model_, ctx->state, &ctx->workspace));
   if (embedding_ != nullptr) {
     STRATA_RETURN_IF_ERROR(SparseStep(item, ctx));
   } else {
@@ -420,8 +472,11 @@ absl::Status PsWorker::Train(const v1::WorkItem& item, StepContext* ctx) {
             job_.seed * 1000003 + static_cast<uint64_t>(item.step()),
             &ctx->grads, &ctx->workspace));
   }
+  STRATA_RETURN_IF_ERROR(
+      StateDeltas(*model_, ctx->state, &ctx->workspace, &ctx->state_deltas));
   std::vector<const void*> grads;
   for (auto& g : ctx->grads) grads.push_back(g.data());
+  for (auto& g : ctx->state_deltas) grads.push_back(g.data());
   // Tagged by step, not by worker: whoever runs a step, it is applied once.
   if (!sync) {
     // Where no task is read through mirrors, the push brings the values
@@ -525,7 +580,10 @@ absl::Status PsWorker::EvaluateEpoch(const v1::WorkItem& item,
   }
   std::vector<void*> dsts;
   for (auto& p : ctx->params) dsts.push_back(p.data());
+  for (auto& p : ctx->state) dsts.push_back(p.data());
   STRATA_RETURN_IF_ERROR(cluster_->PullLatest(ctx->lane, names_, dsts));
+  // The moving statistics as the PS holds them (every worker's updates).
+  STRATA_RETURN_IF_ERROR(LoadPulledState(*model_, ctx->state, &ctx->workspace));
   if (embedding_ != nullptr) {
     if (ctx->tables == nullptr) {
       ctx->tables =
@@ -544,7 +602,7 @@ absl::Status PsWorker::EvaluateEpoch(const v1::WorkItem& item,
           /*train=*/false, &ctx->batch_x, &ctx->plan));
       STRATA_RETURN_IF_ERROR(model_->Predict(Model::Views(ctx->params),
                                              ctx->batch_x.data(), n,
-                                             &probabilities));
+                                             &probabilities, &ctx->workspace));
       const absl::Span<const float> labels =
           absl::MakeConstSpan(data.labels).subspan(
               static_cast<size_t>(first), static_cast<size_t>(n));

@@ -59,6 +59,23 @@ struct PsWorkerOptions {
 // with the job's optimizer and update mode.
 std::vector<v1::VariableSpec> PsVariableSpecs(const JobSpec& job,
                                               const Model& model);
+// The specs of the model's non-trainable state (BatchNormalization's moving
+// statistics), held on the PS tasks as tf.distribute's
+// ParameterServerStrategy holds them: an assign_add variable each, to which
+// a worker pushes the change its step made (new - pulled value); sync
+// updates average the changes of a step's replicas. Checkpointed and
+// restored with the other variables.
+std::vector<v1::VariableSpec> PsStateVariableSpecs(const JobSpec& job,
+                                                   const Model& model);
+// Pulled state values (views) into `workspace` before a step; the step's
+// changes (new - pulled) into *deltas after it.
+absl::Status LoadPulledState(const Model& model,
+                             const std::vector<std::vector<float>>& pulled,
+                             ModelWorkspace* workspace);
+absl::Status StateDeltas(const Model& model,
+                         const std::vector<std::vector<float>>& pulled,
+                         ModelWorkspace* workspace,
+                         std::vector<std::vector<float>>* deltas);
 
 // Checks what ParameterServerStrategy supports of a valid job. Errors:
 // FAILED_PRECONDITION for sync updates combined with checkpoints (the
@@ -108,6 +125,10 @@ class PsWorker {
     // at once, uses them instead of pulling.
     bool prefetched = false;
     std::vector<std::vector<float>> grads;
+    // The model's state as pulled (after params in the pull) and the
+    // changes a step made to it (pushed after the gradients).
+    std::vector<std::vector<float>> state;
+    std::vector<std::vector<float>> state_deltas;
     ModelWorkspace workspace;
     int cached_epoch = -1;
     std::vector<int64_t> permutation;
@@ -163,9 +184,11 @@ class PsWorker {
   CriteoBatch sparse_train_;
   CriteoBatch sparse_test_;
   std::unique_ptr<PsCluster> cluster_;
+  // Every PS variable: the model's trainable ones, then its state.
   std::vector<v1::VariableSpec> specs_;
   std::vector<std::string> names_;
   std::vector<int64_t> sizes_;
+  size_t num_trainable_ = 0;
 };
 
 }  // namespace strata
