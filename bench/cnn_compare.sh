@@ -6,8 +6,9 @@
 #   2. two workers: multi_worker_mirrored (ring) against DDP with gloo;
 #   3. with ACCURACY=1, EPOCHS (5) epochs under every strategy: test
 #      accuracy beside local_train's.
-# Throughput runs train TIMED_EPOCHS (2; PyTorch's first epoch is its
-# warm-up). Writes bench/results/cnn_compare.md. Run from the repository
+# Throughput runs train TIMED_EPOCHS (2) epochs; examples/s is over all of
+# them, training time only (Strata's train_examples_per_second, the same
+# for PyTorch). Writes bench/results/cnn_compare.md. Run from the repository
 # root after `make build`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -51,7 +52,7 @@ cat "$TMP/ddp.json"
 
 local_eps=$(field "$TMP/local.json" train_examples_per_second)
 torch_eps=$($PY -c "import json; print(json.load(open('$TMP/torch1.json'))['examples_per_second'])")
-mwm_eps=$(field "$TMP/mwm.json" examples_per_second)
+mwm_eps=$(field "$TMP/mwm.json" train_examples_per_second)
 ddp_eps=$($PY -c "import json; print(json.load(open('$TMP/ddp.json'))['examples_per_second'])")
 
 mkdir -p bench/results

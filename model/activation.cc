@@ -1,4 +1,5 @@
 #include "model/activation.h"
+#include "model/eigen_maps.h"
 
 #include <cmath>
 
@@ -10,12 +11,8 @@ namespace strata {
 namespace model {
 namespace {
 
-using RowMatrix =
-    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MatrixMap = Eigen::Map<RowMatrix>;
-using ConstMatrixMap = Eigen::Map<const RowMatrix>;
-using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
-using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
+using namespace eigen_maps;  // NOLINT: the layer files' Eigen views
+
 
 constexpr float kSqrtHalf = 0.70710678118654752440f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;

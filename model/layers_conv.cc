@@ -12,17 +12,14 @@
 #include "absl/strings/str_join.h"
 #include "model/activation.h"
 #include "model/layers.h"
+#include "model/eigen_maps.h"
 
 namespace strata {
 namespace model {
 namespace {
 
-using RowMatrix =
-    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MatrixMap = Eigen::Map<RowMatrix>;
-using ConstMatrixMap = Eigen::Map<const RowMatrix>;
-using RowVectorMap = Eigen::Map<Eigen::RowVectorXf>;
-using ConstRowVectorMap = Eigen::Map<const Eigen::RowVectorXf>;
+using namespace eigen_maps;  // NOLINT: the layer files' Eigen views
+
 
 // Scratch buffers.
 constexpr size_t kPreactivation = 0;  // forward: z before the activation

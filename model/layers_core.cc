@@ -10,6 +10,7 @@
 #include "model/activation.h"
 #include "model/layers.h"
 #include "model/random.h"
+#include "model/eigen_maps.h"
 
 namespace strata {
 
@@ -30,12 +31,8 @@ void FillDropoutMask(uint64_t seed, uint64_t layer, double rate, float* mask,
 namespace model {
 namespace {
 
-using RowMatrix =
-    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MatrixMap = Eigen::Map<RowMatrix>;
-using ConstMatrixMap = Eigen::Map<const RowMatrix>;
-using RowVectorMap = Eigen::Map<Eigen::RowVectorXf>;
-using ConstRowVectorMap = Eigen::Map<const Eigen::RowVectorXf>;
+using namespace eigen_maps;  // NOLINT: the layer files' Eigen views
+
 
 std::string ShapeText(const Shape& s) { return ShapeString(s); }
 

@@ -11,19 +11,14 @@
 #include "absl/strings/str_cat.h"
 #include "model/activation.h"
 #include "model/layers.h"
+#include "model/eigen_maps.h"
 
 namespace strata {
 namespace model {
 namespace {
 
-using RowMatrix =
-    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MatrixMap = Eigen::Map<RowMatrix>;
-using ConstMatrixMap = Eigen::Map<const RowMatrix>;
-using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
-using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
-using RowVectorMap = Eigen::Map<Eigen::RowVectorXf>;
-using ConstRowVectorMap = Eigen::Map<const Eigen::RowVectorXf>;
+using namespace eigen_maps;  // NOLINT: the layer files' Eigen views
+
 
 // DotInteraction (tfrs.layers.feature_interaction.DotInteraction, also
 // keras_rs.layers.DotInteraction): n >= 2 inputs of one shape [d] stacked

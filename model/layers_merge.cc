@@ -12,18 +12,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "model/layers.h"
+#include "model/eigen_maps.h"
 
 namespace strata {
 namespace model {
 namespace {
 
-using RowMatrix =
-    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MatrixMap = Eigen::Map<RowMatrix>;
-using ConstMatrixMap = Eigen::Map<const RowMatrix>;
-using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
-using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
-using VectorMap = Eigen::Map<Eigen::VectorXf>;
+using namespace eigen_maps;  // NOLINT: the layer files' Eigen views
+
 
 std::string ShapesText(const std::vector<Shape>& shapes) {
   std::vector<std::string> parts;

@@ -10,19 +10,14 @@
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "model/layers.h"
+#include "model/eigen_maps.h"
 
 namespace strata {
 namespace model {
 namespace {
 
-using RowMatrix =
-    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MatrixMap = Eigen::Map<RowMatrix>;
-using ConstMatrixMap = Eigen::Map<const RowMatrix>;
-using RowVectorMap = Eigen::Map<Eigen::RowVectorXf>;
-using ConstRowVectorMap = Eigen::Map<const Eigen::RowVectorXf>;
-using VectorMap = Eigen::Map<Eigen::VectorXf>;
-using ConstVectorMap = Eigen::Map<const Eigen::VectorXf>;
+using namespace eigen_maps;  // NOLINT: the layer files' Eigen views
+
 
 // Rows summed in float before each partial sum is added in double: column
 // sums over a large batch x spatial extent stay accurate.
