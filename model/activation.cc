@@ -1,6 +1,7 @@
 #include "model/activation.h"
 #include "model/eigen_maps.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "Eigen/Core"
@@ -200,6 +201,19 @@ void ActivationBackward(const Activation& a, const float* y_data,
       return;
     }
   }
+}
+
+void ActivationBackwardInto(const Activation& a, const float* y,
+                            const float* z, const float* g_in, float* g_out,
+                            int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  if (a.kind == ActivationKind::kRelu) {
+    ArrayMap(g_out, n) = (ConstArrayMap(y, n) > 0.0f)
+                             .select(ConstArrayMap(g_in, n), 0.0f);
+    return;
+  }
+  std::copy(g_in, g_in + n, g_out);
+  ActivationBackward(a, y, z, g_out, rows, cols);
 }
 
 }  // namespace model

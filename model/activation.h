@@ -52,6 +52,13 @@ void ApplyActivation(const Activation& a, float* z, int64_t rows,
 void ActivationBackward(const Activation& a, const float* y, const float* z,
                         float* g, int64_t rows, int64_t cols);
 
+// As ActivationBackward, out of place: g_out = d loss / d z from g_in =
+// d loss / d y (one pass over the data for relu, else a copy and the
+// in-place pass).
+void ActivationBackwardInto(const Activation& a, const float* y,
+                            const float* z, const float* g_in, float* g_out,
+                            int64_t rows, int64_t cols);
+
 }  // namespace model
 }  // namespace strata
 

@@ -166,12 +166,11 @@ class Conv : public Layer {
     if (!a.grad_is_preactivation &&
         activation_.kind != ActivationKind::kLinear) {
       float* g = a.scratch->Get(kGrad, static_cast<size_t>(n * filters_));
-      std::memcpy(g, a.output_grad, sizeof(float) * n * filters_);
-      ActivationBackward(activation_, a.output,
-                         NeedsPreactivation(activation_)
-                             ? a.scratch->At(kPreactivation)
-                             : nullptr,
-                         g, n, filters_);
+      ActivationBackwardInto(activation_, a.output,
+                             NeedsPreactivation(activation_)
+                                 ? a.scratch->At(kPreactivation)
+                                 : nullptr,
+                             a.output_grad, g, n, filters_);
       dz_data = g;
     }
     ConstMatrixMap dz(dz_data, n, filters_);

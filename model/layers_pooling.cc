@@ -164,26 +164,28 @@ class Pooling : public Layer {
   }
 
  private:
-  void MaxWindow(const float* x, int64_t oy, int64_t ox, float* o,
-                 int32_t* idx) const {
+  void MaxWindow(const float* x, int64_t oy, int64_t ox,
+                 float* __restrict o, int32_t* __restrict idx) const {
     bool first = true;
     for (int64_t iy = rows_.lo[oy]; iy < rows_.hi[oy]; ++iy) {
       for (int64_t ix = cols_.lo[ox]; ix < cols_.hi[ox]; ++ix) {
         const int32_t pos = static_cast<int32_t>((iy * w_ + ix) * c_);
-        const float* s = x + pos;
+        const float* __restrict s = x + pos;
+        const int32_t n = static_cast<int32_t>(c_);
         if (first) {
-          for (int64_t c = 0; c < c_; ++c) {
+          for (int32_t c = 0; c < n; ++c) {
             o[c] = s[c];
-            idx[c] = pos + static_cast<int32_t>(c);
+            idx[c] = pos + c;
           }
           first = false;
           continue;
         }
-        for (int64_t c = 0; c < c_; ++c) {
-          if (s[c] > o[c]) {
-            o[c] = s[c];
-            idx[c] = pos + static_cast<int32_t>(c);
-          }
+        // Branch-free selects over the channels, which the compiler
+        // vectorizes (the first maximum wins a tie: strictly greater).
+        for (int32_t c = 0; c < n; ++c) {
+          const bool greater = s[c] > o[c];
+          o[c] = greater ? s[c] : o[c];
+          idx[c] = greater ? pos + c : idx[c];
         }
       }
     }
