@@ -6,7 +6,7 @@
 #   2. two workers: multi_worker_mirrored (ring) against DDP with gloo;
 #   3. with ACCURACY=1, EPOCHS (5) epochs under every strategy: test
 #      accuracy beside local_train's.
-# Throughput runs train TIMED_EPOCHS (2) epochs; examples/s is over all of
+# Throughput runs train TIMED_EPOCHS (1) epoch(s); examples/s is over all of
 # them, training time only (Strata's train_examples_per_second, the same
 # for PyTorch). Writes bench/results/cnn_compare.md. Run from the repository
 # root after `make build`.
@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BIN=build/bin
 THREADS=${THREADS:-1}
-TIMED_EPOCHS=${TIMED_EPOCHS:-2}
+TIMED_EPOCHS=${TIMED_EPOCHS:-1}
 EPOCHS=${EPOCHS:-5}
 ACCURACY=${ACCURACY:-0}
 OUT=bench/results/cnn_compare.md
@@ -35,44 +35,54 @@ PYEOF
 field() { $PY -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 
 job_with_epochs "$TIMED_EPOCHS" "$TMP/timed.json"
-echo "== local_train, $TIMED_EPOCHS epochs"
-$BIN/local_train --job "$TMP/timed.json" --summary "$TMP/local.json" | tail -n 2
-echo "== PyTorch, 1 process, $THREADS thread(s)"
-$PY bench/cnn_torch.py --workers 1 --threads "$THREADS" \
-  --epochs "$TIMED_EPOCHS" > "$TMP/torch1.json"
-cat "$TMP/torch1.json"
-echo "== multi_worker_mirrored, 2 workers (ring)"
-$BIN/strata launch --job "$TMP/timed.json" --strategy multi_worker_mirrored \
-  --collective ring --ps 0 --workers 2 --summary "$TMP/mwm.json" \
-  --run-dir "$TMP/mwm-run" | tail -n 2
-echo "== PyTorch DDP (gloo), 2 processes"
-$PY bench/cnn_torch.py --workers 2 --threads "$THREADS" \
-  --epochs "$TIMED_EPOCHS" > "$TMP/ddp.json"
-cat "$TMP/ddp.json"
-
-local_eps=$(field "$TMP/local.json" train_examples_per_second)
-torch_eps=$($PY -c "import json; print(json.load(open('$TMP/torch1.json'))['examples_per_second'])")
-mwm_eps=$(field "$TMP/mwm.json" train_examples_per_second)
-ddp_eps=$($PY -c "import json; print(json.load(open('$TMP/ddp.json'))['examples_per_second'])")
+# ROUNDS rounds, each running the four side by side in turn (this machine's
+# speed drifts by tens of per cent over minutes: medians of alternated runs).
+ROUNDS=${ROUNDS:-3}
+for r in $(seq 1 "$ROUNDS"); do
+  echo "== round $r: local_train, $TIMED_EPOCHS epoch(s)"
+  $BIN/local_train --job "$TMP/timed.json" --summary "$TMP/local_$r.json" | tail -n 1
+  echo "== round $r: PyTorch, 1 process, $THREADS thread(s)"
+  $PY bench/cnn_torch.py --workers 1 --threads "$THREADS" \
+    --epochs "$TIMED_EPOCHS" > "$TMP/torch1_$r.json"
+  cat "$TMP/torch1_$r.json"
+  echo "== round $r: multi_worker_mirrored, 2 workers (ring)"
+  $BIN/strata launch --job "$TMP/timed.json" --strategy multi_worker_mirrored \
+    --collective ring --ps 0 --workers 2 --summary "$TMP/mwm_$r.json" \
+    --run-dir "$TMP/mwm-run-$r" | tail -n 1
+  echo "== round $r: PyTorch DDP (gloo), 2 processes"
+  $PY bench/cnn_torch.py --workers 2 --threads "$THREADS" \
+    --epochs "$TIMED_EPOCHS" > "$TMP/ddp_$r.json"
+  cat "$TMP/ddp_$r.json"
+done
 
 mkdir -p bench/results
 {
-  echo "# CNN against PyTorch ($(date -u +%Y-%m-%d), $(nproc) cores, THREADS=$THREADS)"
+  echo "# CNN against PyTorch ($(date -u +%Y-%m-%d), $(getconf _NPROCESSORS_ONLN) cores, THREADS=$THREADS)"
   echo
   echo "Command: \`bench/cnn_compare.sh\` (TIMED_EPOCHS=$TIMED_EPOCHS)."
   echo "PyTorch: $($PY -c 'import torch; print(torch.__version__)'), BLAS:"
   echo "$(ls /usr/lib/x86_64-linux-gnu/libopenblas.so.0 2>/dev/null || echo 'reference BLAS (libopenblas0 not installed)');"
   echo "convolutions through its oneDNN (MKL-DNN) kernels."
   echo
-  echo "| run | examples/s | ratio |"
-  echo "|---|---|---|"
-  $PY - "$local_eps" "$torch_eps" "$mwm_eps" "$ddp_eps" <<'PYEOF'
-import sys
-l, t, m, d = map(float, sys.argv[1:])
-print(f"| local_train (1 process) | {l:.0f} | {l / t:.2f} of PyTorch |")
-print(f"| PyTorch (1 process) | {t:.0f} | 1 |")
-print(f"| multi_worker_mirrored, 2 workers | {m:.0f} | {m / d:.2f} of DDP |")
-print(f"| PyTorch DDP gloo, 2 processes | {d:.0f} | 1 |")
+  echo "Medians of $ROUNDS alternated rounds (each round: local_train, PyTorch, multi_worker_mirrored, DDP); every run's figure in brackets."
+  echo
+  echo "| run | examples/s (median) | ratio of medians | runs |"
+  echo "|---|---|---|---|"
+  $PY - "$TMP" "$ROUNDS" <<'PYEOF'
+import json, statistics, sys
+d, rounds = sys.argv[1], int(sys.argv[2])
+def runs(name, key):
+    return [json.load(open(f"{d}/{name}_{r}.json"))[key] for r in range(1, rounds + 1)]
+l = runs("local", "train_examples_per_second")
+t = runs("torch1", "examples_per_second")
+m = runs("mwm", "train_examples_per_second")
+p = runs("ddp", "examples_per_second")
+med = statistics.median
+fmt = lambda xs: ", ".join(f"{x:.0f}" for x in xs)
+print(f"| local_train (1 process) | {med(l):.0f} | {med(l) / med(t):.2f} of PyTorch | {fmt(l)} |")
+print(f"| PyTorch (1 process) | {med(t):.0f} | 1 | {fmt(t)} |")
+print(f"| multi_worker_mirrored, 2 workers | {med(m):.0f} | {med(m) / med(p):.2f} of DDP | {fmt(m)} |")
+print(f"| PyTorch DDP gloo, 2 processes | {med(p):.0f} | 1 | {fmt(p)} |")
 PYEOF
 } > "$OUT"
 

@@ -91,15 +91,21 @@ class LineTee : public std::streambuf {
   std::vector<std::string> lines_;
 };
 
-// Pulls every variable of `model` from the PS tasks at `addresses` into
-// *params (Keras's order), sharded as ParameterServerStrategy places them.
+// Pulls every variable of `model` (its weights, then its state) from the PS
+// tasks at `addresses` into *params (Keras's order), sharded as
+// ParameterServerStrategy places them.
 // Creating a variable is idempotent for the spec the workers used, and gives
 // its placement (shards and their tasks).
 absl::Status PullShardedWeights(const std::vector<std::string>& addresses,
                                 const JobSpec& job, const Model& model,
                                 std::vector<std::vector<float>>* params) {
   std::unique_ptr<PsCluster> cluster = PsCluster::Connect(addresses);
-  const std::vector<v1::VariableSpec> specs = PsVariableSpecs(job, model);
+  // The weights, then the model's state (moving statistics), which the
+  // workers keep on the PS too.
+  std::vector<v1::VariableSpec> specs = PsVariableSpecs(job, model);
+  for (v1::VariableSpec& spec : PsStateVariableSpecs(job, model)) {
+    specs.push_back(std::move(spec));
+  }
   params->assign(specs.size(), {});
   std::vector<std::string> names;
   std::vector<void*> dsts;
@@ -116,18 +122,23 @@ absl::Status PullShardedWeights(const std::vector<std::string>& addresses,
   return cluster->PullMany(names, dsts);
 }
 
-// Pulls every variable of `model`, each whole on PS task 0 under its own
-// name (CentralStorageStrategy's placement), into *params in one call.
+// Pulls every variable of `model` (weights, then state), each whole on PS
+// task 0 under its own name (CentralStorageStrategy's placement), into
+// *params in one call.
 absl::Status PullWholeWeights(const std::vector<std::string>& addresses,
                               const JobSpec& /*job*/, const Model& model,
                               std::vector<std::vector<float>>* params) {
   std::unique_ptr<PsClient> ps0 = PsClient::Connect(addresses[0]);
-  params->assign(model.variables().size(), {});
+  // The weights, then the model's state (moving statistics).
+  std::vector<VariableDef> all = model.variables();
+  all.insert(all.end(), model.state_variables().begin(),
+             model.state_variables().end());
+  params->assign(all.size(), {});
   std::vector<std::string> names;
   std::vector<void*> dsts;
   std::vector<size_t> sizes;
-  for (size_t i = 0; i < model.variables().size(); ++i) {
-    const VariableDef& v = model.variables()[i];
+  for (size_t i = 0; i < all.size(); ++i) {
+    const VariableDef& v = all[i];
     (*params)[i].resize(NumElements(v.shape));
     names.push_back(v.name);
     dsts.push_back((*params)[i].data());
@@ -579,6 +590,16 @@ absl::StatusOr<History> LocalClusterStrategy::Fit(
     return absl::InternalError(absl::StrCat(
         where, ": the job succeeded but its variables were not read back: ",
         read.message(), " (job and logs in ", dir, ")"));
+  }
+  const size_t num_weights = m.model().variables().size();
+  if (pulled.size() > num_weights) {
+    // The state the PS held: where Evaluate and Predict read it.
+    std::vector<std::vector<float>> state(
+        std::make_move_iterator(pulled.begin() + num_weights),
+        std::make_move_iterator(pulled.end()));
+    pulled.resize(num_weights);
+    STRATA_RETURN_IF_ERROR(m.model().SetState(m.local_layers().workspace(),
+                                              std::move(state)));
   }
   m.cluster_params = std::move(pulled);
   m.epochs_trained += job.epochs;
