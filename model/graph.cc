@@ -320,14 +320,14 @@ bool Graph::HasLayerClass(const std::string& class_name) const {
   return false;
 }
 
-std::vector<absl::Span<const float>> Graph::NodeWeights(
-    const Node& node, absl::Span<const absl::Span<const float>> params,
-    absl::Span<const absl::Span<const float>> states) const {
-  std::vector<absl::Span<const float>> w;
+void Graph::NodeWeights(const Node& node,
+                        absl::Span<const absl::Span<const float>> params,
+                        absl::Span<const absl::Span<const float>> states,
+                        std::vector<absl::Span<const float>>* out) const {
+  out->clear();
   for (const WeightSlot& s : layer_weights_[node.layer]) {
-    w.push_back(s.trainable ? params[s.index] : states[s.index]);
+    out->push_back(s.trainable ? params[s.index] : states[s.index]);
   }
-  return w;
 }
 
 void Graph::Prepare(GraphWorkspace* ws, int64_t batch) const {
@@ -337,6 +337,8 @@ void Graph::Prepare(GraphWorkspace* ws, int64_t batch) const {
   ws->grads_.resize(n);
   ws->grad_set_.assign(n, 0);
   ws->scratch_.resize(nodes_.size());
+  ws->forward_args_.resize(nodes_.size());
+  ws->backward_args_.resize(nodes_.size());
   (void)batch;
 }
 
@@ -369,13 +371,15 @@ absl::Status Graph::Forward(absl::Span<const absl::Span<const float>> params,
   for (size_t k = 0; k < nodes_.size(); ++k) {
     const Node& node = nodes_[k];
     const Layer& layer = *layers_[node.layer];
-    ForwardArgs a;
+    ForwardArgs& a = ws->forward_args_[k];
     a.batch = batch;
     a.training = training;
     a.seed = seed;
     a.layer_index = static_cast<uint64_t>(node.layer);
+    a.inputs.clear();
     for (int t : node.inputs) a.inputs.push_back(ws->value_ptrs_[t]);
-    a.weights = NodeWeights(node, params, states);
+    NodeWeights(node, params, states, &a.weights);
+    a.state_out.clear();
     for (const WeightSlot& s : layer_weights_[node.layer]) {
       a.state_out.push_back(!s.trainable && training && state_out != nullptr
                                 ? (*state_out)[s.index].data()
@@ -411,7 +415,8 @@ void Graph::Backward(absl::Span<const absl::Span<const float>> params,
   }
   // Which tensors need a gradient: inputs when input_grad is wanted, and
   // every node output that leads to a trainable weight or such an input.
-  std::vector<char> needs(num_tensors, 0);
+  std::vector<char>& needs = ws->needs_;
+  needs.assign(num_tensors, 0);
   for (int i = 0; i < num_inputs; ++i) needs[i] = input_grad != nullptr;
   for (const Node& node : nodes_) {
     bool n = false;
@@ -421,7 +426,8 @@ void Graph::Backward(absl::Span<const absl::Span<const float>> params,
   }
   ws->grad_set_.assign(num_tensors, 0);
   const int num_out = static_cast<int>(outputs_.size());
-  std::vector<char> fused(num_tensors, 0);
+  std::vector<char>& fused = ws->fused_;
+  fused.assign(num_tensors, 0);
   for (int i = 0; i < num_out; ++i) {
     if (output_grads[i] == nullptr) continue;
     const int t = outputs_[i];
@@ -437,20 +443,24 @@ void Graph::Backward(absl::Span<const absl::Span<const float>> params,
       fused[t] = 1;
     }
   }
-  std::vector<char> written(variables_.size(), 0);
-  std::vector<AlignedFloats> temps;
+  std::vector<char>& written = ws->written_;
+  written.assign(variables_.size(), 0);
+  std::vector<AlignedFloats>& temps = ws->temps_;
   for (int k = static_cast<int>(nodes_.size()) - 1; k >= 0; --k) {
     const Node& node = nodes_[k];
     const int t = node.output;
     if (!ws->grad_set_[t] || !needs[t]) continue;
     const Layer& layer = *layers_[node.layer];
-    BackwardArgs a;
+    BackwardArgs& a = ws->backward_args_[k];
     a.batch = batch;
     a.training = true;
     a.seed = seed;
     a.layer_index = static_cast<uint64_t>(node.layer);
+    a.inputs.clear();
     for (int u : node.inputs) a.inputs.push_back(ws->value_ptrs_[u]);
-    a.weights = NodeWeights(node, params, states);
+    NodeWeights(node, params, states, &a.weights);
+    a.input_grads.clear();
+    a.weight_grads.clear();
     a.output = ws->value_ptrs_[t];
     a.output_grad = ws->grads_[t].data();
     a.grad_is_preactivation = fused[t] != 0;
@@ -460,7 +470,8 @@ void Graph::Backward(absl::Span<const absl::Span<const float>> params,
     if (temps.size() < num_in + layer_weights_[node.layer].size()) {
       temps.resize(num_in + layer_weights_[node.layer].size());
     }
-    std::vector<std::pair<int, float*>> adds;  // (tensor, temp)
+    auto& adds = ws->input_adds_;  // (tensor, temp)
+    adds.clear();
     for (size_t j = 0; j < num_in; ++j) {
       const int u = node.inputs[j];
       if (!needs[u]) {
@@ -477,7 +488,8 @@ void Graph::Backward(absl::Span<const absl::Span<const float>> params,
         adds.emplace_back(u, tmp);
       }
     }
-    std::vector<std::pair<int, float*>> weight_adds;  // (variable, temp)
+    auto& weight_adds = ws->weight_adds_;  // (variable, temp)
+    weight_adds.clear();
     const auto& slots = layer_weights_[node.layer];
     for (size_t j = 0; j < slots.size(); ++j) {
       if (!slots[j].trainable) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -54,7 +55,16 @@ class GraphWorkspace {
   std::vector<AlignedFloats> grads_;    // per tensor
   std::vector<char> grad_set_;          // per tensor: written this pass
   std::vector<LayerScratch> scratch_;   // per node
-  AlignedFloats temp_;
+  // Per node, reused across steps so that a step allocates nothing once
+  // the buffers have grown.
+  std::vector<ForwardArgs> forward_args_;
+  std::vector<BackwardArgs> backward_args_;
+  std::vector<char> needs_;             // per tensor
+  std::vector<char> fused_;             // per tensor
+  std::vector<char> written_;           // per variable
+  std::vector<AlignedFloats> temps_;
+  std::vector<std::pair<int, float*>> input_adds_;
+  std::vector<std::pair<int, float*>> weight_adds_;
 };
 
 class Graph {
@@ -145,9 +155,11 @@ class Graph {
 
   Graph() = default;
   void Prepare(GraphWorkspace* ws, int64_t batch) const;
-  std::vector<absl::Span<const float>> NodeWeights(
-      const Node& node, absl::Span<const absl::Span<const float>> params,
-      absl::Span<const absl::Span<const float>> states) const;
+  // The node's weights, in its layer's order, into *out.
+  void NodeWeights(const Node& node,
+                   absl::Span<const absl::Span<const float>> params,
+                   absl::Span<const absl::Span<const float>> states,
+                   std::vector<absl::Span<const float>>* out) const;
 
   std::vector<InputSpec> inputs_;
   std::vector<int64_t> input_offsets_;  // per input, into an example's row
