@@ -35,7 +35,7 @@ DEB_PACKAGES := \
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch \
   python3-venv python3-pip python3-wheel libopenblas0
 
-.PHONY: all deps build build-tsa test bench bench-netns run ps-smoke train-compare async-accuracy criteo-compare strategies chaos clean
+.PHONY: all deps build build-tsa test bench bench-netns run ps-smoke train-compare async-accuracy criteo-compare cnn-compare recsys-compare model-strategies strategies chaos clean
 
 all: build
 
@@ -146,6 +146,19 @@ async-accuracy: build
 # sync clusters, AUC against the generator's ceiling (issue 15).
 criteo-compare: build
 	bench/criteo_compare.sh
+
+# The layer-graph models against their baselines (issue 29): the CNN against
+# PyTorch and DDP (ACCURACY=1: 5 epochs under every strategy), the
+# recommendation models on parameter servers, and the residual block under
+# the strategies.
+cnn-compare: build
+	bench/cnn_compare.sh
+
+recsys-compare: build
+	bench/recsys_compare.sh
+
+model-strategies: build
+	bench/model_strategies.sh
 
 # ---- Deployment (deploy/) ----
 .PHONY: deploy-deps deploy-check

@@ -31,7 +31,7 @@ const std::string& CriteoDir() {
     const std::string cmd = std::string(STRATA_BIN_DIR) +
                             "/strata datagen --out " + *d + "/train.tsv" +
                             " --test-out " + *d + "/test.tsv" +
-                            " --examples 40000 --split 32000 --seed 1" +
+                            " --examples 80000 --split 64000 --seed 1" +
                             " > /dev/null";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
     return d;
@@ -136,9 +136,9 @@ TEST(ModelExamplesLaunchTest, RecommendationModelsTrainOnParameterServers) {
            small ? "--workers=1" : "--workers=2"});
       if (out.is_discarded()) continue;
       ASSERT_TRUE(out.contains("test_auc")) << out.dump();
-      // local_train reaches 0.67-0.71 on these files (the seen-ids
-      // ceiling is 0.79); chance is 0.5.
-      EXPECT_GT(out["test_auc"].get<double>(), 0.62) << out.dump();
+      // local_train reaches about 0.7 on these files (the seen-ids
+      // ceiling is 0.79), async 2 + 2 DLRM 0.65-0.69; chance is 0.5.
+      EXPECT_GT(out["test_auc"].get<double>(), 0.6) << out.dump();
     }
   }
 }
