@@ -216,6 +216,14 @@ bool ValidLayerName(absl::string_view name);
 // job.model into *model (job/model_spec.cc).
 absl::Status ParseModel(const json& value, ModelSpec* model);
 
+// Keras's automatic layer name base: the class in snake_case ("Conv2D" ->
+// "conv2d", "BatchNormalization" -> "batch_normalization").
+std::string KerasAutoName(const std::string& cls);
+// ValidateModelAndLoss for a model that is not a dense chain: the graph
+// builds, its one output is [units] and fits the loss (model_graph.cc).
+absl::Status ValidateGraphAndLoss(const ModelSpec& model,
+                                  absl::string_view loss);
+
 // "512 B", "23.4 GiB", "256 GiB", "12.2 PiB".
 std::string FormatBytes(int64_t bytes);
 // "job.model.layers[0].units: 1000000000000 units make the model 8.0e14

@@ -193,6 +193,17 @@ struct ClusterPlan {
       read_from_ps;
 };
 
+// ClusterPlan::read_from_ps for parameter_server (variables sharded as its
+// placement puts them) and central_storage (each whole on PS task 0):
+// *params gets the model's weights, then its state variables (moving
+// statistics). Errors: those of the PS calls.
+absl::Status PullShardedWeights(const std::vector<std::string>& addresses,
+                                const JobSpec& job, const Model& model,
+                                std::vector<std::vector<float>>* params);
+absl::Status PullWholeWeights(const std::vector<std::string>& addresses,
+                              const JobSpec& job, const Model& model,
+                              std::vector<std::vector<float>>* params);
+
 // The model's layers as the job's "model" object (with `inputs`, the
 // input-columns form: its dense features, categorical columns and
 // embeddings). Errors: INVALID_ARGUMENT for a missing input shape or one on
