@@ -186,13 +186,18 @@ EMBED_DIM = 8
 COLUMNS = 26
 
 
-def criteo_job(name, keras):
+def criteo_job(name, keras, inputs=None):
+    # inputs: each Keras input's sources ("dense", table names); None binds
+    # the inputs by their names (DLRM's are "dense" and the tables').
     embeddings = [{"table": f"C{c + 1}", "columns": [c],
                    "output_dim": EMBED_DIM, "min_count": 2}
                   for c in range(COLUMNS)]
+    model = {"keras": keras, "categorical_columns": COLUMNS,
+             "embeddings": embeddings}
+    if inputs is not None:
+        model["inputs"] = inputs
     return {"name": name,
-            "model": {"keras": keras, "categorical_columns": COLUMNS,
-                      "embeddings": embeddings},
+            "model": model,
             "loss": "binary_crossentropy", "metrics": ["accuracy", "auc"],
             "optimizer": {"type": "adam", "learning_rate": 0.001},
             "data": {"format": "criteo",
@@ -201,6 +206,12 @@ def criteo_job(name, keras):
                      "bad_lines": "stop"},
             "strategy": {"type": "parameter_server"},
             "epochs": 2, "batch_size": 256, "seed": 1}
+
+
+# The two-input models' binding: the dense columns, and all 26 tables'
+# embeddings side by side.
+DENSE_AND_TABLES = {"dense": "dense",
+                    "embeddings": [f"C{c + 1}" for c in range(COLUMNS)]}
 
 
 def dlrm():
@@ -240,7 +251,7 @@ def dcn():
     x2 = f(simple("Cross", "cross_2", **cross_cfg), x0, x1)
     d = f(dense("deep_0", 64, "relu"), x2)
     out = f(dense("ctr", 1, "sigmoid"), d)
-    return criteo_job("criteo_like_dcn", f.to_json([out]))
+    return criteo_job("criteo_like_dcn", f.to_json([out]), DENSE_AND_TABLES)
 
 
 def wide_deep():
@@ -257,7 +268,8 @@ def wide_deep():
     d = f(dense("deep_logit", 1), d)
     logit = f(simple("Add", "logit"), wide, d)
     out = f(simple("Activation", "ctr", activation="sigmoid"), logit)
-    return criteo_job("criteo_like_wide_deep", f.to_json([out]))
+    return criteo_job("criteo_like_wide_deep", f.to_json([out]),
+                      DENSE_AND_TABLES)
 
 
 def write(path, job):

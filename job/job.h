@@ -114,9 +114,12 @@ struct EmbeddingSpec {
 // or Functional, tf.keras 2.x or Keras 3), held in `keras`; input_shape is
 // then the total of its inputs' floats per example ([features]) and
 // `layers` is empty. JSON: the Keras config itself as job.model, or
-// {"keras": <config>, "categorical_columns", "embeddings"} to put the PS's
-// embedding tables before it (the graph's inputs then take the dense
-// features followed by the embeddings' outputs).
+// {"keras": <config>, "categorical_columns", "embeddings", "inputs"} to put
+// the PS's embedding tables before it. Its inputs are bound to "dense" (the
+// dense features) and table names, by job.model.inputs or by the inputs'
+// names, else read in order; parsing reorders keras->inputs and
+// `embeddings` so that each example's row is the dense features followed
+// by the embeddings' outputs, the graph's inputs side by side.
 //
 // `from_logits` (job.loss {"from_logits": true}): the output is logits and
 // the cross-entropy applies the softmax (sigmoid) itself.

@@ -380,6 +380,123 @@ TEST(JobTest, KerasModelJsonIsTheModel) {
   ExpectError(bad, "layer 'c' (Conv2D)");
 }
 
+// A criteo job whose Keras model has inputs "C2" (2 floats), "dense" (13)
+// and "C1" (4), added into one logit; embeddings on C1 (dim 4), C2 (dim 2).
+json ThreeInputJob() {
+  json j = json::parse(R"({
+    "model": {"categorical_columns": 26,
+      "embeddings": [{"table": "C1", "columns": [0], "output_dim": 4},
+                     {"table": "C2", "columns": [1], "output_dim": 2}],
+      "keras": {"class_name": "Functional", "config": {"name": "f",
+        "layers": [
+          {"class_name": "InputLayer", "name": "C2", "inbound_nodes": [],
+           "config": {"batch_input_shape": [null, 2], "name": "C2"}},
+          {"class_name": "InputLayer", "name": "dense", "inbound_nodes": [],
+           "config": {"batch_input_shape": [null, 13], "name": "dense"}},
+          {"class_name": "InputLayer", "name": "C1", "inbound_nodes": [],
+           "config": {"batch_input_shape": [null, 4], "name": "C1"}},
+          {"class_name": "Concatenate", "name": "cat",
+           "config": {"name": "cat", "axis": -1},
+           "inbound_nodes": [[["C2", 0, 0, {}], ["dense", 0, 0, {}],
+                              ["C1", 0, 0, {}]]]},
+          {"class_name": "Dense", "name": "out",
+           "config": {"name": "out", "units": 1, "activation": "sigmoid"},
+           "inbound_nodes": [[["cat", 0, 0, {}]]]}],
+        "input_layers": [["C2", 0, 0], ["dense", 0, 0], ["C1", 0, 0]],
+        "output_layers": [["out", 0, 0]]}}},
+    "loss": "binary_crossentropy",
+    "optimizer": "adam",
+    "data": {"format": "criteo", "train": {"path": "train.tsv"}},
+    "strategy": {"type": "parameter_server"}
+  })");
+  return j;
+}
+
+std::vector<std::string> InputNames(const JobSpec& job) {
+  std::vector<std::string> names;
+  for (const model::InputSpec& in : job.model.keras->inputs) {
+    names.push_back(in.name);
+  }
+  return names;
+}
+
+std::vector<std::string> TableOrder(const JobSpec& job) {
+  std::vector<std::string> names;
+  for (const EmbeddingSpec& e : job.model.embeddings) names.push_back(e.table);
+  return names;
+}
+
+TEST(JobTest, KerasInputsBindToDenseColumnsAndTablesByName) {
+  // Inputs named "dense" and after the tables bind by name, whatever their
+  // order in the model: each example's row becomes dense, C2, C1.
+  absl::StatusOr<JobSpec> job = ParseJob(ThreeInputJob());
+  STRATA_ASSERT_OK(job);
+  EXPECT_EQ(job->model.input_shape, Shape({13}));
+  EXPECT_EQ(InputNames(*job),
+            std::vector<std::string>({"dense", "C2", "C1"}));
+  EXPECT_EQ(TableOrder(*job), std::vector<std::string>({"C2", "C1"}));
+}
+
+TEST(JobTest, KerasInputsBindByTheInputsMap) {
+  // Renamed inputs bound through job.model.inputs; one input may take
+  // several tables (side by side, in the listed order).
+  json j = ThreeInputJob();
+  json& layers = j["model"]["keras"]["config"]["layers"];
+  layers[0]["name"] = "ids";
+  layers[0]["config"]["name"] = "ids";
+  layers[0]["config"]["batch_input_shape"] = {nullptr, 6};
+  layers[1]["name"] = "numeric";
+  layers[1]["config"]["name"] = "numeric";
+  layers.erase(2);
+  layers[2]["inbound_nodes"] = json::parse(
+      R"([[["ids", 0, 0, {}], ["numeric", 0, 0, {}]]])");
+  j["model"]["keras"]["config"]["input_layers"] =
+      json::parse(R"([["ids", 0, 0], ["numeric", 0, 0]])");
+  // Without a map, inputs with other names read the row in order.
+  absl::StatusOr<JobSpec> job = ParseJob(j);
+  STRATA_ASSERT_OK(job);
+  EXPECT_EQ(InputNames(*job), std::vector<std::string>({"ids", "numeric"}));
+  EXPECT_EQ(TableOrder(*job), std::vector<std::string>({"C1", "C2"}));
+  j["model"]["inputs"] = {{"ids", {"C2", "C1"}}, {"numeric", "dense"}};
+  job = ParseJob(j);
+  STRATA_ASSERT_OK(job);
+  EXPECT_EQ(InputNames(*job), std::vector<std::string>({"numeric", "ids"}));
+  EXPECT_EQ(TableOrder(*job), std::vector<std::string>({"C2", "C1"}));
+  EXPECT_EQ(job->model.input_shape, Shape({13}));
+
+  // Bad bindings are refused naming the input and the source.
+  json bad = j;
+  bad["model"]["inputs"]["wide"] = "dense";
+  ExpectError(bad, "job.model.inputs.wide: the model has no input 'wide'; "
+                   "its inputs: ids, numeric");
+  bad = j;
+  bad["model"]["inputs"]["ids"] = {"C2", "C3"};
+  ExpectError(bad, "job.model.inputs.ids: 'C3' is neither \"dense\" nor a "
+                   "table of job.model.embeddings");
+  bad = j;
+  bad["model"]["inputs"]["ids"] = {"C2", "C1", "C1"};
+  ExpectError(bad, "'C1' feeds both input 'ids' and input 'ids'");
+  bad = j;
+  bad["model"]["inputs"]["ids"] = "C2";
+  ExpectError(bad, "job.model.inputs: the embeddings on table 'C1' feed no "
+                   "input");
+  bad = j;
+  bad["model"]["inputs"].erase("numeric");
+  ExpectError(bad, "job.model.inputs: input 'numeric' is bound to nothing");
+  bad = j;
+  bad["model"]["inputs"]["ids"] = {"C2"};
+  bad["model"]["inputs"]["numeric"] = {"C1", "dense"};
+  ExpectError(bad, "input 'numeric': \"dense\" must be its first source");
+  bad = j;
+  bad["model"]["embeddings"][0]["output_dim"] = 5;
+  ExpectError(bad, "input 'ids' takes 6 floats per example; its embeddings "
+                   "give 7");
+  bad = j;
+  bad["model"]["inputs"]["ids"] = 3;
+  ExpectError(bad, "job.model.inputs.ids: expected \"dense\", a table name "
+                   "or a non-empty list of them, got 3");
+}
+
 TEST(JobTest, BadActivationNamesPath) {
   json j = ReferenceJob();
   j["model"]["layers"][0]["activation"] = "gelu";
