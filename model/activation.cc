@@ -15,9 +15,9 @@ namespace {
 using namespace eigen_maps;  // NOLINT: the layer files' Eigen views
 
 
-constexpr float kSqrtHalf = 0.70710678118654752440f;
-constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
-constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+constexpr Real kSqrtHalf = 0.70710678118654752440f;
+constexpr Real kInvSqrt2Pi = 0.39894228040143267794f;
+constexpr Real kSqrt2OverPi = 0.79788456080286535588f;
 
 }  // namespace
 
@@ -78,7 +78,7 @@ bool NeedsPreactivation(const Activation& a) {
          a.kind == ActivationKind::kSoftplus;
 }
 
-void ApplyActivation(const Activation& a, float* data, int64_t rows,
+void ApplyActivation(const Activation& a, Real* data, int64_t rows,
                      int64_t cols) {
   MatrixMap z(data, rows, cols);
   ArrayMap v(data, rows * cols);
@@ -115,12 +115,12 @@ void ApplyActivation(const Activation& a, float* data, int64_t rows,
       v = v * ((-v).exp() + 1.0f).inverse();
       return;
     case ActivationKind::kElu: {
-      const float alpha = static_cast<float>(a.alpha);
+      const Real alpha = static_cast<Real>(a.alpha);
       v = (v > 0.0f).select(v, alpha * (v.exp() - 1.0f));
       return;
     }
     case ActivationKind::kLeakyRelu: {
-      const float alpha = static_cast<float>(a.alpha);
+      const Real alpha = static_cast<Real>(a.alpha);
       v = (v > 0.0f).select(v, alpha * v);
       return;
     }
@@ -131,8 +131,8 @@ void ApplyActivation(const Activation& a, float* data, int64_t rows,
   }
 }
 
-void ActivationBackward(const Activation& a, const float* y_data,
-                        const float* z_data, float* g_data, int64_t rows,
+void ActivationBackward(const Activation& a, const Real* y_data,
+                        const Real* z_data, Real* g_data, int64_t rows,
                         int64_t cols) {
   const int64_t n = rows * cols;
   MatrixMap g(g_data, rows, cols);
@@ -143,7 +143,7 @@ void ActivationBackward(const Activation& a, const float* y_data,
     case ActivationKind::kLinear:
       return;
     case ActivationKind::kRelu:
-      g.array() *= (y.array() > 0.0f).cast<float>();
+      g.array() *= (y.array() > 0.0f).cast<Real>();
       return;
     case ActivationKind::kSigmoid:
       g.array() *= y.array() * (1.0f - y.array());
@@ -153,7 +153,7 @@ void ActivationBackward(const Activation& a, const float* y_data,
       return;
     case ActivationKind::kSoftmax:
       for (Eigen::Index r = 0; r < g.rows(); ++r) {
-        const float dot = g.row(r).dot(y.row(r));
+        const Real dot = g.row(r).dot(y.row(r));
         g.row(r).array() = y.row(r).array() * (g.row(r).array() - dot);
       }
       return;
@@ -161,17 +161,17 @@ void ActivationBackward(const Activation& a, const float* y_data,
       ConstArrayMap zv(z_data, n);
       if (a.gelu_approximate) {
         for (int64_t i = 0; i < n; ++i) {
-          const float x = z_data[i];
-          const float u = kSqrt2OverPi * (x + 0.044715f * x * x * x);
-          const float t = std::tanh(u);
-          const float du = kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * x * x);
+          const Real x = z_data[i];
+          const Real u = kSqrt2OverPi * (x + 0.044715f * x * x * x);
+          const Real t = std::tanh(u);
+          const Real du = kSqrt2OverPi * (1.0f + 3.0f * 0.044715f * x * x);
           g_data[i] *= 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
         }
       } else {
         for (int64_t i = 0; i < n; ++i) {
-          const float x = z_data[i];
-          const float cdf = 0.5f * (1.0f + std::erf(x * kSqrtHalf));
-          const float pdf = kInvSqrt2Pi * std::exp(-0.5f * x * x);
+          const Real x = z_data[i];
+          const Real cdf = 0.5f * (1.0f + std::erf(x * kSqrtHalf));
+          const Real pdf = kInvSqrt2Pi * std::exp(-0.5f * x * x);
           g_data[i] *= cdf + x * pdf;
         }
       }
@@ -185,14 +185,14 @@ void ActivationBackward(const Activation& a, const float* y_data,
       return;
     }
     case ActivationKind::kElu: {
-      const float alpha = static_cast<float>(a.alpha);
-      gv *= (yv > 0.0f).select(Eigen::ArrayXf::Ones(n), yv + alpha);
+      const Real alpha = static_cast<Real>(a.alpha);
+      gv *= (yv > 0.0f).select(ArrayXr::Ones(n), yv + alpha);
       return;
     }
     case ActivationKind::kLeakyRelu: {
-      const float alpha = static_cast<float>(a.alpha);
-      gv *= (yv > 0.0f).select(Eigen::ArrayXf::Ones(n),
-                               Eigen::ArrayXf::Constant(n, alpha));
+      const Real alpha = static_cast<Real>(a.alpha);
+      gv *= (yv > 0.0f).select(ArrayXr::Ones(n),
+                               ArrayXr::Constant(n, alpha));
       return;
     }
     case ActivationKind::kSoftplus: {
@@ -203,8 +203,8 @@ void ActivationBackward(const Activation& a, const float* y_data,
   }
 }
 
-void ActivationBackwardInto(const Activation& a, const float* y,
-                            const float* z, const float* g_in, float* g_out,
+void ActivationBackwardInto(const Activation& a, const Real* y,
+                            const Real* z, const Real* g_in, Real* g_out,
                             int64_t rows, int64_t cols) {
   const int64_t n = rows * cols;
   if (a.kind == ActivationKind::kRelu) {

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "model/real.h"
 
 namespace strata {
 namespace model {
@@ -43,20 +44,20 @@ bool NeedsPreactivation(const Activation& a);
 
 // y = f(z) over rows x cols (softmax along each row), in place: on entry
 // `z` holds the pre-activation, on return the activation.
-void ApplyActivation(const Activation& a, float* z, int64_t rows,
+void ApplyActivation(const Activation& a, Real* z, int64_t rows,
                      int64_t cols);
 
 // On entry g holds d loss / d y; on return d loss / d z. `y` is the
 // activation's output, `z` its input (needed only where
 // NeedsPreactivation; may be null otherwise).
-void ActivationBackward(const Activation& a, const float* y, const float* z,
-                        float* g, int64_t rows, int64_t cols);
+void ActivationBackward(const Activation& a, const Real* y, const Real* z,
+                        Real* g, int64_t rows, int64_t cols);
 
 // As ActivationBackward, out of place: g_out = d loss / d z from g_in =
 // d loss / d y (one pass over the data for relu, else a copy and the
 // in-place pass).
-void ActivationBackwardInto(const Activation& a, const float* y,
-                            const float* z, const float* g_in, float* g_out,
+void ActivationBackwardInto(const Activation& a, const Real* y,
+                            const Real* z, const Real* g_in, Real* g_out,
                             int64_t rows, int64_t cols);
 
 }  // namespace model

@@ -29,21 +29,21 @@ AlignedFloats& AlignedFloats::operator=(AlignedFloats&& other) noexcept {
 
 AlignedFloats::~AlignedFloats() { std::free(data_); }
 
-float* AlignedFloats::Resize(size_t n) {
+Real* AlignedFloats::Resize(size_t n) {
   if (n <= capacity_ && data_ != nullptr) return data_;
   // Whole 64-byte lines; grown geometrically so that alternating batch
   // sizes do not reallocate.
   const size_t capacity = std::max({n, capacity_ * 2, size_t{16}});
-  const size_t bytes = (capacity * sizeof(float) + 63) / 64 * 64;
+  const size_t bytes = (capacity * sizeof(Real) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, bytes);
   if (p == nullptr) throw std::bad_alloc();
   std::free(data_);
-  data_ = static_cast<float*>(p);
-  capacity_ = bytes / sizeof(float);
+  data_ = static_cast<Real*>(p);
+  capacity_ = bytes / sizeof(Real);
   return data_;
 }
 
-float* LayerScratch::Get(size_t i, size_t n) {
+Real* LayerScratch::Get(size_t i, size_t n) {
   if (buffers_.size() <= i) buffers_.resize(i + 1);
   return buffers_[i].Resize(n);
 }

@@ -3,7 +3,7 @@
 // gradients. Layers know nothing of strategies or the wire; a Graph
 // (model/graph.h) wires them into a model.
 //
-// Data is channels-last and row-major, one contiguous float buffer per
+// Data is channels-last and row-major, one contiguous Real buffer per
 // tensor of `batch` examples, each of the per-example shape (no batch
 // dimension). Weights are views in the order of weights(), Keras's order
 // (Dense: kernel [in, units], bias; Conv2D: kernel [kh, kw, in, out], bias;
@@ -22,11 +22,12 @@
 #include "absl/types/span.h"
 #include "common/tensor.h"
 #include "kernels/initializers.h"
+#include "model/real.h"
 
 namespace strata {
 namespace model {
 
-// A 64-byte aligned float array that only grows; contents are scratch.
+// A 64-byte aligned Real array that only grows; contents are scratch.
 // Every buffer an Eigen reduction writes into is one of these, so the SIMD
 // split of each loop (and with it the rounding) depends only on the
 // shapes, never on where malloc put things.
@@ -38,12 +39,12 @@ class AlignedFloats {
   AlignedFloats(const AlignedFloats&) = delete;
   AlignedFloats& operator=(const AlignedFloats&) = delete;
   ~AlignedFloats();
-  float* Resize(size_t n);  // returns data(); n floats are usable
-  float* data() const { return data_; }
+  Real* Resize(size_t n);  // returns data(); n floats are usable
+  Real* data() const { return data_; }
   size_t capacity() const { return capacity_; }
 
  private:
-  float* data_ = nullptr;
+  Real* data_ = nullptr;
   size_t capacity_ = 0;
 };
 
@@ -67,9 +68,9 @@ struct WeightDef {
 class LayerScratch {
  public:
   // Buffer `i`, resized to hold n floats.
-  float* Get(size_t i, size_t n);
+  Real* Get(size_t i, size_t n);
   // Buffer `i` as written by the last Get(i, ...).
-  float* At(size_t i) const { return buffers_[i].data(); }
+  Real* At(size_t i) const { return buffers_[i].data(); }
 
  private:
   std::vector<AlignedFloats> buffers_;
@@ -80,12 +81,12 @@ struct ForwardArgs {
   bool training = false;
   uint64_t seed = 0;          // the step's seed (dropout masks)
   uint64_t layer_index = 0;   // the node's index in the model
-  std::vector<const float*> inputs;        // per input, batch x size
-  std::vector<absl::Span<const float>> weights;  // per weights() entry
-  float* output = nullptr;                 // batch x output size
+  std::vector<const Real*> inputs;        // per input, batch x size
+  std::vector<absl::Span<const Real>> weights;  // per weights() entry
+  Real* output = nullptr;                 // batch x output size
   // Training only: per weights() entry, where a non-trainable weight's new
   // value goes (null for trainable ones, or when not training).
-  std::vector<float*> state_out;
+  std::vector<Real*> state_out;
   LayerScratch* scratch = nullptr;
 };
 
@@ -94,19 +95,19 @@ struct BackwardArgs {
   bool training = true;  // as the forward pass this follows
   uint64_t seed = 0;
   uint64_t layer_index = 0;
-  std::vector<const float*> inputs;
-  std::vector<absl::Span<const float>> weights;
-  const float* output = nullptr;        // as forward wrote it
-  const float* output_grad = nullptr;   // d loss / d output
+  std::vector<const Real*> inputs;
+  std::vector<absl::Span<const Real>> weights;
+  const Real* output = nullptr;        // as forward wrote it
+  const Real* output_grad = nullptr;   // d loss / d output
   // True when output_grad is already d loss / d(pre-activation) (the
   // compiled step fuses softmax or sigmoid with its cross-entropy).
   bool grad_is_preactivation = false;
   // Per input: where d loss / d input goes (overwritten), or null when not
   // needed.
-  std::vector<float*> input_grads;
+  std::vector<Real*> input_grads;
   // Per weights() entry: where d loss / d weight goes (overwritten), null
   // for non-trainable weights.
-  std::vector<float*> weight_grads;
+  std::vector<Real*> weight_grads;
   LayerScratch* scratch = nullptr;
 };
 

@@ -138,9 +138,9 @@ class Conv : public Layer {
 
   void Forward(const ForwardArgs& a) const override {
     const int64_t n = a.batch * oh_ * ow_;
-    const float* cols = a.inputs[0];
+    const Real* cols = a.inputs[0];
     if (!direct_) {
-      float* buf = a.scratch->Get(kCols, static_cast<size_t>(n * k_));
+      Real* buf = a.scratch->Get(kCols, static_cast<size_t>(n * k_));
       Im2Col(a.inputs[0], a.batch, buf);
       cols = buf;
     }
@@ -151,9 +151,9 @@ class Conv : public Layer {
       z.rowwise() += ConstRowVectorMap(a.weights[1].data(), filters_);
     }
     if (NeedsPreactivation(activation_)) {
-      float* pre =
+      Real* pre =
           a.scratch->Get(kPreactivation, static_cast<size_t>(n * filters_));
-      std::memcpy(pre, a.output, sizeof(float) * n * filters_);
+      std::memcpy(pre, a.output, sizeof(Real) * n * filters_);
     }
     if (activation_.kind != ActivationKind::kLinear) {
       ApplyActivation(activation_, a.output, n, filters_);
@@ -162,10 +162,10 @@ class Conv : public Layer {
 
   void Backward(const BackwardArgs& a) const override {
     const int64_t n = a.batch * oh_ * ow_;
-    const float* dz_data = a.output_grad;
+    const Real* dz_data = a.output_grad;
     if (!a.grad_is_preactivation &&
         activation_.kind != ActivationKind::kLinear) {
-      float* g = a.scratch->Get(kGrad, static_cast<size_t>(n * filters_));
+      Real* g = a.scratch->Get(kGrad, static_cast<size_t>(n * filters_));
       ActivationBackwardInto(activation_, a.output,
                              NeedsPreactivation(activation_)
                                  ? a.scratch->At(kPreactivation)
@@ -176,7 +176,7 @@ class Conv : public Layer {
     ConstMatrixMap dz(dz_data, n, filters_);
     ConstMatrixMap w(a.weights[0].data(), k_, filters_);
     if (a.weight_grads[0] != nullptr) {
-      const float* cols = direct_ ? a.inputs[0] : a.scratch->At(kCols);
+      const Real* cols = direct_ ? a.inputs[0] : a.scratch->At(kCols);
       MatrixMap(a.weight_grads[0], k_, filters_).noalias() =
           ConstMatrixMap(cols, n, k_).transpose() * dz;
     }
@@ -186,7 +186,7 @@ class Conv : public Layer {
       db = dz.row(0);
       for (int64_t r = 1; r < n; ++r) db += dz.row(r);
     }
-    float* dx = a.input_grads[0];
+    Real* dx = a.input_grads[0];
     if (dx == nullptr) return;
     if (direct_) {
       MatrixMap(dx, n, k_).noalias() = dz * w.transpose();
@@ -195,7 +195,7 @@ class Conv : public Layer {
     std::fill(dx, dx + a.batch * h_ * w_ * c_, 0.0f);
     const int64_t chunk =
         std::max<int64_t>(1, std::min<int64_t>(n, kColGradChunkFloats / k_));
-    float* dcols = a.scratch->Get(kColGrad, static_cast<size_t>(chunk * k_));
+    Real* dcols = a.scratch->Get(kColGrad, static_cast<size_t>(chunk * k_));
     for (int64_t r0 = 0; r0 < n; r0 += chunk) {
       const int64_t rows = std::min(chunk, n - r0);
       MatrixMap(dcols, rows, k_).noalias() =
@@ -215,12 +215,12 @@ class Conv : public Layer {
 
   // cols[(b, oy, ox), (ky, kx, c)] = x[b, oy*sh - pt + ky*dh,
   // ox*sw - pl + kx*dw, c], zero in the padding.
-  void Im2Col(const float* x, int64_t batch, float* cols) const {
+  void Im2Col(const Real* x, int64_t batch, Real* cols) const {
     const int64_t wc = w_ * c_;
     const int64_t row_kx = kw_ * c_;
-    float* dst = cols;
+    Real* dst = cols;
     for (int64_t b = 0; b < batch; ++b) {
-      const float* xb = x + b * h_ * wc;
+      const Real* xb = x + b * h_ * wc;
       for (int64_t oy = 0; oy < oh_; ++oy) {
         const int64_t iy0 = oy * sh_ - pt_;
         for (int64_t ox = 0; ox < ow_; ++ox, dst += k_) {
@@ -228,26 +228,26 @@ class Conv : public Layer {
           int64_t lo, hi;
           KxRange(ix0, &lo, &hi);
           for (int64_t ky = 0; ky < kh_; ++ky) {
-            float* d = dst + ky * row_kx;
+            Real* d = dst + ky * row_kx;
             const int64_t iy = iy0 + ky * dh_;
             if (iy < 0 || iy >= h_ || lo == hi) {
-              std::memset(d, 0, sizeof(float) * row_kx);
+              std::memset(d, 0, sizeof(Real) * row_kx);
               continue;
             }
-            if (lo > 0) std::memset(d, 0, sizeof(float) * lo * c_);
+            if (lo > 0) std::memset(d, 0, sizeof(Real) * lo * c_);
             // Offsets stay integers: ix0 may be negative.
             const int64_t base = iy * wc + ix0 * c_;
             if (dw_ == 1) {
               std::memcpy(d + lo * c_, xb + (base + lo * c_),
-                          sizeof(float) * (hi - lo) * c_);
+                          sizeof(Real) * (hi - lo) * c_);
             } else {
               for (int64_t kx = lo; kx < hi; ++kx) {
                 std::memcpy(d + kx * c_, xb + (base + kx * dw_ * c_),
-                            sizeof(float) * c_);
+                            sizeof(Real) * c_);
               }
             }
             if (hi < kw_) {
-              std::memset(d + hi * c_, 0, sizeof(float) * (kw_ - hi) * c_);
+              std::memset(d + hi * c_, 0, sizeof(Real) * (kw_ - hi) * c_);
             }
           }
         }
@@ -256,12 +256,12 @@ class Conv : public Layer {
   }
 
   // dx += the scatter of rows [r0, r0 + rows) of dCols (held at dcols).
-  void Col2Im(const float* dcols, int64_t r0, int64_t rows, float* dx) const {
+  void Col2Im(const Real* dcols, int64_t r0, int64_t rows, Real* dx) const {
     const int64_t wc = w_ * c_;
     const int64_t row_kx = kw_ * c_;
     const int64_t positions = oh_ * ow_;
     for (int64_t r = r0; r < r0 + rows; ++r) {
-      const float* src = dcols + (r - r0) * k_;
+      const Real* src = dcols + (r - r0) * k_;
       const int64_t b = r / positions;
       const int64_t p = r - b * positions;
       const int64_t oy = p / ow_;
@@ -271,21 +271,21 @@ class Conv : public Layer {
       int64_t lo, hi;
       KxRange(ix0, &lo, &hi);
       if (lo == hi) continue;
-      float* xb = dx + b * h_ * wc;
+      Real* xb = dx + b * h_ * wc;
       for (int64_t ky = 0; ky < kh_; ++ky) {
         const int64_t iy = iy0 + ky * dh_;
         if (iy < 0 || iy >= h_) continue;
-        const float* s = src + ky * row_kx;
+        const Real* s = src + ky * row_kx;
         const int64_t base = iy * wc + ix0 * c_;  // may be negative
         if (dw_ == 1) {
-          float* d = xb + (base + lo * c_);
-          const float* ss = s + lo * c_;
+          Real* d = xb + (base + lo * c_);
+          const Real* ss = s + lo * c_;
           const int64_t len = (hi - lo) * c_;
           for (int64_t i = 0; i < len; ++i) d[i] += ss[i];
         } else {
           for (int64_t kx = lo; kx < hi; ++kx) {
-            float* dd = xb + (base + kx * dw_ * c_);
-            const float* ss = s + kx * c_;
+            Real* dd = xb + (base + kx * dw_ * c_);
+            const Real* ss = s + kx * c_;
             for (int64_t i = 0; i < c_; ++i) dd[i] += ss[i];
           }
         }

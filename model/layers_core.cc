@@ -14,10 +14,11 @@
 
 namespace strata {
 
-void FillDropoutMask(uint64_t seed, uint64_t layer, double rate, float* mask,
-                     int64_t n) {
+void FillDropoutMask(uint64_t seed, uint64_t layer, double rate,
+                     model::Real* mask, int64_t n) {
+  using model::Real;
   const uint64_t key = Mix64(seed ^ Mix64(layer + 0x5bd1e995ULL));
-  const float keep_scale = static_cast<float>(1.0 / (1.0 - rate));
+  const Real keep_scale = static_cast<Real>(1.0 / (1.0 - rate));
   // 24-bit uniforms: u = bits * 2^-24 is kept when u >= rate.
   const uint64_t threshold =
       static_cast<uint64_t>(std::ceil(rate * 16777216.0));
@@ -77,16 +78,16 @@ class Dense : public Layer {
       z.rowwise() += ConstRowVectorMap(a.weights[1].data(), units_);
     }
     if (NeedsPreactivation(activation_)) {
-      float* pre = a.scratch->Get(0, static_cast<size_t>(n * units_));
-      std::memcpy(pre, a.output, sizeof(float) * n * units_);
+      Real* pre = a.scratch->Get(0, static_cast<size_t>(n * units_));
+      std::memcpy(pre, a.output, sizeof(Real) * n * units_);
     }
     ApplyActivation(activation_, a.output, n, units_);
   }
 
   void Backward(const BackwardArgs& a) const override {
     const int64_t n = a.batch * rows_;
-    float* g = a.scratch->Get(1, static_cast<size_t>(n * units_));
-    std::memcpy(g, a.output_grad, sizeof(float) * n * units_);
+    Real* g = a.scratch->Get(1, static_cast<size_t>(n * units_));
+    std::memcpy(g, a.output_grad, sizeof(Real) * n * units_);
     if (!a.grad_is_preactivation) {
       ActivationBackward(activation_, a.output,
                          NeedsPreactivation(activation_) ? a.scratch->At(0)
@@ -135,13 +136,13 @@ class ActivationLayer : public Layer {
   }
   void Forward(const ForwardArgs& a) const override {
     const int64_t n = a.batch * rows_;
-    std::memcpy(a.output, a.inputs[0], sizeof(float) * n * cols_);
+    std::memcpy(a.output, a.inputs[0], sizeof(Real) * n * cols_);
     ApplyActivation(activation_, a.output, n, cols_);
   }
   void Backward(const BackwardArgs& a) const override {
     if (a.input_grads[0] == nullptr) return;
     const int64_t n = a.batch * rows_;
-    std::memcpy(a.input_grads[0], a.output_grad, sizeof(float) * n * cols_);
+    std::memcpy(a.input_grads[0], a.output_grad, sizeof(Real) * n * cols_);
     if (!a.grad_is_preactivation) {
       ActivationBackward(activation_, a.output, a.inputs[0], a.input_grads[0],
                          n, cols_);
@@ -167,22 +168,22 @@ class Dropout : public Layer {
   void Forward(const ForwardArgs& a) const override {
     const int64_t n = a.batch * size_;
     if (!a.training || rate_ <= 0) {
-      std::memcpy(a.output, a.inputs[0], sizeof(float) * n);
+      std::memcpy(a.output, a.inputs[0], sizeof(Real) * n);
       return;
     }
-    float* mask = a.scratch->Get(0, static_cast<size_t>(n));
+    Real* mask = a.scratch->Get(0, static_cast<size_t>(n));
     FillDropoutMask(a.seed, a.layer_index, rate_, mask, n);
-    Eigen::Map<Eigen::ArrayXf>(a.output, n) =
-        Eigen::Map<const Eigen::ArrayXf>(a.inputs[0], n) *
-        Eigen::Map<const Eigen::ArrayXf>(mask, n);
+    Eigen::Map<ArrayXr>(a.output, n) =
+        Eigen::Map<const ArrayXr>(a.inputs[0], n) *
+        Eigen::Map<const ArrayXr>(mask, n);
   }
   void Backward(const BackwardArgs& a) const override {
     if (a.input_grads[0] == nullptr) return;
     const int64_t n = a.batch * size_;
-    Eigen::Map<Eigen::ArrayXf> dst(a.input_grads[0], n);
-    Eigen::Map<const Eigen::ArrayXf> src(a.output_grad, n);
+    Eigen::Map<ArrayXr> dst(a.input_grads[0], n);
+    Eigen::Map<const ArrayXr> src(a.output_grad, n);
     if (a.training && rate_ > 0) {
-      dst = src * Eigen::Map<const Eigen::ArrayXf>(a.scratch->At(0), n);
+      dst = src * Eigen::Map<const ArrayXr>(a.scratch->At(0), n);
     } else {
       dst = src;
     }
@@ -233,12 +234,12 @@ class ReshapeLayer : public Layer {
     return absl::OkStatus();
   }
   void Forward(const ForwardArgs& a) const override {
-    std::memcpy(a.output, a.inputs[0], sizeof(float) * a.batch * size_);
+    std::memcpy(a.output, a.inputs[0], sizeof(Real) * a.batch * size_);
   }
   void Backward(const BackwardArgs& a) const override {
     if (a.input_grads[0] == nullptr) return;
     std::memcpy(a.input_grads[0], a.output_grad,
-                sizeof(float) * a.batch * size_);
+                sizeof(Real) * a.batch * size_);
   }
 
  private:

@@ -22,8 +22,8 @@ namespace {
 // ones are not, so larger vocabularies are refused.
 constexpr int64_t kMaxInputDim = int64_t{1} << 24;
 
-// A float id as text for messages: "1000", "-3", "2.5", "nan".
-std::string IdText(float x) {
+// A Real id as text for messages: "1000", "-3", "2.5", "nan".
+std::string IdText(Real x) {
   const double d = x;
   if (std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 1e18) {
     return absl::StrCat(static_cast<int64_t>(d));
@@ -53,12 +53,12 @@ class Embedding : public Layer {
     return CheckIds(a.inputs[0], a.batch);
   }
 
-  absl::Status CheckIds(const float* ids, int64_t batch) const {
+  absl::Status CheckIds(const Real* ids, int64_t batch) const {
     for (int64_t b = 0; b < batch; ++b) {
-      const float* row = ids + b * ids_;
+      const Real* row = ids + b * ids_;
       for (int64_t p = 0; p < ids_; ++p) {
         if (Valid(row[p])) continue;
-        const float x = row[p];
+        const Real x = row[p];
         if (!(std::isfinite(x) && std::floor(x) == x)) {
           return Error(absl::StrCat("id ", IdText(x), " at example ", b,
                                     ", position ", p,
@@ -76,11 +76,11 @@ class Embedding : public Layer {
   // gradient (the graph refuses such a batch before Forward).
   void Forward(const ForwardArgs& a) const override {
     const int64_t n = a.batch * ids_;
-    const float* table = a.weights[0].data();
-    const float* ids = a.inputs[0];
-    const size_t row_bytes = sizeof(float) * static_cast<size_t>(output_dim_);
+    const Real* table = a.weights[0].data();
+    const Real* ids = a.inputs[0];
+    const size_t row_bytes = sizeof(Real) * static_cast<size_t>(output_dim_);
     for (int64_t k = 0; k < n; ++k) {
-      float* dst = a.output + k * output_dim_;
+      Real* dst = a.output + k * output_dim_;
       if (Valid(ids[k])) {
         std::memcpy(dst, table + static_cast<int64_t>(ids[k]) * output_dim_,
                     row_bytes);
@@ -97,15 +97,15 @@ class Embedding : public Layer {
     const int64_t n = a.batch * ids_;
     if (a.input_grads[0] != nullptr) {
       // Ids have no gradient.
-      std::memset(a.input_grads[0], 0, sizeof(float) * static_cast<size_t>(n));
+      std::memset(a.input_grads[0], 0, sizeof(Real) * static_cast<size_t>(n));
     }
     if (a.weight_grads[0] == nullptr) return;
     using RowMatrix =
-        Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+        Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     Eigen::Map<RowMatrix> dw(a.weight_grads[0], input_dim_, output_dim_);
     Eigen::Map<const RowMatrix> dy(a.output_grad, n, output_dim_);
     dw.setZero();
-    const float* ids = a.inputs[0];
+    const Real* ids = a.inputs[0];
     for (int64_t k = 0; k < n; ++k) {
       if (!Valid(ids[k])) continue;
       dw.row(static_cast<int64_t>(ids[k])) += dy.row(k);
@@ -113,9 +113,9 @@ class Embedding : public Layer {
   }
 
  private:
-  bool Valid(float x) const {
+  bool Valid(Real x) const {
     // False for NaN too.
-    return x >= 0.0f && x < static_cast<float>(input_dim_) &&
+    return x >= 0.0f && x < static_cast<Real>(input_dim_) &&
            std::floor(x) == x;
   }
 
@@ -131,7 +131,7 @@ class Embedding : public Layer {
 // position 0 is out of range [0, 1000)" (or "... is not an integer");
 // `ids` holds batch x (ids per example) floats. A layer of another class:
 // INVALID_ARGUMENT.
-absl::Status CheckEmbeddingIds(const Layer& layer, const float* ids,
+absl::Status CheckEmbeddingIds(const Layer& layer, const Real* ids,
                                int64_t batch) {
   const auto* e = dynamic_cast<const Embedding*>(&layer);
   if (e == nullptr) {

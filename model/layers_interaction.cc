@@ -65,16 +65,16 @@ class DotInteraction : public Layer {
 
   void Forward(const ForwardArgs& a) const override {
     const int64_t out_n = output_shape_[0];
-    float* x = a.scratch->Get(0, static_cast<size_t>(n_ * d_));
-    float* g = a.scratch->Get(1, static_cast<size_t>(n_ * n_));
+    Real* x = a.scratch->Get(0, static_cast<size_t>(n_ * d_));
+    Real* g = a.scratch->Get(1, static_cast<size_t>(n_ * n_));
     MatrixMap xm(x, n_, d_);
     MatrixMap gm(g, n_, n_);
     for (int64_t b = 0; b < a.batch; ++b) {
       Stack(a.inputs, b, x);
       gm.noalias() = xm * xm.transpose();
-      float* out = a.output + b * out_n;
+      Real* out = a.output + b * out_n;
       if (skip_gather_) {
-        std::memset(out, 0, sizeof(float) * static_cast<size_t>(out_n));
+        std::memset(out, 0, sizeof(Real) * static_cast<size_t>(out_n));
       }
       for (size_t k = 0; k < kept_.size(); ++k) {
         out[skip_gather_ ? kept_[k] : static_cast<int64_t>(k)] = g[kept_[k]];
@@ -86,23 +86,23 @@ class DotInteraction : public Layer {
   // gradient at the kept entries (0 elsewhere), dX = (M + M^T) X.
   void Backward(const BackwardArgs& a) const override {
     bool any = false;
-    for (float* p : a.input_grads) any = any || p != nullptr;
+    for (Real* p : a.input_grads) any = any || p != nullptr;
     if (!any) return;
     const int64_t out_n = output_shape_[0];
-    float* x = a.scratch->Get(0, static_cast<size_t>(n_ * d_));
-    float* m = a.scratch->Get(1, static_cast<size_t>(n_ * n_));
-    float* dx = a.scratch->Get(2, static_cast<size_t>(n_ * d_));
+    Real* x = a.scratch->Get(0, static_cast<size_t>(n_ * d_));
+    Real* m = a.scratch->Get(1, static_cast<size_t>(n_ * n_));
+    Real* dx = a.scratch->Get(2, static_cast<size_t>(n_ * d_));
     MatrixMap xm(x, n_, d_);
     MatrixMap mm(m, n_, n_);
     MatrixMap dxm(dx, n_, d_);
     for (int64_t b = 0; b < a.batch; ++b) {
       Stack(a.inputs, b, x);
-      const float* dy = a.output_grad + b * out_n;
+      const Real* dy = a.output_grad + b * out_n;
       mm.setZero();
       for (size_t k = 0; k < kept_.size(); ++k) {
         const int64_t i = kept_[k] / n_;
         const int64_t j = kept_[k] % n_;
-        const float gk = dy[skip_gather_ ? kept_[k] : static_cast<int64_t>(k)];
+        const Real gk = dy[skip_gather_ ? kept_[k] : static_cast<int64_t>(k)];
         mm(i, j) += gk;
         mm(j, i) += gk;
       }
@@ -110,7 +110,7 @@ class DotInteraction : public Layer {
       for (int64_t i = 0; i < n_; ++i) {
         if (a.input_grads[i] == nullptr) continue;
         std::memcpy(a.input_grads[i] + b * d_, dx + i * d_,
-                    sizeof(float) * static_cast<size_t>(d_));
+                    sizeof(Real) * static_cast<size_t>(d_));
       }
     }
   }
@@ -120,11 +120,11 @@ class DotInteraction : public Layer {
     return self_interaction_ ? i >= j : i > j;
   }
   // Example b's inputs as the rows of x [n, d].
-  void Stack(const std::vector<const float*>& inputs, int64_t b,
-             float* x) const {
+  void Stack(const std::vector<const Real*>& inputs, int64_t b,
+             Real* x) const {
     for (int64_t i = 0; i < n_; ++i) {
       std::memcpy(x + i * d_, inputs[i] + b * d_,
-                  sizeof(float) * static_cast<size_t>(d_));
+                  sizeof(Real) * static_cast<size_t>(d_));
     }
   }
 
@@ -148,7 +148,7 @@ class Cross : public Layer {
   Cross(int64_t projection_dim, double diag_scale, bool use_bias,
         std::vector<WeightDef> weights)
       : projection_dim_(projection_dim),
-        diag_scale_(static_cast<float>(diag_scale)),
+        diag_scale_(static_cast<Real>(diag_scale)),
         use_bias_(use_bias) {
     weights_ = std::move(weights);
   }
@@ -187,8 +187,8 @@ class Cross : public Layer {
 
   void Forward(const ForwardArgs& a) const override {
     const int64_t n = a.batch * rows_;
-    const float* x0 = a.inputs[0];
-    const float* x = a.inputs.size() == 2 ? a.inputs[1] : a.inputs[0];
+    const Real* x0 = a.inputs[0];
+    const Real* x = a.inputs.size() == 2 ? a.inputs[1] : a.inputs[0];
     ConstMatrixMap xm(x, n, d_);
     // P stays in scratch 0 for backward (dy/dx0 = P); x U in scratch 1.
     MatrixMap p(a.scratch->Get(0, static_cast<size_t>(n * d_)), n, d_);
@@ -220,19 +220,19 @@ class Cross : public Layer {
     const int64_t n = a.batch * rows_;
     const int64_t total = n * d_;
     const bool two = a.inputs.size() == 2;
-    const float* x0 = a.inputs[0];
-    const float* x = two ? a.inputs[1] : a.inputs[0];
-    float* dx0 = a.input_grads[0];
-    float* dx = two ? a.input_grads[1] : a.input_grads[0];
+    const Real* x0 = a.inputs[0];
+    const Real* x = two ? a.inputs[1] : a.inputs[0];
+    Real* dx0 = a.input_grads[0];
+    Real* dx = two ? a.input_grads[1] : a.input_grads[0];
     ConstMatrixMap xm(x, n, d_);
     ConstArrayMap g(a.output_grad, total);
-    float* dp_buf = a.scratch->Get(2, static_cast<size_t>(total));
+    Real* dp_buf = a.scratch->Get(2, static_cast<size_t>(total));
     ArrayMap(dp_buf, total) = g * ConstArrayMap(x0, total);
     MatrixMap dp(dp_buf, n, d_);
 
     const bool need_dh =
         low_rank() && (dx != nullptr || a.weight_grads[0] != nullptr);
-    float* dh_buf = nullptr;
+    Real* dh_buf = nullptr;
     if (need_dh) {
       dh_buf = a.scratch->Get(3, static_cast<size_t>(n * projection_dim_));
       MatrixMap(dh_buf, n, projection_dim_).noalias() =
@@ -292,7 +292,7 @@ class Cross : public Layer {
   size_t bias_index() const { return low_rank() ? 2 : 1; }
 
   int64_t projection_dim_;  // 0: full rank
-  float diag_scale_;
+  Real diag_scale_;
   bool use_bias_;
   int64_t d_ = 0;
   int64_t rows_ = 1;

@@ -77,10 +77,10 @@ class Concatenate : public Layer {
   void Forward(const ForwardArgs& a) const override {
     const int64_t blocks = a.batch * outer_;
     for (int64_t o = 0; o < blocks; ++o) {
-      float* dst = a.output + o * out_inner_;
+      Real* dst = a.output + o * out_inner_;
       for (size_t i = 0; i < inner_.size(); ++i) {
         std::memcpy(dst, a.inputs[i] + o * inner_[i],
-                    sizeof(float) * inner_[i]);
+                    sizeof(Real) * inner_[i]);
         dst += inner_[i];
       }
     }
@@ -89,11 +89,11 @@ class Concatenate : public Layer {
   void Backward(const BackwardArgs& a) const override {
     const int64_t blocks = a.batch * outer_;
     for (int64_t o = 0; o < blocks; ++o) {
-      const float* src = a.output_grad + o * out_inner_;
+      const Real* src = a.output_grad + o * out_inner_;
       for (size_t i = 0; i < inner_.size(); ++i) {
         if (a.input_grads[i] != nullptr) {
           std::memcpy(a.input_grads[i] + o * inner_[i], src,
-                      sizeof(float) * inner_[i]);
+                      sizeof(Real) * inner_[i]);
         }
         src += inner_[i];
       }
@@ -225,7 +225,7 @@ class Dot : public Layer {
   }
 
   void Forward(const ForwardArgs& a) const override {
-    const float* xc[2];
+    const Real* xc[2];
     for (int i = 0; i < 2; ++i) xc[i] = Canonical(a, i);
     Product(a.batch, xc[0], xc[1], a.output);
   }
@@ -235,7 +235,7 @@ class Dot : public Layer {
     const int64_t n = side_[0].n;
     const int64_t m = side_[0].m;
     const int64_t k = side_[1].m;
-    const float* xc[2];
+    const Real* xc[2];
     for (int i = 0; i < 2; ++i) {
       xc[i] = Stored(i) ? a.inputs[i] : a.scratch->At(static_cast<size_t>(i));
     }
@@ -244,16 +244,16 @@ class Dot : public Layer {
       const Side& side = side_[i];
       const int64_t rows = side.m;
       // d canonical input: G Y for x, G^T X for y, per example [rows, n].
-      float* d = Stored(i) ? a.input_grads[i]
+      Real* d = Stored(i) ? a.input_grads[i]
                            : a.scratch->Get(4, static_cast<size_t>(
                                                    b * rows * n));
-      const float* other = xc[1 - i];
+      const Real* other = xc[1 - i];
       if (m == 1 && k == 1) {
         // One [n] row per example: columns of n x batch arrays.
-        Eigen::Map<Eigen::ArrayXXf> dst(d, n, b);
-        Eigen::Map<const Eigen::ArrayXXf> src(other, n, b);
+        Eigen::Map<ArrayXXr> dst(d, n, b);
+        Eigen::Map<const ArrayXXr> src(other, n, b);
         dst = src.rowwise() *
-              Eigen::Map<const Eigen::ArrayXf>(a.output_grad, b)
+              Eigen::Map<const ArrayXr>(a.output_grad, b)
                   .transpose();
       } else {
         for (int64_t e = 0; e < b; ++e) {
@@ -273,10 +273,10 @@ class Dot : public Layer {
         // norm was clamped.
         MatrixMap dr(d, b * rows, n);
         ConstMatrixMap xn(xc[i], b * rows, n);
-        const float* inv = a.scratch->At(static_cast<size_t>(2 + i));
+        const Real* inv = a.scratch->At(static_cast<size_t>(2 + i));
         for (int64_t r = 0; r < b * rows; ++r) {
           if (inv[r] < kInvEpsilon) {
-            const float dot = xn.row(r).dot(dr.row(r));
+            const Real dot = xn.row(r).dot(dr.row(r));
             dr.row(r) -= dot * xn.row(r);
           }
           dr.row(r) *= inv[r];
@@ -289,7 +289,7 @@ class Dot : public Layer {
               ConstMatrixMap(d + e * rows * n, rows, n).transpose();
         }
       } else if (!Stored(i)) {
-        std::memcpy(a.input_grads[i], d, sizeof(float) * b * rows * n);
+        std::memcpy(a.input_grads[i], d, sizeof(Real) * b * rows * n);
       }
     }
   }
@@ -301,18 +301,18 @@ class Dot : public Layer {
     bool transposed = false;  // stored [n, m]: contracted on axis 1
   };
   // Keras 3's normalize: x * min(1 / |x|, 1 / epsilon), epsilon 1e-7.
-  static constexpr float kInvEpsilon = 1e7f;
+  static constexpr Real kInvEpsilon = 1e7f;
 
   // Input i is used as stored (no copy in scratch).
   bool Stored(int i) const { return !normalize_ && !side_[i].transposed; }
 
   // Input i as [m, n] rows per example, normalized when asked: the input
   // itself, or scratch buffer i (inverse norms in buffer 2 + i).
-  const float* Canonical(const ForwardArgs& a, int i) const {
+  const Real* Canonical(const ForwardArgs& a, int i) const {
     if (Stored(i)) return a.inputs[i];
     const Side& s = side_[i];
     const int64_t b = a.batch;
-    float* c = a.scratch->Get(static_cast<size_t>(i),
+    Real* c = a.scratch->Get(static_cast<size_t>(i),
                               static_cast<size_t>(b * s.m * s.n));
     if (s.transposed) {
       for (int64_t e = 0; e < b; ++e) {
@@ -320,7 +320,7 @@ class Dot : public Layer {
             ConstMatrixMap(a.inputs[i] + e * s.m * s.n, s.n, s.m).transpose();
       }
     } else {
-      std::memcpy(c, a.inputs[i], sizeof(float) * b * s.m * s.n);
+      std::memcpy(c, a.inputs[i], sizeof(Real) * b * s.m * s.n);
     }
     if (normalize_) {
       MatrixMap rows(c, b * s.m, s.n);
@@ -336,14 +336,14 @@ class Dot : public Layer {
     return c;
   }
 
-  void Product(int64_t b, const float* x, const float* y, float* out) const {
+  void Product(int64_t b, const Real* x, const Real* y, Real* out) const {
     const int64_t n = side_[0].n;
     const int64_t m = side_[0].m;
     const int64_t k = side_[1].m;
     if (m == 1 && k == 1) {
-      Eigen::Map<Eigen::ArrayXf>(out, b) =
-          (Eigen::Map<const Eigen::ArrayXXf>(x, n, b) *
-           Eigen::Map<const Eigen::ArrayXXf>(y, n, b))
+      Eigen::Map<ArrayXr>(out, b) =
+          (Eigen::Map<const ArrayXXr>(x, n, b) *
+           Eigen::Map<const ArrayXXr>(y, n, b))
               .colwise()
               .sum()
               .transpose();

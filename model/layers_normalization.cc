@@ -19,30 +19,30 @@ namespace {
 using namespace eigen_maps;  // NOLINT: the layer files' Eigen views
 
 
-// Rows summed in float before each partial sum is added in double: column
+// Rows summed in Real before each partial sum is added in double: column
 // sums over a large batch x spatial extent stay accurate.
 constexpr int64_t kChunkRows = 256;
 
-// Rows per block of about 16 KiB (at most kChunkRows: the block's float
+// Rows per block of about 16 KiB (at most kChunkRows: the block's Real
 // column sums are added in double).
 int64_t BlockRows(int64_t c) {
   return std::max<int64_t>(1, std::min<int64_t>(kChunkRows, 4096 / c));
 }
 
-// `n` doubles in scratch buffer `i` (a 64-byte aligned float buffer; only
+// `n` doubles in scratch buffer `i` (a 64-byte aligned Real buffer; only
 // ever read back as doubles after being written as doubles).
 double* ScratchDoubles(LayerScratch* scratch, size_t i, int64_t n) {
   return reinterpret_cast<double*>(
       scratch->Get(i, static_cast<size_t>(2 * std::max<int64_t>(n, 1))));
 }
 
-// out[j] = the sum over rows r < n of a per-row term, as float sums of
+// out[j] = the sum over rows r < n of a per-row term, as Real sums of
 // kChunkRows rows added in double. add_row(r, partial) adds row r's term
 // (1 x c) to the partial. Row by row, vectorized along the row: faster
 // than Eigen's column-wise reductions of row-major blocks, and the
 // rounding depends only on the shapes.
 template <typename AddRow>
-void ColumnSums(int64_t n, int64_t c, float* partial, double* out,
+void ColumnSums(int64_t n, int64_t c, Real* partial, double* out,
                 AddRow add_row) {
   std::fill(out, out + c, 0.0);
   RowVectorMap p(partial, c);
@@ -56,7 +56,7 @@ void ColumnSums(int64_t n, int64_t c, float* partial, double* out,
 
 // Two sums in one pass: add_row(r, partial0, partial1).
 template <typename AddRow>
-void ColumnSums2(int64_t n, int64_t c, float* partials, double* out0,
+void ColumnSums2(int64_t n, int64_t c, Real* partials, double* out0,
                  double* out1, AddRow add_row) {
   std::fill(out0, out0 + c, 0.0);
   std::fill(out1, out1 + c, 0.0);
@@ -161,28 +161,28 @@ class BatchNormalization : public Layer {
     const int64_t c = shape_.channels;
     const int64_t n = a.batch * shape_.rows_per_example;
     // stats: [mean | delta | inv_std], mean + delta the exact mean.
-    float* stats = a.scratch->Get(1, static_cast<size_t>(3 * c));
-    float* mean = stats;
-    float* delta = stats + c;
-    float* inv_std = stats + 2 * c;
+    Real* stats = a.scratch->Get(1, static_cast<size_t>(3 * c));
+    Real* mean = stats;
+    Real* delta = stats + c;
+    Real* inv_std = stats + 2 * c;
     double* sums = ScratchDoubles(a.scratch, 4, 2 * c);
     double* mean_d = sums;
     double* var_d = sums + c;
     if (a.training) {
       // The mean in double, from sums of x - x[0] (shifted data: the
       // rounding scales with the spread of x, not with its mean), rounded
-      // to float as `mean` with the rest in `delta`; then the biased
-      // variance about `mean`, less delta^2. x - mean is exact in float for
+      // to Real as `mean` with the rest in `delta`; then the biased
+      // variance about `mean`, less delta^2. x - mean is exact in Real for
       // x near the mean, so a mean far from 0 costs no accuracy.
-      float* partial = a.scratch->Get(3, static_cast<size_t>(2 * c));
+      Real* partial = a.scratch->Get(3, static_cast<size_t>(2 * c));
       ConstRowVectorMap first(a.inputs[0], c);
       ColumnSums(n, c, partial, mean_d, [&](int64_t r, RowVectorMap& p) {
         p += ConstRowVectorMap(a.inputs[0] + r * c, c) - first;
       });
       for (int64_t j = 0; j < c; ++j) {
         mean_d[j] = first[j] + mean_d[j] / static_cast<double>(n);
-        mean[j] = static_cast<float>(mean_d[j]);
-        delta[j] = static_cast<float>(mean_d[j] - mean[j]);
+        mean[j] = static_cast<Real>(mean_d[j]);
+        delta[j] = static_cast<Real>(mean_d[j] - mean[j]);
       }
       ConstRowVectorMap mean_v(mean, c);
       ColumnSums(n, c, partial, var_d, [&](int64_t r, RowVectorMap& p) {
@@ -195,8 +195,8 @@ class BatchNormalization : public Layer {
         var_d[j] = std::max(0.0, var_d[j] / static_cast<double>(n) - d * d);
       }
     } else {
-      const float* mm = a.weights[mean_].data();
-      const float* mv = a.weights[var_].data();
+      const Real* mm = a.weights[mean_].data();
+      const Real* mv = a.weights[var_].data();
       for (int64_t j = 0; j < c; ++j) {
         mean[j] = mm[j];
         delta[j] = 0.0f;
@@ -204,16 +204,16 @@ class BatchNormalization : public Layer {
       }
     }
     for (int64_t j = 0; j < c; ++j) {
-      inv_std[j] = static_cast<float>(1.0 / std::sqrt(var_d[j] + epsilon_));
+      inv_std[j] = static_cast<Real>(1.0 / std::sqrt(var_d[j] + epsilon_));
     }
 
     // y = (x - mean - delta) * inv_std * gamma + beta
     //   = (x - mean) * k + (beta - delta * k), k = gamma * inv_std.
-    float* coef = a.scratch->Get(5, static_cast<size_t>(2 * c));
+    Real* coef = a.scratch->Get(5, static_cast<size_t>(2 * c));
     RowVectorMap k(coef, c);
     RowVectorMap shift(coef + c, c);
-    const float* gamma = scale_ ? a.weights[gamma_].data() : nullptr;
-    const float* beta = center_ ? a.weights[beta_].data() : nullptr;
+    const Real* gamma = scale_ ? a.weights[gamma_].data() : nullptr;
+    const Real* beta = center_ ? a.weights[beta_].data() : nullptr;
     for (int64_t j = 0; j < c; ++j) {
       k[j] = inv_std[j] * (gamma != nullptr ? gamma[j] : 1.0f);
       shift[j] = (beta != nullptr ? beta[j] : 0.0f) - delta[j] * k[j];
@@ -231,18 +231,18 @@ class BatchNormalization : public Layer {
     const double m = momentum_;
     if (static_cast<size_t>(mean_) < a.state_out.size() &&
         a.state_out[mean_] != nullptr) {
-      const float* old = a.weights[mean_].data();
+      const Real* old = a.weights[mean_].data();
       for (int64_t j = 0; j < c; ++j) {
         a.state_out[mean_][j] =
-            static_cast<float>(old[j] * m + mean_d[j] * (1.0 - m));
+            static_cast<Real>(old[j] * m + mean_d[j] * (1.0 - m));
       }
     }
     if (static_cast<size_t>(var_) < a.state_out.size() &&
         a.state_out[var_] != nullptr) {
-      const float* old = a.weights[var_].data();
+      const Real* old = a.weights[var_].data();
       for (int64_t j = 0; j < c; ++j) {
         a.state_out[var_][j] =
-            static_cast<float>(old[j] * m + var_d[j] * (1.0 - m));
+            static_cast<Real>(old[j] * m + var_d[j] * (1.0 - m));
       }
     }
   }
@@ -250,14 +250,14 @@ class BatchNormalization : public Layer {
   void Backward(const BackwardArgs& a) const override {
     const int64_t c = shape_.channels;
     const int64_t n = a.batch * shape_.rows_per_example;
-    const float* stats = a.scratch->At(1);  // as forward left them
-    const float* mean = stats;
-    const float* delta = stats + c;
-    const float* inv_std = stats + 2 * c;
+    const Real* stats = a.scratch->At(1);  // as forward left them
+    const Real* mean = stats;
+    const Real* delta = stats + c;
+    const Real* inv_std = stats + 2 * c;
     ConstRowVectorMap mean_v(mean, c);
     // sum_g = sum g; sum_gx = sum g * x_hat
     //       = inv_std * (sum g * (x - mean) - delta * sum g).
-    float* partial = a.scratch->Get(3, static_cast<size_t>(2 * c));
+    Real* partial = a.scratch->Get(3, static_cast<size_t>(2 * c));
     double* sums = ScratchDoubles(a.scratch, 4, 2 * c);
     double* sum_g = sums;
     double* sum_gx = sums + c;
@@ -273,21 +273,21 @@ class BatchNormalization : public Layer {
     for (int64_t j = 0; j < c; ++j) {
       sum_gx[j] = inv_std[j] * (sum_gx[j] - delta[j] * sum_g[j]);
     }
-    const float* gamma = scale_ ? a.weights[gamma_].data() : nullptr;
+    const Real* gamma = scale_ ? a.weights[gamma_].data() : nullptr;
     if (gamma != nullptr && a.weight_grads[gamma_] != nullptr) {
       for (int64_t j = 0; j < c; ++j) {
-        a.weight_grads[gamma_][j] = static_cast<float>(sum_gx[j]);
+        a.weight_grads[gamma_][j] = static_cast<Real>(sum_gx[j]);
       }
     }
     if (center_ && a.weight_grads[beta_] != nullptr) {
       for (int64_t j = 0; j < c; ++j) {
-        a.weight_grads[beta_][j] = static_cast<float>(sum_g[j]);
+        a.weight_grads[beta_][j] = static_cast<Real>(sum_g[j]);
       }
     }
     if (a.input_grads[0] == nullptr) return;
     ConstMatrixMap g(a.output_grad, n, c);
     MatrixMap dx(a.input_grads[0], n, c);
-    float* coef = a.scratch->Get(5, static_cast<size_t>(3 * c));
+    Real* coef = a.scratch->Get(5, static_cast<size_t>(3 * c));
     RowVectorMap k(coef, c);  // gamma * inv_std
     for (int64_t j = 0; j < c; ++j) {
       k[j] = inv_std[j] * (gamma != nullptr ? gamma[j] : 1.0f);
@@ -305,8 +305,8 @@ class BatchNormalization : public Layer {
     for (int64_t j = 0; j < c; ++j) {
       const double mg = sum_g[j] / static_cast<double>(n);
       const double mgx = sum_gx[j] / static_cast<double>(n);
-      b[j] = static_cast<float>(k[j] * inv_std[j] * mgx);
-      e[j] = static_cast<float>(k[j] * (inv_std[j] * delta[j] * mgx - mg));
+      b[j] = static_cast<Real>(k[j] * inv_std[j] * mgx);
+      e[j] = static_cast<Real>(k[j] * (inv_std[j] * delta[j] * mgx - mg));
     }
     ConstMatrixMap x(a.inputs[0], n, c);
     dx.array() = g.array().rowwise() * k.array() -
@@ -369,9 +369,9 @@ class LayerNormalization : public Layer {
   void Forward(const ForwardArgs& a) const override {
     const int64_t c = shape_.channels;
     const int64_t n = a.batch * shape_.rows_per_example;
-    float* mean = a.scratch->Get(1, static_cast<size_t>(n));
-    float* inv = a.scratch->Get(2, static_cast<size_t>(n));
-    const float eps = static_cast<float>(epsilon_);
+    Real* mean = a.scratch->Get(1, static_cast<size_t>(n));
+    Real* inv = a.scratch->Get(2, static_cast<size_t>(n));
+    const Real eps = static_cast<Real>(epsilon_);
     // Blocks of rows that stay in cache: x read once, y written once.
     const int64_t block = BlockRows(c);
     for (int64_t r0 = 0; r0 < n; r0 += block) {
@@ -397,13 +397,13 @@ class LayerNormalization : public Layer {
   void Backward(const BackwardArgs& a) const override {
     const int64_t c = shape_.channels;
     const int64_t n = a.batch * shape_.rows_per_example;
-    const float* mean = a.scratch->At(1);
-    const float* inv = a.scratch->At(2);
+    const Real* mean = a.scratch->At(1);
+    const Real* inv = a.scratch->At(2);
     const int64_t block = BlockRows(c);
-    float* xh_buf = a.scratch->Get(3, static_cast<size_t>(block * c));
-    float* gg_buf = a.scratch->Get(4, static_cast<size_t>(block * c));
-    float* row_buf = a.scratch->Get(5, static_cast<size_t>(2 * block));
-    float* partials = a.scratch->Get(6, static_cast<size_t>(2 * c));
+    Real* xh_buf = a.scratch->Get(3, static_cast<size_t>(block * c));
+    Real* gg_buf = a.scratch->Get(4, static_cast<size_t>(block * c));
+    Real* row_buf = a.scratch->Get(5, static_cast<size_t>(2 * block));
+    Real* partials = a.scratch->Get(6, static_cast<size_t>(2 * c));
     double* sums = ScratchDoubles(a.scratch, 7, 2 * c);
     const bool want_gamma = scale_ && a.weight_grads[gamma_] != nullptr;
     const bool want_beta = center_ && a.weight_grads[beta_] != nullptr;
@@ -454,12 +454,12 @@ class LayerNormalization : public Layer {
     }
     if (want_gamma) {
       for (int64_t j = 0; j < c; ++j) {
-        a.weight_grads[gamma_][j] = static_cast<float>(sums[j]);
+        a.weight_grads[gamma_][j] = static_cast<Real>(sums[j]);
       }
     }
     if (want_beta) {
       for (int64_t j = 0; j < c; ++j) {
-        a.weight_grads[beta_][j] = static_cast<float>(sums[c + j]);
+        a.weight_grads[beta_][j] = static_cast<Real>(sums[c + j]);
       }
     }
   }

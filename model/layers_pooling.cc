@@ -10,13 +10,14 @@
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model/eigen_maps.h"
 #include "model/layers.h"
 
 namespace strata {
 namespace model {
 namespace {
 
-static_assert(sizeof(int32_t) == sizeof(float), "argmax kept in floats");
+static_assert(sizeof(int32_t) <= sizeof(Real), "argmax kept in scratch");
 
 // Scratch buffer 0 of the max layers: per output element, the argmax's
 // offset in its example's input, as int32 (first maximum on ties).
@@ -118,8 +119,8 @@ class Pooling : public Layer {
     int32_t* arg = max_ ? ArgmaxBuffer(a.scratch, a.batch * out_size_)
                         : nullptr;
     for (int64_t b = 0; b < a.batch; ++b) {
-      const float* x = a.inputs[0] + b * in_size_;
-      float* o = a.output + b * out_size_;
+      const Real* x = a.inputs[0] + b * in_size_;
+      Real* o = a.output + b * out_size_;
       int32_t* idx = max_ ? arg + b * out_size_ : nullptr;
       for (int64_t oy = 0; oy < rows_.out; ++oy) {
         for (int64_t ox = 0; ox < cols_.out; ++ox, o += c_) {
@@ -135,13 +136,13 @@ class Pooling : public Layer {
   }
 
   void Backward(const BackwardArgs& a) const override {
-    float* dx_all = a.input_grads[0];
+    Real* dx_all = a.input_grads[0];
     if (dx_all == nullptr) return;
     std::fill(dx_all, dx_all + a.batch * in_size_, 0.0f);
     const int32_t* arg = max_ ? ArgmaxAt(a.scratch) : nullptr;
     for (int64_t b = 0; b < a.batch; ++b) {
-      float* dx = dx_all + b * in_size_;
-      const float* dy = a.output_grad + b * out_size_;
+      Real* dx = dx_all + b * in_size_;
+      const Real* dy = a.output_grad + b * out_size_;
       if (max_) {
         const int32_t* idx = arg + b * out_size_;
         for (int64_t e = 0; e < out_size_; ++e) dx[idx[e]] += dy[e];
@@ -149,12 +150,12 @@ class Pooling : public Layer {
       }
       for (int64_t oy = 0; oy < rows_.out; ++oy) {
         for (int64_t ox = 0; ox < cols_.out; ++ox, dy += c_) {
-          const float inv = 1.0f / static_cast<float>(
+          const Real inv = 1.0f / static_cast<Real>(
                                        (rows_.hi[oy] - rows_.lo[oy]) *
                                        (cols_.hi[ox] - cols_.lo[ox]));
           for (int64_t iy = rows_.lo[oy]; iy < rows_.hi[oy]; ++iy) {
             for (int64_t ix = cols_.lo[ox]; ix < cols_.hi[ox]; ++ix) {
-              float* d = dx + (iy * w_ + ix) * c_;
+              Real* d = dx + (iy * w_ + ix) * c_;
               for (int64_t c = 0; c < c_; ++c) d[c] += dy[c] * inv;
             }
           }
@@ -164,13 +165,13 @@ class Pooling : public Layer {
   }
 
  private:
-  void MaxWindow(const float* x, int64_t oy, int64_t ox,
-                 float* __restrict o, int32_t* __restrict idx) const {
+  void MaxWindow(const Real* x, int64_t oy, int64_t ox,
+                 Real* __restrict o, int32_t* __restrict idx) const {
     bool first = true;
     for (int64_t iy = rows_.lo[oy]; iy < rows_.hi[oy]; ++iy) {
       for (int64_t ix = cols_.lo[ox]; ix < cols_.hi[ox]; ++ix) {
         const int32_t pos = static_cast<int32_t>((iy * w_ + ix) * c_);
-        const float* __restrict s = x + pos;
+        const Real* __restrict s = x + pos;
         const int32_t n = static_cast<int32_t>(c_);
         if (first) {
           for (int32_t c = 0; c < n; ++c) {
@@ -192,15 +193,15 @@ class Pooling : public Layer {
   }
 
   // Keras's average over the window's elements inside the input.
-  void AverageWindow(const float* x, int64_t oy, int64_t ox, float* o) const {
+  void AverageWindow(const Real* x, int64_t oy, int64_t ox, Real* o) const {
     std::fill(o, o + c_, 0.0f);
     for (int64_t iy = rows_.lo[oy]; iy < rows_.hi[oy]; ++iy) {
       for (int64_t ix = cols_.lo[ox]; ix < cols_.hi[ox]; ++ix) {
-        const float* s = x + (iy * w_ + ix) * c_;
+        const Real* s = x + (iy * w_ + ix) * c_;
         for (int64_t c = 0; c < c_; ++c) o[c] += s[c];
       }
     }
-    const float inv = 1.0f / static_cast<float>(
+    const Real inv = 1.0f / static_cast<Real>(
                                  (rows_.hi[oy] - rows_.lo[oy]) *
                                  (cols_.hi[ox] - cols_.lo[ox]));
     for (int64_t c = 0; c < c_; ++c) o[c] *= inv;
@@ -254,13 +255,13 @@ class GlobalPooling : public Layer {
     if (max_) {
       int32_t* arg = ArgmaxBuffer(a.scratch, a.batch * c_);
       for (int64_t b = 0; b < a.batch; ++b) {
-        const float* x = a.inputs[0] + b * s_ * c_;
-        float* o = a.output + b * c_;
+        const Real* x = a.inputs[0] + b * s_ * c_;
+        Real* o = a.output + b * c_;
         int32_t* idx = arg + b * c_;
-        std::memcpy(o, x, sizeof(float) * c_);
+        std::memcpy(o, x, sizeof(Real) * c_);
         std::fill(idx, idx + c_, 0);
         for (int64_t s = 1; s < s_; ++s) {
-          const float* row = x + s * c_;
+          const Real* row = x + s * c_;
           for (int64_t c = 0; c < c_; ++c) {
             if (row[c] > o[c]) {
               o[c] = row[c];
@@ -271,40 +272,40 @@ class GlobalPooling : public Layer {
       }
       return;
     }
-    const float inv = 1.0f / static_cast<float>(s_);
+    const Real inv = 1.0f / static_cast<Real>(s_);
     for (int64_t b = 0; b < a.batch; ++b) {
-      const float* x = a.inputs[0] + b * s_ * c_;
-      Eigen::Map<Eigen::ArrayXf> o(a.output + b * c_, c_);
+      const Real* x = a.inputs[0] + b * s_ * c_;
+      Eigen::Map<ArrayXr> o(a.output + b * c_, c_);
       // Row by row: the rounding does not depend on alignment.
-      o = Eigen::Map<const Eigen::ArrayXf>(x, c_);
+      o = Eigen::Map<const ArrayXr>(x, c_);
       for (int64_t s = 1; s < s_; ++s) {
-        o += Eigen::Map<const Eigen::ArrayXf>(x + s * c_, c_);
+        o += Eigen::Map<const ArrayXr>(x + s * c_, c_);
       }
       o *= inv;
     }
   }
 
   void Backward(const BackwardArgs& a) const override {
-    float* dx_all = a.input_grads[0];
+    Real* dx_all = a.input_grads[0];
     if (dx_all == nullptr) return;
     if (max_) {
       std::fill(dx_all, dx_all + a.batch * s_ * c_, 0.0f);
       const int32_t* arg = ArgmaxAt(a.scratch);
       for (int64_t b = 0; b < a.batch; ++b) {
-        float* dx = dx_all + b * s_ * c_;
-        const float* dy = a.output_grad + b * c_;
+        Real* dx = dx_all + b * s_ * c_;
+        const Real* dy = a.output_grad + b * c_;
         const int32_t* idx = arg + b * c_;
         for (int64_t c = 0; c < c_; ++c) dx[idx[c] * c_ + c] = dy[c];
       }
       return;
     }
-    const float inv = 1.0f / static_cast<float>(s_);
+    const Real inv = 1.0f / static_cast<Real>(s_);
     for (int64_t b = 0; b < a.batch; ++b) {
-      float* dx = dx_all + b * s_ * c_;
-      const float* dy = a.output_grad + b * c_;
+      Real* dx = dx_all + b * s_ * c_;
+      const Real* dy = a.output_grad + b * c_;
       for (int64_t c = 0; c < c_; ++c) dx[c] = dy[c] * inv;
       for (int64_t s = 1; s < s_; ++s) {
-        std::memcpy(dx + s * c_, dx, sizeof(float) * c_);
+        std::memcpy(dx + s * c_, dx, sizeof(Real) * c_);
       }
     }
   }

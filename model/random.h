@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "model/real.h"
+
 namespace strata {
 
 // SplitMix64's finalizer: a bijective 64-bit mix.
@@ -19,7 +21,7 @@ inline uint64_t Mix64(uint64_t z) {
 // probability 1 - rate or dropped (0), a pure function of (seed, layer,
 // element) that the CPU and the GPU (kernels/cuda/dense_kernels.cu)
 // compute alike.
-void FillDropoutMask(uint64_t seed, uint64_t layer, double rate, float* mask,
+void FillDropoutMask(uint64_t seed, uint64_t layer, double rate, model::Real* mask,
                      int64_t n);
 
 }  // namespace strata

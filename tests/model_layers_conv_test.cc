@@ -22,9 +22,9 @@ using testing::MakeLayer;
 using testing::MakeLayerStatus;
 
 // Forward on `x` (batch examples) with `weights`; returns the output.
-std::vector<float> RunForward(const Layer& layer, int64_t batch,
-                              const std::vector<float>& x,
-                              const std::vector<std::vector<float>>& weights,
+std::vector<Real> RunForward(const Layer& layer, int64_t batch,
+                              const std::vector<Real>& x,
+                              const std::vector<std::vector<Real>>& weights,
                               LayerScratch* scratch) {
   ForwardArgs a;
   a.batch = batch;
@@ -32,7 +32,7 @@ std::vector<float> RunForward(const Layer& layer, int64_t batch,
   a.inputs = {x.data()};
   for (const auto& w : weights) a.weights.emplace_back(w.data(), w.size());
   a.state_out.assign(weights.size(), nullptr);
-  std::vector<float> out(
+  std::vector<Real> out(
       static_cast<size_t>(batch * NumElements(layer.output_shape())));
   a.output = out.data();
   a.scratch = scratch;
@@ -41,15 +41,15 @@ std::vector<float> RunForward(const Layer& layer, int64_t batch,
 }
 
 struct Grads {
-  std::vector<float> dx;
-  std::vector<std::vector<float>> dw;
+  std::vector<Real> dx;
+  std::vector<std::vector<Real>> dw;
 };
 
 Grads RunBackward(const Layer& layer, int64_t batch,
-                  const std::vector<float>& x,
-                  const std::vector<std::vector<float>>& weights,
-                  const std::vector<float>& out,
-                  const std::vector<float>& out_grad, LayerScratch* scratch,
+                  const std::vector<Real>& x,
+                  const std::vector<std::vector<Real>>& weights,
+                  const std::vector<Real>& out,
+                  const std::vector<Real>& out_grad, LayerScratch* scratch,
                   bool grad_is_preactivation = false) {
   Grads g;
   g.dx.assign(x.size(), 777.0f);  // overwritten, not accumulated
@@ -68,10 +68,10 @@ Grads RunBackward(const Layer& layer, int64_t batch,
   return g;
 }
 
-std::vector<float> Random(size_t n, std::mt19937* rng) {
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = uni(*rng);
+std::vector<Real> Random(size_t n, std::mt19937* rng) {
+  std::uniform_real_distribution<Real> uni(-1.0f, 1.0f);
+  std::vector<Real> v(n);
+  for (Real& x : v) x = uni(*rng);
   return v;
 }
 
@@ -122,7 +122,7 @@ struct NaiveConv {
   }
 };
 
-void ExpectClose(const std::vector<float>& got, const std::vector<double>& want,
+void ExpectClose(const std::vector<Real>& got, const std::vector<double>& want,
                  double tol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -226,14 +226,14 @@ TEST(Conv2DLayerTest, OutputShapesAndWeightsFollowKeras) {
 
 TEST(Conv2DLayerTest, ForwardMatchesHandComputedValues) {
   // x = 1..9 on a 3x3 grid, one channel; kernel [[1, 2], [3, 4]], bias 1.
-  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};
-  std::vector<std::vector<float>> weights = {{1, 2, 3, 4}, {1}};
+  std::vector<Real> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<std::vector<Real>> weights = {{1, 2, 3, 4}, {1}};
   LayerScratch scratch;
   auto valid = MakeLayer(CreateConv2D, "Conv2D",
                          {{"filters", 1}, {"kernel_size", 2}}, {{3, 3, 1}});
   ASSERT_NE(valid, nullptr);
   EXPECT_EQ(RunForward(*valid, 1, x, weights, &scratch),
-            std::vector<float>({38, 48, 68, 78}));
+            std::vector<Real>({38, 48, 68, 78}));
   // 'same' with stride 2: one row / column of padding, after (TF's rule).
   auto same = MakeLayer(CreateConv2D, "Conv2D",
                         {{"filters", 1}, {"kernel_size", 2}, {"strides", 2},
@@ -241,7 +241,7 @@ TEST(Conv2DLayerTest, ForwardMatchesHandComputedValues) {
                         {{3, 3, 1}});
   ASSERT_NE(same, nullptr);
   EXPECT_EQ(RunForward(*same, 1, x, weights, &scratch),
-            std::vector<float>({38, 22, 24, 10}));
+            std::vector<Real>({38, 22, 24, 10}));
   // Two filters, relu: the second filter is the negated first.
   auto relu = MakeLayer(CreateConv2D, "Conv2D",
                         {{"filters", 2}, {"kernel_size", 2},
@@ -250,7 +250,7 @@ TEST(Conv2DLayerTest, ForwardMatchesHandComputedValues) {
   ASSERT_NE(relu, nullptr);
   EXPECT_EQ(relu->output_activation(), "relu");
   EXPECT_EQ(RunForward(*relu, 1, x, {{1, -1, 2, -2, 3, -3, 4, -4}}, &scratch),
-            std::vector<float>({37, 0, 47, 0, 67, 0, 77, 0}));
+            std::vector<Real>({37, 0, 47, 0, 67, 0, 77, 0}));
 }
 
 TEST(Conv2DLayerTest, MatchesNaiveConvolutionAcrossInputGradientChunks) {
@@ -278,13 +278,13 @@ TEST(Conv2DLayerTest, MatchesNaiveConvolutionAcrossInputGradientChunks) {
     auto layer = MakeLayer(CreateConv2D, "Conv2D", c.config, {{n.h, n.w, n.c}});
     ASSERT_NE(layer, nullptr);
     ASSERT_EQ(layer->output_shape(), Shape({n.oh, n.ow, n.f}));
-    std::vector<float> x =
+    std::vector<Real> x =
         Random(static_cast<size_t>(c.batch * n.h * n.w * n.c), &rng);
-    std::vector<std::vector<float>> weights = {
+    std::vector<std::vector<Real>> weights = {
         Random(static_cast<size_t>(n.kh * n.kw * n.c * n.f), &rng),
         Random(static_cast<size_t>(n.f), &rng)};
     const size_t out_n = static_cast<size_t>(c.batch * n.oh * n.ow * n.f);
-    std::vector<float> dy = Random(out_n, &rng);
+    std::vector<Real> dy = Random(out_n, &rng);
     std::vector<double> y(out_n), dx(x.size()), dw(weights[0].size()),
         db(n.f);
     for (size_t i = 0; i < out_n; ++i) {
@@ -297,7 +297,7 @@ TEST(Conv2DLayerTest, MatchesNaiveConvolutionAcrossInputGradientChunks) {
       dw[wi] += double{dy[oi]} * x[xi];
     });
     LayerScratch scratch;
-    std::vector<float> out = RunForward(*layer, c.batch, x, weights, &scratch);
+    std::vector<Real> out = RunForward(*layer, c.batch, x, weights, &scratch);
     ExpectClose(out, y, 1e-4, "output");
     Grads g = RunBackward(*layer, c.batch, x, weights, out, dy, &scratch);
     ExpectClose(g.dx, dx, 1e-4, "input grad");
@@ -317,13 +317,13 @@ TEST(Conv2DLayerTest, GradIsPreactivationSkipsTheActivation) {
   ASSERT_NE(softmax, nullptr);
   ASSERT_NE(linear, nullptr);
   std::mt19937 rng(5);
-  std::vector<float> x = Random(2 * 40, &rng);
-  std::vector<std::vector<float>> weights = {Random(2 * 2 * 2 * 3, &rng),
+  std::vector<Real> x = Random(2 * 40, &rng);
+  std::vector<std::vector<Real>> weights = {Random(2 * 2 * 2 * 3, &rng),
                                              Random(3, &rng)};
   LayerScratch s1, s2;
-  std::vector<float> out1 = RunForward(*softmax, 2, x, weights, &s1);
-  std::vector<float> out2 = RunForward(*linear, 2, x, weights, &s2);
-  std::vector<float> dz = Random(out1.size(), &rng);
+  std::vector<Real> out1 = RunForward(*softmax, 2, x, weights, &s1);
+  std::vector<Real> out2 = RunForward(*linear, 2, x, weights, &s2);
+  std::vector<Real> dz = Random(out1.size(), &rng);
   Grads g1 = RunBackward(*softmax, 2, x, weights, out1, dz, &s1, true);
   Grads g2 = RunBackward(*linear, 2, x, weights, out2, dz, &s2);
   EXPECT_EQ(g1.dx, g2.dx);
@@ -480,7 +480,7 @@ TEST(Conv1DLayerTest, CausalForwardMatchesHandComputedValues) {
   ASSERT_NE(layer, nullptr);
   LayerScratch scratch;
   EXPECT_EQ(RunForward(*layer, 1, {1, 2, 3, 4}, {{1, 10}}, &scratch),
-            std::vector<float>({10, 21, 32, 43}));
+            std::vector<Real>({10, 21, 32, 43}));
   // Dilation 2: out[t] = x[t - 2] + 10 x[t].
   auto dilated = MakeLayer(CreateConv1D, "Conv1D",
                            {{"filters", 1}, {"kernel_size", 2},
@@ -489,7 +489,7 @@ TEST(Conv1DLayerTest, CausalForwardMatchesHandComputedValues) {
                            {{4, 1}});
   ASSERT_NE(dilated, nullptr);
   EXPECT_EQ(RunForward(*dilated, 1, {1, 2, 3, 4}, {{1, 10}}, &scratch),
-            std::vector<float>({10, 20, 31, 42}));
+            std::vector<Real>({10, 20, 31, 42}));
 }
 
 TEST(Conv1DLayerTest, RefusesWrongRanksAndBigKernels) {

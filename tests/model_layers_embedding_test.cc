@@ -13,7 +13,7 @@ namespace strata {
 namespace model {
 
 // Defined in model/layers_embedding.cc.
-absl::Status CheckEmbeddingIds(const Layer& layer, const float* ids,
+absl::Status CheckEmbeddingIds(const Layer& layer, const Real* ids,
                                int64_t batch);
 
 namespace {
@@ -23,15 +23,15 @@ using testing::CheckGradients;
 using testing::MakeLayer;
 using testing::MakeLayerStatus;
 
-std::vector<float> RunForward(const Layer& layer, const std::vector<float>& ids,
-                              const std::vector<float>& table, int64_t batch) {
+std::vector<Real> RunForward(const Layer& layer, const std::vector<Real>& ids,
+                              const std::vector<Real>& table, int64_t batch) {
   LayerScratch scratch;
-  std::vector<float> out(
+  std::vector<Real> out(
       static_cast<size_t>(batch * NumElements(layer.output_shape())), -7.0f);
   ForwardArgs a;
   a.batch = batch;
   a.inputs = {ids.data()};
-  a.weights = {absl::Span<const float>(table.data(), table.size())};
+  a.weights = {absl::Span<const Real>(table.data(), table.size())};
   a.state_out = {nullptr};
   a.output = out.data();
   a.scratch = &scratch;
@@ -63,27 +63,27 @@ TEST(EmbeddingLayerTest, ForwardLooksUpRows) {
   auto layer = MakeLayer(CreateEmbedding, "Embedding",
                          {{"input_dim", 4}, {"output_dim", 2}}, {{3}});
   ASSERT_NE(layer, nullptr);
-  const std::vector<float> table = {0, 1, 10, 11, 20, 21, 30, 31};
-  const std::vector<float> ids = {3, 0, 3, 1, 2, 1};  // 2 examples
+  const std::vector<Real> table = {0, 1, 10, 11, 20, 21, 30, 31};
+  const std::vector<Real> ids = {3, 0, 3, 1, 2, 1};  // 2 examples
   EXPECT_EQ(RunForward(*layer, ids, table, 2),
-            std::vector<float>({30, 31, 0, 1, 30, 31, 10, 11, 20, 21, 10, 11}));
+            std::vector<Real>({30, 31, 0, 1, 30, 31, 10, 11, 20, 21, 10, 11}));
 }
 
 TEST(EmbeddingLayerTest, BackwardScatterAddsRepeatedIdsAndZeroesIdGrads) {
   auto layer = MakeLayer(CreateEmbedding, "Embedding",
                          {{"input_dim", 4}, {"output_dim", 2}}, {{3}});
   ASSERT_NE(layer, nullptr);
-  const std::vector<float> table(8, 0.5f);
-  const std::vector<float> ids = {3, 0, 3, 1, 2, 1};
-  const std::vector<float> dy = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-  std::vector<float> out = RunForward(*layer, ids, table, 2);
-  std::vector<float> dw(8, 999.0f);
-  std::vector<float> dids(6, 999.0f);
+  const std::vector<Real> table(8, 0.5f);
+  const std::vector<Real> ids = {3, 0, 3, 1, 2, 1};
+  const std::vector<Real> dy = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  std::vector<Real> out = RunForward(*layer, ids, table, 2);
+  std::vector<Real> dw(8, 999.0f);
+  std::vector<Real> dids(6, 999.0f);
   LayerScratch scratch;
   BackwardArgs b;
   b.batch = 2;
   b.inputs = {ids.data()};
-  b.weights = {absl::Span<const float>(table.data(), table.size())};
+  b.weights = {absl::Span<const Real>(table.data(), table.size())};
   b.output = out.data();
   b.output_grad = dy.data();
   b.input_grads = {dids.data()};
@@ -92,9 +92,9 @@ TEST(EmbeddingLayerTest, BackwardScatterAddsRepeatedIdsAndZeroesIdGrads) {
   layer->Backward(b);
   // Row 0: position 1; row 1: positions 3 and 5; row 2: position 4; row 3:
   // positions 0 and 2.
-  EXPECT_EQ(dw, std::vector<float>({3, 4, 7 + 11, 8 + 12, 9, 10, 1 + 5,
+  EXPECT_EQ(dw, std::vector<Real>({3, 4, 7 + 11, 8 + 12, 9, 10, 1 + 5,
                                     2 + 6}));
-  EXPECT_EQ(dids, std::vector<float>(6, 0.0f));
+  EXPECT_EQ(dids, std::vector<Real>(6, 0.0f));
 }
 
 TEST(EmbeddingLayerTest, CheckIdsNamesTheFirstBadId) {
@@ -103,7 +103,7 @@ TEST(EmbeddingLayerTest, CheckIdsNamesTheFirstBadId) {
                           {"output_dim", 4}},
                          {{2}});
   ASSERT_NE(layer, nullptr);
-  std::vector<float> ids = {0, 999, 5, 6, 1000, 3};
+  std::vector<Real> ids = {0, 999, 5, 6, 1000, 3};
   absl::Status s = CheckEmbeddingIds(*layer, ids.data(), 3);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
@@ -120,7 +120,7 @@ TEST(EmbeddingLayerTest, CheckIdsNamesTheFirstBadId) {
   EXPECT_EQ(s.message(),
             "layer 'emb' (Embedding): id 2.5 at example 1, position 1 is not "
             "an integer");
-  ids[3] = std::numeric_limits<float>::quiet_NaN();
+  ids[3] = std::numeric_limits<Real>::quiet_NaN();
   s = CheckEmbeddingIds(*layer, ids.data(), 3);
   EXPECT_EQ(s.message(),
             "layer 'emb' (Embedding): id nan at example 1, position 1 is not "
@@ -140,10 +140,10 @@ TEST(EmbeddingLayerTest, ForwardOfABadIdIsAZeroRowWithoutGradient) {
   auto layer = MakeLayer(CreateEmbedding, "Embedding",
                          {{"input_dim", 2}, {"output_dim", 2}}, {{2}});
   ASSERT_NE(layer, nullptr);
-  const std::vector<float> table = {1, 2, 3, 4};
-  const std::vector<float> ids = {5, 1};
+  const std::vector<Real> table = {1, 2, 3, 4};
+  const std::vector<Real> ids = {5, 1};
   EXPECT_EQ(RunForward(*layer, ids, table, 1),
-            std::vector<float>({0, 0, 3, 4}));
+            std::vector<Real>({0, 0, 3, 4}));
 }
 
 TEST(EmbeddingLayerTest, ReadsKerasConfigs) {

@@ -17,12 +17,12 @@ using testing::CheckGradients;
 using testing::MakeLayer;
 using testing::MakeLayerStatus;
 
-std::vector<float> RunForward(const Layer& layer,
-                              const std::vector<std::vector<float>>& inputs,
-                              const std::vector<std::vector<float>>& weights,
+std::vector<Real> RunForward(const Layer& layer,
+                              const std::vector<std::vector<Real>>& inputs,
+                              const std::vector<std::vector<Real>>& weights,
                               int64_t batch) {
   LayerScratch scratch;
-  std::vector<float> out(
+  std::vector<Real> out(
       static_cast<size_t>(batch * NumElements(layer.output_shape())), -7.0f);
   ForwardArgs a;
   a.batch = batch;
@@ -78,12 +78,12 @@ TEST(DotInteractionLayerTest, GradientsMatchFiniteDifferences) {
 TEST(DotInteractionLayerTest, OutputOrderIsTfrsLowerTriangleRowMajor) {
   // a = [1, 2], b = [3, 4], c = [5, 6]: a.a 5, b.a 11, b.b 25, c.a 17,
   // c.b 39, c.c 61; a second example doubles every input (dots x4).
-  const std::vector<std::vector<float>> in = {
+  const std::vector<std::vector<Real>> in = {
       {1, 2, 2, 4}, {3, 4, 6, 8}, {5, 6, 10, 12}};
   const std::vector<Shape> shapes(3, Shape{2});
   struct Case {
     bool self, skip;
-    std::vector<float> want;
+    std::vector<Real> want;
   };
   const Case cases[] = {
       {false, false, {11, 17, 39}},
@@ -97,8 +97,8 @@ TEST(DotInteractionLayerTest, OutputOrderIsTfrsLowerTriangleRowMajor) {
                             {"skip_gather", c.skip}},
                            shapes);
     ASSERT_NE(layer, nullptr);
-    std::vector<float> want = c.want;
-    for (float v : c.want) want.push_back(4 * v);
+    std::vector<Real> want = c.want;
+    for (Real v : c.want) want.push_back(4 * v);
     EXPECT_EQ(RunForward(*layer, in, {}, 2), want)
         << "self " << c.self << " skip " << c.skip;
   }
@@ -108,11 +108,11 @@ TEST(DotInteractionLayerTest, BackwardSkipsNullInputGrads) {
   auto layer = MakeLayer(CreateDotInteraction, "DotInteraction",
                          json::object(), {{2}, {2}, {2}});
   ASSERT_NE(layer, nullptr);
-  const std::vector<std::vector<float>> in = {{1, 2}, {3, 4}, {5, 6}};
-  std::vector<float> out = RunForward(*layer, in, {}, 1);
+  const std::vector<std::vector<Real>> in = {{1, 2}, {3, 4}, {5, 6}};
+  std::vector<Real> out = RunForward(*layer, in, {}, 1);
   // d/d b of (b.a, c.a, c.b) . (1, 10, 100) = a + 100 c.
-  const std::vector<float> dy = {1, 10, 100};
-  std::vector<float> db(2, 999.0f);
+  const std::vector<Real> dy = {1, 10, 100};
+  std::vector<Real> db(2, 999.0f);
   LayerScratch scratch;
   BackwardArgs b;
   b.batch = 1;
@@ -122,7 +122,7 @@ TEST(DotInteractionLayerTest, BackwardSkipsNullInputGrads) {
   b.input_grads = {nullptr, db.data(), nullptr};
   b.scratch = &scratch;
   layer->Backward(b);
-  EXPECT_EQ(db, std::vector<float>({1 + 500, 2 + 600}));
+  EXPECT_EQ(db, std::vector<Real>({1 + 500, 2 + 600}));
 }
 
 TEST(DotInteractionLayerTest, ReadsTfrsAndKerasRsConfigs) {
@@ -222,13 +222,13 @@ TEST(CrossLayerTest, ForwardByHand) {
   ASSERT_NE(full, nullptr);
   EXPECT_EQ(RunForward(*full, {{1, 2}, {3, -1}}, {{1, 2, 3, 4}, {0.5, -0.5}},
                        1),
-            std::vector<float>({5, 1}));
+            std::vector<Real>({5, 1}));
   // One input: x = x0 = [1, 2]: P = [7, 10] + b + [0.5, 1] = [8, 10.5];
   // y = [8 + 1, 21 + 2].
   auto one = MakeLayer(CreateCross, "Cross", {{"diag_scale", 0.5}}, {{2}});
   ASSERT_NE(one, nullptr);
   EXPECT_EQ(RunForward(*one, {{1, 2}}, {{1, 2, 3, 4}, {0.5, -0.5}}, 1),
-            std::vector<float>({9, 23}));
+            std::vector<Real>({9, 23}));
   // Low rank, p = 1, no bias: U = [[1], [2]], V = [[3, -1]]:
   // x U = 3 - 2 = 1; P = [3, -1]; y = [1 * 3 + 3, 2 * -1 - 1] = [6, -3].
   auto low = MakeLayer(CreateCross, "Cross",
@@ -236,7 +236,7 @@ TEST(CrossLayerTest, ForwardByHand) {
                        {{2}, {2}});
   ASSERT_NE(low, nullptr);
   EXPECT_EQ(RunForward(*low, {{1, 2}, {3, -1}}, {{1, 2}, {3, -1}}, 1),
-            std::vector<float>({6, -3}));
+            std::vector<Real>({6, -3}));
 }
 
 TEST(CrossLayerTest, ReadsTfrsConfigs) {

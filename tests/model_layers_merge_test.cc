@@ -18,13 +18,13 @@ using testing::FiniteDifferenceOptions;
 using testing::MakeLayer;
 using testing::MakeLayerStatus;
 
-std::vector<float> RunForward(const Layer& layer, int64_t batch,
-                              const std::vector<std::vector<float>>& inputs) {
+std::vector<Real> RunForward(const Layer& layer, int64_t batch,
+                              const std::vector<std::vector<Real>>& inputs) {
   LayerScratch scratch;
   ForwardArgs a;
   a.batch = batch;
   for (const auto& v : inputs) a.inputs.push_back(v.data());
-  std::vector<float> out(
+  std::vector<Real> out(
       static_cast<size_t>(batch * NumElements(layer.output_shape())));
   a.output = out.data();
   a.scratch = &scratch;
@@ -32,7 +32,7 @@ std::vector<float> RunForward(const Layer& layer, int64_t batch,
   return out;
 }
 
-void ExpectNear(const std::vector<float>& got,
+void ExpectNear(const std::vector<Real>& got,
                 const std::vector<double>& want, double tol = 1e-5) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t k = 0; k < got.size(); ++k) {
@@ -156,10 +156,10 @@ TEST(MultiplyLayerTest, GradientThroughAZeroInput) {
   auto layer = MakeLayer(CreateMultiply, "Multiply", json::object(),
                          {{2}, {2}, {2}});
   ASSERT_NE(layer, nullptr);
-  std::vector<float> x0 = {0, 1}, x1 = {2, 0}, x2 = {3, 4};
-  std::vector<float> y = RunForward(*layer, 1, {x0, x1, x2});
-  std::vector<float> g = {1, 1};
-  std::vector<float> d0(2, 9), d1(2, 9), d2(2, 9);
+  std::vector<Real> x0 = {0, 1}, x1 = {2, 0}, x2 = {3, 4};
+  std::vector<Real> y = RunForward(*layer, 1, {x0, x1, x2});
+  std::vector<Real> g = {1, 1};
+  std::vector<Real> d0(2, 9), d1(2, 9), d2(2, 9);
   LayerScratch scratch;
   BackwardArgs b;
   b.batch = 1;
@@ -236,7 +236,7 @@ TEST(DotLayerTest, ForwardValuesByHand) {
   ExpectNear(RunForward(*layer, 2, {{1, 2, 3, 1, 0, 0}, {4, 5, 6, 0, 0, 0}}),
              {32 / (std::sqrt(14.0) * std::sqrt(77.0)), 0});
   // x = [[1, 2], [3, 4]], y = [[5, 6], [7, 8]] per example.
-  const std::vector<std::vector<float>> xy = {{1, 2, 3, 4}, {5, 6, 7, 8}};
+  const std::vector<std::vector<Real>> xy = {{1, 2, 3, 4}, {5, 6, 7, 8}};
   layer = MakeLayer(CreateDot, "Dot", {{"axes", 2}}, {{2, 2}, {2, 2}});
   ASSERT_NE(layer, nullptr);
   ExpectNear(RunForward(*layer, 1, xy), {17, 23, 39, 53});  // x y^T

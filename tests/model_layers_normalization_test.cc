@@ -22,18 +22,18 @@ using testing::MakeLayerStatus;
 
 // Runs Forward once; `state` gets the new values of non-trainable weights
 // in training (empty vectors for trainable ones).
-std::vector<float> RunForward(const Layer& layer, int64_t batch,
-                              const std::vector<float>& input,
-                              const std::vector<std::vector<float>>& weights,
+std::vector<Real> RunForward(const Layer& layer, int64_t batch,
+                              const std::vector<Real>& input,
+                              const std::vector<std::vector<Real>>& weights,
                               bool training,
-                              std::vector<std::vector<float>>* state = nullptr,
+                              std::vector<std::vector<Real>>* state = nullptr,
                               LayerScratch* scratch = nullptr) {
   LayerScratch local;
   ForwardArgs a;
   a.batch = batch;
   a.training = training;
   a.inputs = {input.data()};
-  std::vector<std::vector<float>> out_state(weights.size());
+  std::vector<std::vector<Real>> out_state(weights.size());
   for (size_t i = 0; i < weights.size(); ++i) {
     a.weights.emplace_back(weights[i].data(), weights[i].size());
     if (training && !layer.weights()[i].trainable) {
@@ -43,7 +43,7 @@ std::vector<float> RunForward(const Layer& layer, int64_t batch,
       a.state_out.push_back(nullptr);
     }
   }
-  std::vector<float> out(
+  std::vector<Real> out(
       static_cast<size_t>(batch * NumElements(layer.output_shape())));
   a.output = out.data();
   a.scratch = scratch != nullptr ? scratch : &local;
@@ -52,11 +52,11 @@ std::vector<float> RunForward(const Layer& layer, int64_t batch,
   return out;
 }
 
-std::vector<float> RandomValues(size_t n, uint64_t seed, float lo, float hi) {
+std::vector<Real> RandomValues(size_t n, uint64_t seed, Real lo, Real hi) {
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> uni(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = uni(rng);
+  std::uniform_real_distribution<Real> uni(lo, hi);
+  std::vector<Real> v(n);
+  for (Real& x : v) x = uni(rng);
   return v;
 }
 
@@ -137,11 +137,11 @@ TEST(BatchNormalizationLayerTest, TrainingForwardAndMovingStatisticsByHand) {
                          {{"momentum", 0.9}}, {{2}});
   ASSERT_NE(layer, nullptr);
   // Two examples [1, 2], [3, 6]: mean [2, 4], biased variance [1, 4].
-  const std::vector<float> x = {1, 2, 3, 6};
-  const std::vector<std::vector<float>> w = {
+  const std::vector<Real> x = {1, 2, 3, 6};
+  const std::vector<std::vector<Real>> w = {
       {2.0f, 1.0f}, {0.5f, -1.0f}, {0.0f, 1.0f}, {1.0f, 2.0f}};
-  std::vector<std::vector<float>> state;
-  std::vector<float> y = RunForward(*layer, 2, x, w, true, &state);
+  std::vector<std::vector<Real>> state;
+  std::vector<Real> y = RunForward(*layer, 2, x, w, true, &state);
   const double s0 = 1.0 / std::sqrt(1.0 + 1e-3);
   const double s1 = 1.0 / std::sqrt(4.0 + 1e-3);
   EXPECT_NEAR(y[0], 2.0 * -1.0 * s0 + 0.5, 1e-6);
@@ -175,17 +175,17 @@ TEST(BatchNormalizationLayerTest, MovingStatisticsOverSpatialPositions) {
   const int64_t batch = 7;
   const int64_t c = 4;
   const int64_t n = batch * 15;
-  std::vector<float> x = RandomValues(static_cast<size_t>(n * c), 3, -1, 1);
+  std::vector<Real> x = RandomValues(static_cast<size_t>(n * c), 3, -1, 1);
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t j = 0; j < c; ++j) x[r * c + j] += 100.0f * j;
   }
-  const std::vector<std::vector<float>> w = {
+  const std::vector<std::vector<Real>> w = {
       {1.0f, 0.5f, 2.0f, -1.0f},
       {0.0f, 0.1f, 0.2f, 0.3f},
       {0.5f, 50.0f, 150.0f, 250.0f},
       {1.0f, 2.0f, 3.0f, 0.25f}};
-  std::vector<std::vector<float>> state;
-  std::vector<float> y = RunForward(*layer, batch, x, w, true, &state);
+  std::vector<std::vector<Real>> state;
+  std::vector<Real> y = RunForward(*layer, batch, x, w, true, &state);
   for (int64_t j = 0; j < c; ++j) {
     double mean = 0;
     for (int64_t r = 0; r < n; ++r) mean += x[r * c + j];
@@ -218,16 +218,16 @@ TEST(BatchNormalizationLayerTest, BackwardOverwritesAndSkipsNullGradients) {
                          json::object(), {{3, 4}});
   ASSERT_NE(layer, nullptr);
   const int64_t batch = 2;
-  std::vector<float> x = RandomValues(24, 5, -1, 1);
-  std::vector<std::vector<float>> w = {RandomValues(4, 6, 0.5f, 1.5f),
+  std::vector<Real> x = RandomValues(24, 5, -1, 1);
+  std::vector<std::vector<Real>> w = {RandomValues(4, 6, 0.5f, 1.5f),
                                        RandomValues(4, 7, -1, 1),
                                        {0, 0, 0, 0},
                                        {1, 1, 1, 1}};
   LayerScratch scratch;
-  std::vector<float> y = RunForward(*layer, batch, x, w, true, nullptr,
+  std::vector<Real> y = RunForward(*layer, batch, x, w, true, nullptr,
                                     &scratch);
-  std::vector<float> g = RandomValues(24, 8, -1, 1);
-  auto backward = [&](float* dx, float* dgamma, float* dbeta) {
+  std::vector<Real> g = RandomValues(24, 8, -1, 1);
+  auto backward = [&](Real* dx, Real* dgamma, Real* dbeta) {
     BackwardArgs b;
     b.batch = batch;
     b.training = true;
@@ -240,14 +240,14 @@ TEST(BatchNormalizationLayerTest, BackwardOverwritesAndSkipsNullGradients) {
     b.scratch = &scratch;
     layer->Backward(b);
   };
-  std::vector<float> dx1(24, 0.0f), dg1(4, 0.0f), db1(4, 0.0f);
+  std::vector<Real> dx1(24, 0.0f), dg1(4, 0.0f), db1(4, 0.0f);
   backward(dx1.data(), dg1.data(), db1.data());
-  std::vector<float> dx2(24, 55.0f), dg2(4, -3.0f), db2(4, 9.0f);
+  std::vector<Real> dx2(24, 55.0f), dg2(4, -3.0f), db2(4, 9.0f);
   backward(dx2.data(), dg2.data(), db2.data());
   EXPECT_EQ(dx1, dx2);
   EXPECT_EQ(dg1, dg2);
   EXPECT_EQ(db1, db2);
-  std::vector<float> dx3(24, 0.0f);
+  std::vector<Real> dx3(24, 0.0f);
   backward(dx3.data(), nullptr, nullptr);
   EXPECT_EQ(dx1, dx3);
   // The input gradient of batch normalization sums to 0 per channel.
@@ -415,10 +415,10 @@ TEST(LayerNormalizationLayerTest, ForwardValuesByHand) {
   EXPECT_EQ(layer->weights()[1].name, "beta");
   EXPECT_EQ(layer->weights()[0].shape, Shape({3}));
   // Rows [1, 2, 3] (mean 2, var 2/3) and [4, 4, 10] (mean 6, var 8).
-  const std::vector<float> x = {1, 2, 3, 4, 4, 10};
-  const std::vector<std::vector<float>> w = {{1.0f, 2.0f, -1.0f},
+  const std::vector<Real> x = {1, 2, 3, 4, 4, 10};
+  const std::vector<std::vector<Real>> w = {{1.0f, 2.0f, -1.0f},
                                              {0.0f, 0.5f, 1.0f}};
-  std::vector<float> y = RunForward(*layer, 1, x, w, true);
+  std::vector<Real> y = RunForward(*layer, 1, x, w, true);
   const double i0 = 1.0 / std::sqrt(2.0 / 3.0 + 0.01);
   const double i1 = 1.0 / std::sqrt(8.0 + 0.01);
   const double expected[] = {-1 * i0,          0 * 2 * i0 + 0.5,

@@ -18,14 +18,14 @@ using testing::FiniteDifferenceOptions;
 using testing::MakeLayer;
 using testing::MakeLayerStatus;
 
-std::vector<float> RunForward(const Layer& layer, int64_t batch,
-                              const std::vector<float>& x,
+std::vector<Real> RunForward(const Layer& layer, int64_t batch,
+                              const std::vector<Real>& x,
                               LayerScratch* scratch) {
   ForwardArgs a;
   a.batch = batch;
   a.training = true;
   a.inputs = {x.data()};
-  std::vector<float> out(
+  std::vector<Real> out(
       static_cast<size_t>(batch * NumElements(layer.output_shape())));
   a.output = out.data();
   a.scratch = scratch;
@@ -33,12 +33,12 @@ std::vector<float> RunForward(const Layer& layer, int64_t batch,
   return out;
 }
 
-std::vector<float> RunBackward(const Layer& layer, int64_t batch,
-                               const std::vector<float>& x,
-                               const std::vector<float>& out,
-                               const std::vector<float>& dy,
+std::vector<Real> RunBackward(const Layer& layer, int64_t batch,
+                               const std::vector<Real>& x,
+                               const std::vector<Real>& out,
+                               const std::vector<Real>& dy,
                                LayerScratch* scratch) {
-  std::vector<float> dx(x.size(), 777.0f);  // overwritten
+  std::vector<Real> dx(x.size(), 777.0f);  // overwritten
   BackwardArgs a;
   a.batch = batch;
   a.inputs = {x.data()};
@@ -133,12 +133,12 @@ TEST(Pooling2DLayerTest, OutputShapesFollowKeras) {
 
 TEST(Pooling2DLayerTest, ForwardMatchesHandComputedValues) {
   // 1..9 on a 3x3 grid, one channel; pool 2, strides 2.
-  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const std::vector<Real> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   LayerScratch scratch;
   auto max_valid = MakeLayer(CreateMaxPooling2D, "MaxPooling2D",
                              json::object(), {{3, 3, 1}});
   ASSERT_NE(max_valid, nullptr);
-  EXPECT_EQ(RunForward(*max_valid, 1, x, &scratch), std::vector<float>({5}));
+  EXPECT_EQ(RunForward(*max_valid, 1, x, &scratch), std::vector<Real>({5}));
   // 'same': padding after (TF's rule); the padding never wins a max and is
   // left out of an average.
   auto max_same = MakeLayer(CreateMaxPooling2D, "MaxPooling2D",
@@ -146,50 +146,50 @@ TEST(Pooling2DLayerTest, ForwardMatchesHandComputedValues) {
   ASSERT_NE(max_same, nullptr);
   EXPECT_EQ(RunForward(*max_same, 1, {-1, -2, -3, -4, -5, -6, -7, -8, -9},
                        &scratch),
-            std::vector<float>({-1, -3, -7, -9}));
+            std::vector<Real>({-1, -3, -7, -9}));
   auto avg_valid = MakeLayer(CreateAveragePooling2D, "AveragePooling2D",
                              json::object(), {{3, 3, 1}});
   ASSERT_NE(avg_valid, nullptr);
-  EXPECT_EQ(RunForward(*avg_valid, 1, x, &scratch), std::vector<float>({3}));
+  EXPECT_EQ(RunForward(*avg_valid, 1, x, &scratch), std::vector<Real>({3}));
   auto avg_same = MakeLayer(CreateAveragePooling2D, "AveragePooling2D",
                             {{"padding", "same"}}, {{3, 3, 1}});
   ASSERT_NE(avg_same, nullptr);
   EXPECT_EQ(RunForward(*avg_same, 1, x, &scratch),
-            std::vector<float>({3, 4.5, 7.5, 9}));
+            std::vector<Real>({3, 4.5, 7.5, 9}));
   // Two channels pool independently.
   auto two = MakeLayer(CreateMaxPooling2D, "MaxPooling2D",
                        {{"pool_size", {1, 2}}}, {{1, 2, 2}});
   ASSERT_NE(two, nullptr);
   EXPECT_EQ(RunForward(*two, 1, {1, 9, 5, 2}, &scratch),
-            std::vector<float>({5, 9}));
+            std::vector<Real>({5, 9}));
 }
 
 TEST(Pooling1DLayerTest, ForwardMatchesHandComputedValues) {
-  const std::vector<float> x = {1, 3, 2, 5, 4};
+  const std::vector<Real> x = {1, 3, 2, 5, 4};
   LayerScratch scratch;
   auto max_valid =
       MakeLayer(CreateMaxPooling1D, "MaxPooling1D", json::object(), {{5, 1}});
   ASSERT_NE(max_valid, nullptr);
   EXPECT_EQ(RunForward(*max_valid, 1, x, &scratch),
-            std::vector<float>({3, 5}));
+            std::vector<Real>({3, 5}));
   auto max_same = MakeLayer(CreateMaxPooling1D, "MaxPooling1D",
                             {{"padding", "same"}}, {{5, 1}});
   ASSERT_NE(max_same, nullptr);
   EXPECT_EQ(RunForward(*max_same, 1, x, &scratch),
-            std::vector<float>({3, 5, 4}));
+            std::vector<Real>({3, 5, 4}));
   auto avg_same = MakeLayer(CreateAveragePooling1D, "AveragePooling1D",
                             {{"padding", "same"}}, {{5, 1}});
   ASSERT_NE(avg_same, nullptr);
   EXPECT_EQ(RunForward(*avg_same, 1, x, &scratch),
-            std::vector<float>({2, 3.5, 4}));
+            std::vector<Real>({2, 3.5, 4}));
   // Overlapping windows: pool 3, stride 1, 'same' pads one on each side.
   auto avg_overlap = MakeLayer(CreateAveragePooling1D, "AveragePooling1D",
                                {{"pool_size", 3}, {"strides", 1},
                                 {"padding", "same"}},
                                {{5, 1}});
   ASSERT_NE(avg_overlap, nullptr);
-  const std::vector<float> overlap = RunForward(*avg_overlap, 1, x, &scratch);
-  const std::vector<float> want = {2, 2, 10.0f / 3, 11.0f / 3, 4.5};
+  const std::vector<Real> overlap = RunForward(*avg_overlap, 1, x, &scratch);
+  const std::vector<Real> want = {2, 2, 10.0f / 3, 11.0f / 3, 4.5};
   ASSERT_EQ(overlap.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_FLOAT_EQ(overlap[i], want[i]) << i;
@@ -201,27 +201,27 @@ TEST(MaxPoolingLayerTest, BackwardRoutesToTheFirstMaximumOnTies) {
       MakeLayer(CreateMaxPooling1D, "MaxPooling1D", json::object(), {{4, 1}});
   ASSERT_NE(layer, nullptr);
   LayerScratch scratch;
-  const std::vector<float> x = {2, 2, 1, 1};
-  std::vector<float> out = RunForward(*layer, 1, x, &scratch);
+  const std::vector<Real> x = {2, 2, 1, 1};
+  std::vector<Real> out = RunForward(*layer, 1, x, &scratch);
   EXPECT_EQ(RunBackward(*layer, 1, x, out, {10, 20}, &scratch),
-            std::vector<float>({10, 0, 20, 0}));
+            std::vector<Real>({10, 0, 20, 0}));
   // Overlapping windows that share a maximum add into it.
   auto overlap = MakeLayer(CreateMaxPooling2D, "MaxPooling2D",
                            {{"pool_size", 2}, {"strides", 1}}, {{2, 3, 1}});
   ASSERT_NE(overlap, nullptr);
-  const std::vector<float> y = {0, 9, 0, 1, 1, 1};
+  const std::vector<Real> y = {0, 9, 0, 1, 1, 1};
   out = RunForward(*overlap, 1, y, &scratch);
-  EXPECT_EQ(out, std::vector<float>({9, 9}));
+  EXPECT_EQ(out, std::vector<Real>({9, 9}));
   EXPECT_EQ(RunBackward(*overlap, 1, y, out, {1, 2}, &scratch),
-            std::vector<float>({0, 3, 0, 0, 0, 0}));
+            std::vector<Real>({0, 3, 0, 0, 0, 0}));
   auto global = MakeLayer(CreateGlobalMaxPooling1D, "GlobalMaxPooling1D",
                           json::object(), {{3, 2}});
   ASSERT_NE(global, nullptr);
-  const std::vector<float> z = {1, 5, 3, 5, 3, 0};
+  const std::vector<Real> z = {1, 5, 3, 5, 3, 0};
   out = RunForward(*global, 1, z, &scratch);
-  EXPECT_EQ(out, std::vector<float>({3, 5}));
+  EXPECT_EQ(out, std::vector<Real>({3, 5}));
   EXPECT_EQ(RunBackward(*global, 1, z, out, {10, 20}, &scratch),
-            std::vector<float>({0, 20, 10, 0, 0, 0}));
+            std::vector<Real>({0, 20, 10, 0, 0, 0}));
 }
 
 TEST(GlobalPoolingLayerTest, GradientsMatchFiniteDifferences) {
@@ -251,7 +251,7 @@ TEST(GlobalPoolingLayerTest, GradientsMatchFiniteDifferences) {
 
 TEST(GlobalPoolingLayerTest, ForwardMatchesHandComputedValues) {
   // [2, 2, 2]: channel 0 holds 1, 2, 3, 6; channel 1 holds -1, -2, -3, -4.
-  const std::vector<float> x = {1, -1, 2, -2, 3, -3, 6, -4};
+  const std::vector<Real> x = {1, -1, 2, -2, 3, -3, 6, -4};
   LayerScratch scratch;
   auto gap = MakeLayer(CreateGlobalAveragePooling2D, "GlobalAveragePooling2D",
                        json::object(), {{2, 2, 2}});
@@ -259,20 +259,20 @@ TEST(GlobalPoolingLayerTest, ForwardMatchesHandComputedValues) {
                        json::object(), {{2, 2, 2}});
   ASSERT_TRUE(gap && gmp);
   EXPECT_EQ(RunForward(*gap, 1, x, &scratch),
-            std::vector<float>({3, -2.5}));
-  EXPECT_EQ(RunForward(*gmp, 1, x, &scratch), std::vector<float>({6, -1}));
+            std::vector<Real>({3, -2.5}));
+  EXPECT_EQ(RunForward(*gmp, 1, x, &scratch), std::vector<Real>({6, -1}));
   // Two examples.
-  std::vector<float> two = x;
-  for (float v : x) two.push_back(2 * v);
+  std::vector<Real> two = x;
+  for (Real v : x) two.push_back(2 * v);
   EXPECT_EQ(RunForward(*gap, 2, two, &scratch),
-            std::vector<float>({3, -2.5, 6, -5}));
-  std::vector<float> out = RunForward(*gmp, 2, two, &scratch);
-  EXPECT_EQ(out, std::vector<float>({6, -1, 12, -2}));
+            std::vector<Real>({3, -2.5, 6, -5}));
+  std::vector<Real> out = RunForward(*gmp, 2, two, &scratch);
+  EXPECT_EQ(out, std::vector<Real>({6, -1, 12, -2}));
   EXPECT_EQ(RunBackward(*gmp, 2, two, out, {1, 2, 3, 4}, &scratch),
-            std::vector<float>({0, 2, 0, 0, 0, 0, 1, 0,
+            std::vector<Real>({0, 2, 0, 0, 0, 0, 1, 0,
                                 0, 4, 0, 0, 0, 0, 3, 0}));
   EXPECT_EQ(RunBackward(*gap, 2, two, out, {4, 8, 12, 16}, &scratch),
-            std::vector<float>({1, 2, 1, 2, 1, 2, 1, 2,
+            std::vector<Real>({1, 2, 1, 2, 1, 2, 1, 2,
                                 3, 4, 3, 4, 3, 4, 3, 4}));
 }
 

@@ -57,6 +57,16 @@ absl::Status MakeLayerStatus(Factory factory, const std::string& cls,
   return (*layer)->Build(inputs);
 }
 
+// Built with STRATA_MODEL_FLOAT64 (model_layers_f64_test), the layers run
+// in float64 and CheckGradients replaces the float tolerances below with
+// these: a central difference's error is O(step^2) plus rounding of
+// O(eps / step), 1e-11 to 1e-10 on these layers (float's tolerances above
+// are 3e-3 and 2e-2).
+constexpr bool kFloat64 = sizeof(Real) == sizeof(double);
+constexpr double kFloat64Step = 1e-5;
+constexpr double kFloat64Atol = 1e-8;
+constexpr double kFloat64Rtol = 1e-7;
+
 struct FiniteDifferenceOptions {
   int64_t batch = 3;
   uint64_t seed = 7;
@@ -78,38 +88,44 @@ struct FiniteDifferenceOptions {
 // and trainable-weight gradients with (L(v + h) - L(v - h)) / 2h at up to
 // max_checks coordinates of every tensor.
 inline void CheckGradients(const Layer& layer,
-                           const FiniteDifferenceOptions& o = {}) {
+                           const FiniteDifferenceOptions& options = {}) {
+  FiniteDifferenceOptions o = options;
+  if (kFloat64) {
+    o.step = kFloat64Step;
+    o.atol = kFloat64Atol;
+    o.rtol = kFloat64Rtol;
+  }
   std::mt19937_64 rng(o.seed);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::uniform_real_distribution<Real> uni(-1.0f, 1.0f);
   const int64_t b = o.batch;
-  std::vector<std::vector<float>> inputs;
+  std::vector<std::vector<Real>> inputs;
   for (size_t i = 0; i < layer.input_shapes().size(); ++i) {
-    std::vector<float> v(
+    std::vector<Real> v(
         static_cast<size_t>(b * NumElements(layer.input_shapes()[i])));
     const bool is_int = i < o.int_inputs.size() && o.int_inputs[i];
-    for (float& x : v) {
-      x = is_int ? static_cast<float>(rng() % static_cast<uint64_t>(
+    for (Real& x : v) {
+      x = is_int ? static_cast<Real>(rng() % static_cast<uint64_t>(
                                                   o.int_inputs_max))
-                 : static_cast<float>(o.input_scale) * uni(rng);
+                 : static_cast<Real>(o.input_scale) * uni(rng);
     }
     inputs.push_back(std::move(v));
   }
-  std::vector<std::vector<float>> weights;
+  std::vector<std::vector<Real>> weights;
   for (const WeightDef& w : layer.weights()) {
-    std::vector<float> v(static_cast<size_t>(NumElements(w.shape)));
-    for (float& x : v) x = static_cast<float>(o.weight_scale) * uni(rng);
+    std::vector<Real> v(static_cast<size_t>(NumElements(w.shape)));
+    for (Real& x : v) x = static_cast<Real>(o.weight_scale) * uni(rng);
     if (!w.trainable && w.name.find("variance") != std::string::npos) {
-      for (float& x : v) x = std::fabs(x) + 0.5f;
+      for (Real& x : v) x = std::fabs(x) + 0.5f;
     }
     weights.push_back(std::move(v));
   }
   const int64_t out_n = b * NumElements(layer.output_shape());
-  std::vector<float> r(static_cast<size_t>(out_n));
-  for (float& x : r) x = uni(rng);
+  std::vector<Real> r(static_cast<size_t>(out_n));
+  for (Real& x : r) x = uni(rng);
 
   LayerScratch scratch;
-  std::vector<float> out(static_cast<size_t>(out_n));
-  std::vector<std::vector<float>> state(weights.size());
+  std::vector<Real> out(static_cast<size_t>(out_n));
+  std::vector<std::vector<Real>> state(weights.size());
   auto forward = [&]() -> double {
     ForwardArgs a;
     a.batch = b;
@@ -132,8 +148,8 @@ inline void CheckGradients(const Layer& layer,
     return l;
   };
   forward();
-  std::vector<std::vector<float>> in_grads(inputs.size());
-  std::vector<std::vector<float>> w_grads(weights.size());
+  std::vector<std::vector<Real>> in_grads(inputs.size());
+  std::vector<std::vector<Real>> w_grads(weights.size());
   BackwardArgs ba;
   ba.batch = b;
   ba.training = o.training;
@@ -156,15 +172,15 @@ inline void CheckGradients(const Layer& layer,
   ba.scratch = &scratch;
   layer.Backward(ba);
 
-  auto check = [&](std::vector<float>* values, const std::vector<float>& g,
+  auto check = [&](std::vector<Real>* values, const std::vector<Real>& g,
                    const std::string& what) {
     const size_t n = values->size();
     const size_t stride = std::max<size_t>(1, n / o.max_checks);
     for (size_t k = 0; k < n; k += stride) {
-      const float saved = (*values)[k];
-      (*values)[k] = saved + static_cast<float>(o.step);
+      const Real saved = (*values)[k];
+      (*values)[k] = saved + static_cast<Real>(o.step);
       const double up = forward();
-      (*values)[k] = saved - static_cast<float>(o.step);
+      (*values)[k] = saved - static_cast<Real>(o.step);
       const double down = forward();
       (*values)[k] = saved;
       const double numeric = (up - down) / (2 * o.step);
