@@ -44,19 +44,25 @@ CoordinatorClient::CoordinatorClient(std::string target,
       retry_for_(retry_for),
       call_deadline_(call_deadline) {
   grpc::ChannelArguments args;
-  // Reconnect quickly after a coordinator restart.
+  // Reconnect quickly after a coordinator restart: a failed connection
+  // makes the channel resolve its target again before it reconnects, and
+  // gRPC's default spaces resolutions 30 s apart (a restarted coordinator
+  // went unheard for 5-10 s); the coordinator is on the cluster's network,
+  // so a connection attempt every 250 ms while it is down costs nothing.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 100);
   for (absl::string_view one :
        absl::StrSplit(target_, ',', absl::SkipWhitespace())) {
-    stubs_.push_back(v1::CoordinatorService::NewStub(
-        CreateChannel(std::string(absl::StripAsciiWhitespace(one)), security,
-                      args)));
+    channels_.push_back(CreateChannel(
+        std::string(absl::StripAsciiWhitespace(one)), security, args));
   }
-  if (stubs_.empty()) {
+  if (channels_.empty()) {
     // An empty target fails every call as the channel does.
-    stubs_.push_back(v1::CoordinatorService::NewStub(
-        CreateChannel(target_, security, args)));
+    channels_.push_back(CreateChannel(target_, security, args));
+  }
+  for (const auto& channel : channels_) {
+    stubs_.push_back(v1::CoordinatorService::NewStub(channel));
   }
   if (stubs_.size() > 1) {
     call_deadline_ = std::min(call_deadline_, kReplicaCallDeadline);
@@ -69,6 +75,14 @@ absl::Status CoordinatorClient::Once(Fn fn, bool repeatable) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, call_deadline_);
   absl::Status s = FromGrpcStatus(fn(&ctx, stubs_[index].get()));
+  if (s.code() == absl::StatusCode::kUnavailable) {
+    // A channel whose connection failed waits, idle, for a call to ask for
+    // a new one, and calls that fail fast do not always ask (a restarted
+    // coordinator went unnoticed for 5-10 s): ask now, so that it
+    // reconnects within its backoff (100 ms to 1 s) of the coordinator
+    // listening again.
+    channels_[index]->GetState(/*try_to_connect=*/true);
+  }
   if (repeatable && s.code() == absl::StatusCode::kCancelled) {
     // This client never cancels its calls: the server went away mid-call
     // (a restart, or a standby handing its port to the leader it became).
@@ -128,7 +142,7 @@ absl::Status CoordinatorClient::Call(Fn fn, bool repeatable) {
     }
     if (absl::Now() >= give_up) return s;
     absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(1));
+    backoff = std::min(backoff * 2, kMaxRetryPause);
   }
 }
 
@@ -288,8 +302,13 @@ absl::Status MembershipAgent::Start() {
 }
 
 void MembershipAgent::Loop() {
-  while (!stop_.WaitForNotificationWithTimeout(
-      absl::Milliseconds(heartbeat_ms_.load()))) {
+  // After a beat that did not arrive (the coordinator down or restarting),
+  // the next comes sooner: 100 ms, doubling up to kMaxRetryPause, so that
+  // a restarted coordinator hears from us soon after it listens.
+  absl::Duration wait = absl::Milliseconds(heartbeat_ms_.load());
+  bool missed_before = false;
+  while (!stop_.WaitForNotificationWithTimeout(wait)) {
+    const absl::Duration interval = absl::Milliseconds(heartbeat_ms_.load());
     v1::HeartbeatRequest req;
     *req.mutable_task() = task_;
     req.set_incarnation(incarnation_);
@@ -297,8 +316,18 @@ void MembershipAgent::Loop() {
     if (resp.ok()) {
       generation_ = resp->generation();
       group_ = resp->group();
+      wait = interval;
+      missed_before = false;
       continue;
     }
+    const bool missed =
+        resp.status().code() == absl::StatusCode::kUnavailable ||
+        resp.status().code() == absl::StatusCode::kDeadlineExceeded;
+    wait = missed ? std::min({interval, kMaxRetryPause,
+                              missed_before ? wait * 2
+                                            : absl::Milliseconds(100)})
+                  : interval;
+    missed_before = missed;
     if (resp.status().code() == absl::StatusCode::kNotFound) {
       // The coordinator restarted or declared us failed: join again.
       logger_->Log(LogLevel::kWarning, "reregistering",

@@ -25,6 +25,9 @@ namespace strata {
 // The initial metadata in which an elected coordinator sends its epoch.
 inline constexpr char kCoordinatorEpochHeader[] = "strata-coordinator-epoch";
 inline constexpr absl::Duration kReplicaCallDeadline = absl::Seconds(2);
+// The longest pause between attempts while the coordinator does not
+// answer (calls' retries, the membership agent's missed beats).
+inline constexpr absl::Duration kMaxRetryPause = absl::Milliseconds(250);
 
 // Thread-safe. Each call has a deadline; UNAVAILABLE is retried with
 // backoff for up to `retry_for` (the coordinator may be restarting).
@@ -88,6 +91,8 @@ class CoordinatorClient {
   // At most kReplicaCallDeadline with several replicas (set in the
   // constructor).
   absl::Duration call_deadline_;
+  // One channel and stub per coordinator replica.
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::CoordinatorService::Stub>> stubs_;
   std::atomic<size_t> current_{0};
   std::atomic<int64_t> epoch_{0};

@@ -516,6 +516,41 @@ TEST_F(LaunchTest, CoordinatorKilledAndRestartedResumesTheRun) {
   EXPECT_NEAR(s["test_accuracy"].get<double>(), baseline, 0.01) << Log(run);
 }
 
+// The lines of a JSON-lines log whose event is `event`.
+int CountEvents(const std::string& path, const std::string& event) {
+  std::ifstream in(path);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    n += line.find("\"event\":\"" + event + "\"") != std::string::npos;
+  }
+  return n;
+}
+
+TEST_F(LaunchTest, CoordinatorPausedThenKilledLosesNoMember) {
+  // The coordinator paused 0.5 s, then killed. The restarted one gives the
+  // members it restores a lease (5 s) to beat again, and the workers'
+  // clients reconnect at once: nobody is declared failed or re-registers.
+  // (Workers used to send nothing for 7-10 s: their channels waited for
+  // gRPC's 30 s re-resolution spacing, so both were failed at 5 s.)
+  LaunchRun run = StartLaunch("pause_kill_coordinator",
+                              {"--ps=2", "--workers=2", "--epochs=6"});
+  nlohmann::json cluster = WaitForProgress(run, 100);
+  pid_t victim = PidOf(cluster, "coordinator");
+  ASSERT_GT(victim, 0) << Log(run);
+  ASSERT_EQ(kill(victim, SIGSTOP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ASSERT_EQ(Wait(run), 0) << Log(run);
+  nlohmann::json s = Summary(run);
+  ExpectCompleted(run, s);
+  EXPECT_EQ(s["restarts"]["coordinator"], 1);
+  const std::string dir = run.dir + "/run";
+  EXPECT_EQ(CountEvents(dir + "/coordinator.log", "member_failed"), 0);
+  for (const char* worker : {"/worker-0.log", "/worker-1.log"}) {
+    EXPECT_EQ(CountEvents(dir + worker, "reregistering"), 0) << worker;
+  }
+}
+
 TEST_F(LaunchTest, SyncUpdatesAggregateReplicaSteps) {
   std::ifstream in(kJob);
   nlohmann::json job = nlohmann::json::parse(in);

@@ -28,6 +28,7 @@
 #include "job/job.h"
 #include "tools/launch_setup.h"
 #include "tools/process.h"
+#include "tools/restart_policy.h"
 #include "tools/submit.h"
 #include "worker/dataset.h"
 #include "worker/ps_worker.h"
@@ -38,10 +39,6 @@ namespace {
 constexpr absl::Duration kStartTimeout = absl::Seconds(60);
 constexpr absl::Duration kPoll = absl::Milliseconds(100);
 
-// Restarts of a task that keeps failing to start: the longest pause
-// between them, and how many failed starts in a row end the run.
-constexpr absl::Duration kMaxRestartPause = absl::Seconds(8);
-constexpr int kMaxFailedStarts = 8;
 // strata-worker's exit code for a failure no restart helps.
 constexpr int kWorkerCannotRun = 3;
 
@@ -411,16 +408,14 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   poll = CoordinatorClient::Connect(
       coordinator_target, absl::Milliseconds(500), security.launcher,
       /*call_deadline=*/absl::Seconds(1));
-  // A task that exited (a worker: with an error) is started again, after a
-  // pause that doubles (up to kMaxRestartPause) while it keeps dying soon
-  // after its start; kMaxFailedStarts such deaths in a row end the run,
-  // naming it. A task that stayed up a while restarts at once.
+  // A task that exited (a worker: with an error) is started again, at once
+  // when it had served (a server that listened, a task that ran a while),
+  // else after a pause that grows while its starts keep failing; the
+  // policy's kMaxFailedStarts-th failed start in a row ends the run, naming
+  // it (tools/restart_policy.h).
   struct Restart {
     bool due = false;
-    absl::Time at = absl::InfinitePast();       // when `due`
-    absl::Time started = absl::InfinitePast();  // the last restart
-    absl::Duration pause = absl::ZeroDuration();
-    int failed_starts = 0;
+    RestartPolicy policy;
   };
   std::map<const ChildProcess*, Restart> restarts;
   size_t printed = 0;
@@ -439,13 +434,9 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
     auto supervise = [&](ChildProcess* c, bool server) -> absl::Status {
       Restart& r = restarts[c];
       const absl::Time now = absl::Now();
-      const bool soon = now - r.started < 2 * kMaxRestartPause;
       if (!r.due) {
         const bool was = c->exited;
-        if (!Reap(c)) {
-          if (!soon) r.pause = absl::ZeroDuration();
-          return absl::OkStatus();
-        }
+        if (!Reap(c)) return absl::OkStatus();
         if (was) return absl::OkStatus();  // a worker that finished
         changed = true;
         if (!server && WIFEXITED(c->wait_status) &&
@@ -463,28 +454,24 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
               << "); not restarted" << std::endl;
           return absl::OkStatus();
         }
-        r.failed_starts = soon ? r.failed_starts + 1 : 0;
-        if (r.failed_starts >= kMaxFailedStarts) {
+        if (!r.policy.Exited(now)) {
           return absl::UnavailableError(absl::StrCat(
-              c->name, " exited ", r.failed_starts,
-              " times in a row soon after starting; last: ",
+              c->name, " exited ", r.policy.failed_starts(),
+              " times in a row before it became ready; last: ",
               DescribeExit(c->wait_status), "; see ", c->log_path));
         }
         r.due = true;
-        r.at = now + r.pause;
+        const absl::Duration wait = r.policy.restart_at() - now;
         out << c->name << " exited (" << DescribeExit(c->wait_status)
             << "); restarting it"
             << (server ? absl::StrCat(" on ", c->address) : std::string())
-            << (r.pause > absl::ZeroDuration()
-                    ? absl::StrCat(" in ", absl::FormatDuration(r.pause))
+            << (wait > absl::ZeroDuration()
+                    ? absl::StrCat(" in ", absl::FormatDuration(wait))
                     : std::string())
             << std::endl;
       }
-      if (now < r.at) return absl::OkStatus();
+      if (now < r.policy.restart_at()) return absl::OkStatus();
       r.due = false;
-      r.started = now;
-      r.pause = std::min(kMaxRestartPause,
-                         std::max(absl::Milliseconds(500), r.pause * 2));
       // A server comes back on its port (etcd's ports are in its flags).
       const bool wait_for_address = server && c != &etcd;
       const bool replica = replication > 1 && !ps.empty() &&
@@ -497,17 +484,21 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
       changed = true;
       absl::Status started = Spawn(c, wait_for_address, kStartTimeout);
       if (replica) c->address = address;
-      if (started.ok()) return started;
-      if (++r.failed_starts >= kMaxFailedStarts) {
+      if (started.ok()) {
+        // A server that listened on its address became ready.
+        r.policy.Started(absl::Now(), wait_for_address);
+        return started;
+      }
+      const absl::Time failed = absl::Now();
+      if (!r.policy.StartFailed(failed)) {
         return absl::UnavailableError(absl::StrCat(
-            c->name, " failed to start ", r.failed_starts,
+            c->name, " failed to start ", r.policy.failed_starts(),
             " times in a row; last: ", started.message()));
       }
       out << c->name << " did not start (" << started.message()
-          << "); trying again in " << absl::FormatDuration(r.pause)
-          << std::endl;
+          << "); trying again in "
+          << absl::FormatDuration(r.policy.restart_at() - failed) << std::endl;
       r.due = true;
-      r.at = absl::Now() + r.pause;
       return absl::OkStatus();
     };
     if (options.ha) result = supervise(&etcd, true);
