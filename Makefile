@@ -106,17 +106,27 @@ bench-netns: build
 CHAOS_EPOCHS ?= 6
 CHAOS_FAULTS ?= 8
 CHAOS_SEED ?= 1
+# The coordinator-kill scenario: a kill every 8 s through a 40-epoch run.
+CHAOS_COORDINATOR_KILL_MS ?= 8000
+CHAOS_COORDINATOR_EPOCHS ?= 40
 chaos: build
 	@mkdir -p bench/results
 	@printf '%s\n\n%s\n%s\n' \
 	  "make chaos CHAOS_EPOCHS=$(CHAOS_EPOCHS) CHAOS_FAULTS=$(CHAOS_FAULTS) CHAOS_SEED=$(CHAOS_SEED)" \
 	  "| strategy | kill -9 | SIGSTOP | completed | steps applied / scheduled | lost steps | restarts | accuracy - fault-free |" \
 	  "|---|---|---|---|---|---|---|---|" > bench/results/chaos.md
+	@printf '%s\n\n%s\n%s\n' \
+	  "make chaos CHAOS_COORDINATOR_EPOCHS=$(CHAOS_COORDINATOR_EPOCHS) CHAOS_COORDINATOR_KILL_MS=$(CHAOS_COORDINATOR_KILL_MS): kill -9 of the coordinator every $(CHAOS_COORDINATOR_KILL_MS) ms for the whole run" \
+	  "| strategy | coordinator kills | completed | steps applied / scheduled | run / fault-free run | cost per kill | accuracy - fault-free |" \
+	  "|---|---|---|---|---|---|---|" > bench/results/chaos_coordinator.md
 	STRATA_CHAOS_EPOCHS=$(CHAOS_EPOCHS) STRATA_CHAOS_FAULTS=$(CHAOS_FAULTS) \
 	  STRATA_CHAOS_SEED=$(CHAOS_SEED) \
 	  STRATA_CHAOS_REPORT=$(CURDIR)/bench/results/chaos.md \
+	  STRATA_CHAOS_COORDINATOR_KILL_MS=$(CHAOS_COORDINATOR_KILL_MS) \
+	  STRATA_CHAOS_COORDINATOR_EPOCHS=$(CHAOS_COORDINATOR_EPOCHS) \
+	  STRATA_CHAOS_COORDINATOR_REPORT=$(CURDIR)/bench/results/chaos_coordinator.md \
 	  $(BUILD_DIR)/bin/chaos_test
-	@cat bench/results/chaos.md
+	@cat bench/results/chaos.md bench/results/chaos_coordinator.md
 
 # Trains the reference job (examples/fashion_mnist/job.json) on a local
 # cluster: a coordinator, 2 PS tasks and 2 workers as processes.

@@ -243,13 +243,15 @@ struct StrategySpec {
 
 // checkpoint: {"every_steps" (>= 0, 0 = off), "every_seconds" (>= 0, 0 =
 // off), "keep" (>= 1, default 3: the newest checkpoints kept, older ones
-// are deleted), "max_failures" (>= 0, default 0 = never: the job fails
-// after this many checkpoint attempts in a row failed)}.
+// are deleted), "max_failures" (>= 0, default 3; 0 = never: the job fails
+// after this many checkpoint attempts in a row failed, so that a full disk
+// stops the run with its cause rather than letting a PS restart lose many
+// checkpoint intervals)}.
 struct CheckpointSpec {
   int64_t every_steps = 0;
   double every_seconds = 0;
   int keep = 3;
-  int max_failures = 0;
+  int max_failures = 3;
 };
 
 // evaluation: {"every_epochs" (>= 0, 0 = never; default 1)}.

@@ -11,6 +11,12 @@
 //   STRATA_CHAOS_SEED       seed of the fault schedule (default 1)
 //   STRATA_CHAOS_REPORT     a Markdown file the per-strategy rows are
 //                           appended to (none by default)
+//   STRATA_CHAOS_COORDINATOR_KILL_MS  the coordinator-kill scenario's
+//                           interval: kill -9 of the coordinator this often
+//                           for the whole run (default 2500)
+//   STRATA_CHAOS_COORDINATOR_EPOCHS   its runs' epochs (default
+//                           STRATA_CHAOS_EPOCHS)
+//   STRATA_CHAOS_COORDINATOR_REPORT   a Markdown file its rows go to
 #include <signal.h>
 
 #include <algorithm>
@@ -143,6 +149,44 @@ class ChaosTest : public ::testing::TestWithParam<Strategy> {
   }
 };
 
+// The fault-free runs' accuracies (three for asynchronous strategies) and
+// the first one's wall time, once per strategy and epochs for every test.
+struct CleanRuns {
+  std::vector<double> accuracy;
+  double seconds = 0;
+};
+
+CleanRuns Clean(const Strategy& s, int epochs, uint64_t seed) {
+  static std::map<std::pair<std::string, int>, CleanRuns>* cache =
+      new std::map<std::pair<std::string, int>, CleanRuns>();
+  auto it = cache->find({s.key, epochs});
+  if (it != cache->end()) return it->second;
+  CleanRuns out;
+  for (int run = 1; run <= (s.nondeterministic ? 3 : 1); ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    RunResult clean = RunWithFaults(
+        s, epochs, 0, seed,
+        run == 1 ? "chaos_clean_" + s.key
+                 : absl::StrCat("chaos_clean", run, "_", s.key));
+    EXPECT_EQ(clean.exit_code, 0) << clean.log;
+    if (clean.exit_code != 0) return out;
+    if (run == 1) {
+      out.seconds = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    }
+    out.accuracy.push_back(clean.summary["test_accuracy"].get<double>());
+  }
+  (*cache)[{s.key, epochs}] = out;
+  return out;
+}
+
+// The faulty accuracy less the fault-free range (0 inside it).
+double AccuracyDelta(double got, const std::vector<double>& clean) {
+  const auto [lo, hi] = std::minmax_element(clean.begin(), clean.end());
+  return got < *lo ? got - *lo : got > *hi ? got - *hi : 0.0;
+}
+
 TEST_P(ChaosTest, CompletesWithEveryStepOnceAndTheFaultFreeAccuracy) {
   const Strategy& s = GetParam();
   const int epochs = EnvInt("STRATA_CHAOS_EPOCHS", 3);
@@ -150,30 +194,18 @@ TEST_P(ChaosTest, CompletesWithEveryStepOnceAndTheFaultFreeAccuracy) {
   const uint64_t seed =
       static_cast<uint64_t>(EnvInt("STRATA_CHAOS_SEED", 1)) * 1000003 +
       std::hash<std::string>()(s.key);
-  RunResult clean =
-      RunWithFaults(s, epochs, 0, seed, "chaos_clean_" + s.key);
-  ASSERT_EQ(clean.exit_code, 0) << clean.log;
-  std::vector<double> clean_accuracy = {
-      clean.summary["test_accuracy"].get<double>()};
-  for (int extra = 2; s.nondeterministic && extra <= 3; ++extra) {
-    RunResult again = RunWithFaults(
-        s, epochs, 0, seed, absl::StrCat("chaos_clean", extra, "_", s.key));
-    ASSERT_EQ(again.exit_code, 0) << again.log;
-    clean_accuracy.push_back(again.summary["test_accuracy"].get<double>());
-  }
+  const std::vector<double> clean_accuracy = Clean(s, epochs, seed).accuracy;
+  ASSERT_FALSE(clean_accuracy.empty());
   RunResult faulty =
       RunWithFaults(s, epochs, faults, seed, "chaos_" + s.key);
   const nlohmann::json& f = faulty.summary;
   const bool completed = faulty.exit_code == 0 && !f.is_discarded();
   // The difference to the fault-free run; for asynchronous runs, to the
   // range of the three (0 inside it).
-  double delta = 0;
-  if (completed) {
-    const double got = f["test_accuracy"].get<double>();
-    const auto [lo, hi] =
-        std::minmax_element(clean_accuracy.begin(), clean_accuracy.end());
-    delta = got < *lo ? got - *lo : got > *hi ? got - *hi : 0.0;
-  }
+  const double delta =
+      completed ? AccuracyDelta(f["test_accuracy"].get<double>(),
+                                clean_accuracy)
+                : 0.0;
   if (const char* report = std::getenv("STRATA_CHAOS_REPORT");
       report != nullptr && *report != '\0') {
     std::ofstream(report, std::ios::app) << absl::StrFormat(
@@ -200,6 +232,87 @@ TEST_P(ChaosTest, CompletesWithEveryStepOnceAndTheFaultFreeAccuracy) {
       << absl::StrJoin(clean_accuracy, ", ") << "); kills: "
       << Counts(faulty.kills) << "; stops: " << Counts(faulty.stops) << "\n"
       << faulty.log;
+}
+
+TEST_P(ChaosTest, SurvivesACoordinatorKillEveryFewSeconds) {
+  // kill -9 of the coordinator every STRATA_CHAOS_COORDINATOR_KILL_MS for
+  // the whole run: each restarted coordinator listened, so none of its
+  // deaths is a failed start, and the run completes with every step once
+  // and the fault-free accuracy. The row gives what each kill cost: the
+  // run's extra wall time over the fault-free run's, per kill.
+  const Strategy& s = GetParam();
+  const int epochs = EnvInt("STRATA_CHAOS_COORDINATOR_EPOCHS",
+                            EnvInt("STRATA_CHAOS_EPOCHS", 3));
+  const int every_ms = EnvInt("STRATA_CHAOS_COORDINATOR_KILL_MS", 2500);
+  const uint64_t seed =
+      static_cast<uint64_t>(EnvInt("STRATA_CHAOS_SEED", 1)) * 1000003 +
+      std::hash<std::string>()(s.key);
+  const CleanRuns clean = Clean(s, epochs, seed);
+  ASSERT_FALSE(clean.accuracy.empty());
+  std::vector<std::string> flags = s.flags;
+  flags.push_back("--job=" + JobFor(s, epochs, "coordinator_kills_" + s.key));
+  const auto start = std::chrono::steady_clock::now();
+  LaunchRun run = StartLaunch("coordinator_kills_" + s.key, flags);
+  WaitForProgress(run, 50);
+  int kills = 0;
+  int code = -1;
+  while (true) {
+    // Sleep the interval unless the launcher ends first.
+    const auto wake = std::chrono::steady_clock::now() +
+                      std::chrono::milliseconds(every_ms);
+    int status = 0;
+    bool ended = false;
+    while (std::chrono::steady_clock::now() < wake) {
+      if (waitpid(run.pid, &status, WNOHANG) == run.pid) {
+        ended = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (ended) {
+      code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      break;
+    }
+    const pid_t pid = PidOf(Cluster(run), "coordinator");
+    if (pid > 0 && kill(pid, SIGKILL) == 0) ++kills;
+    ASSERT_LT(kills, 1000) << Log(run);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  const nlohmann::json f = Summary(run);
+  const std::string log = Log(run);
+  const bool completed = code == 0 && !f.is_discarded();
+  const double delta =
+      completed ? AccuracyDelta(f["test_accuracy"].get<double>(),
+                                clean.accuracy)
+                : 0.0;
+  const double per_kill =
+      kills > 0 ? (seconds - clean.seconds) / kills : 0.0;
+  if (const char* report = std::getenv("STRATA_CHAOS_COORDINATOR_REPORT");
+      report != nullptr && *report != '\0') {
+    std::ofstream(report, std::ios::app) << absl::StrFormat(
+        "| %s | %d | %s | %s | %.1f s / %.1f s | %.2f s | %+.4f |\n", s.key,
+        kills,
+        completed ? "yes" : absl::StrCat("no (exit ", code, ")"),
+        completed ? absl::StrCat(f["steps_applied"].dump(), " / ",
+                                 f["steps_scheduled"].dump())
+                  : "-",
+        seconds, clean.seconds, per_kill, delta);
+  }
+  RecordProperty("coordinator_kills", kills);
+  RecordProperty("seconds_per_kill", absl::StrFormat("%.2f", per_kill));
+  ASSERT_TRUE(completed) << "after " << kills << " coordinator kills\n"
+                         << log;
+  EXPECT_GE(kills, 1) << log;
+  EXPECT_EQ(f["steps_applied"], f["steps_scheduled"]) << log;
+  if (s.ps_counts) {
+    EXPECT_EQ(f["steps_applied_ps"], f["steps_scheduled"]) << log;
+  }
+  EXPECT_TRUE(s.nondeterministic ? delta >= -0.01 : std::abs(delta) <= 0.01)
+      << "accuracy - fault-free: " << delta << " after " << kills
+      << " coordinator kills\n"
+      << log;
 }
 
 INSTANTIATE_TEST_SUITE_P(

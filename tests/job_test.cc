@@ -99,6 +99,7 @@ TEST(JobTest, ReferenceJobParses) {
   EXPECT_EQ(job->shuffle_seed, 42u);
   EXPECT_EQ(job->seed, 1u);
   EXPECT_EQ(job->checkpoint.every_steps, 200);
+  EXPECT_EQ(job->checkpoint.max_failures, 3);  // the default
   EXPECT_EQ(job->evaluation.every_epochs, 1);
   EXPECT_EQ(json::parse(job->json), ReferenceJob());
 }

@@ -281,6 +281,48 @@ int64_t CheckpointStep(const fs::path& dir) {
 // restores the next older one that verifies, says which it skipped and
 // why, and the run completes. Checkpoints are pruned to the newest
 // `keep`, and the half-written save the kill left is swept.
+TEST_F(LaunchTest, AJobThatFailsExitsNonZeroWithItsSummaryWritten) {
+  // Every checkpoint corrupt when the PS restarts: the job fails ("no
+  // checkpoint ... verifies"); launch says why, exits non-zero, and still
+  // writes the summary, with the state and the error.
+  std::ifstream in(kJob);
+  nlohmann::json job = nlohmann::json::parse(in);
+  job["checkpoint"] = {{"every_steps", 30}, {"keep", 2}};
+  job["epochs"] = 10;
+  const std::string path = ::testing::TempDir() + "/all_corrupt_job.json";
+  std::ofstream(path) << job.dump();
+  LaunchRun run = StartLaunch("all_corrupt",
+                              {"--job=" + path, "--ps=1", "--workers=2"});
+  nlohmann::json cluster = WaitForProgress(run, 130);
+  pid_t victim = PidOf(cluster, "ps:0");
+  ASSERT_GT(victim, 0) << Log(run);
+  ASSERT_EQ(kill(victim, SIGSTOP), 0);
+  int corrupted = 0;
+  for (const fs::path& d : CheckpointDirs(run.dir + "/run/ps-0")) {
+    if (d.filename().string().find(".tmp-") != std::string::npos) continue;
+    if (!fs::exists(d / "0.bin")) continue;
+    std::fstream payload(d / "0.bin",
+                         std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(payload.good());
+    payload.seekp(5);
+    payload.put('\x7f');
+    ++corrupted;
+  }
+  ASSERT_GE(corrupted, 1) << Log(run);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  const int code = Wait(run);
+  EXPECT_NE(code, 0) << Log(run);
+  EXPECT_NE(Log(run).find("job failed: "), std::string::npos) << Log(run);
+  nlohmann::json s = Summary(run);
+  ASSERT_FALSE(s.is_discarded()) << Log(run);
+  EXPECT_EQ(s["state"], "FAILED") << s.dump();
+  EXPECT_NE(s["error"].get<std::string>().find("verifies"), std::string::npos)
+      << s.dump();
+  EXPECT_EQ(s["checkpoints"]["skipped"].size(),
+            static_cast<size_t>(corrupted))
+      << s.dump();
+}
+
 TEST_F(LaunchTest, CorruptNewestCheckpointFallsBackToAnOlderOne) {
   std::ifstream in(kJob);
   nlohmann::json job = nlohmann::json::parse(in);
@@ -336,6 +378,11 @@ TEST_F(LaunchTest, CorruptNewestCheckpointFallsBackToAnOlderOne) {
   ExpectCompleted(run, s);
   ASSERT_EQ(s["checkpoints"]["skipped"].size(), 1u) << s.dump();
   const std::string skipped = s["checkpoints"]["skipped"][0];
+  // The operator sees it in launch's output too.
+  EXPECT_NE(Log(run).find("restore skipped checkpoint " +
+                          newest.filename().string() + ": DATA_LOSS"),
+            std::string::npos)
+      << Log(run);
   EXPECT_EQ(skipped.rfind(newest.filename().string() + ": DATA_LOSS", 0), 0u)
       << skipped;
   EXPECT_NE(skipped.find("CRC32C mismatch"), std::string::npos) << skipped;

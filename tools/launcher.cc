@@ -419,6 +419,9 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   };
   std::map<const ChildProcess*, Restart> restarts;
   size_t printed = 0;
+  size_t skipped_printed = 0;
+  // The job failed (the coordinator said so): its summary is written too.
+  bool job_failed = false;
   // The epochs of the coordinators that answered (--ha).
   std::set<int64_t> leaders;
   v1::JobStatus status;
@@ -522,9 +525,11 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
       status = *s;
       if (options.on_status) options.on_status(status);
       PrintCompletedEpochs(status, job.epochs, &printed, out);
+      PrintSkippedCheckpoints(status, &skipped_printed, out);
       if (status.state() == v1::JobStatus::SUCCEEDED) break;
       if (status.state() == v1::JobStatus::FAILED) {
         result = absl::AbortedError(absl::StrCat("job failed: ", status.error()));
+        job_failed = true;
         break;
       }
     }
@@ -548,7 +553,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   }
 
   nlohmann::json summary;
-  if (result.ok()) {
+  if (result.ok() || job_failed) {
     double test_accuracy = 0, test_loss = 0;
     std::optional<double> test_auc;
     for (const auto& e : status.epochs()) {
@@ -595,7 +600,9 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
              ? static_cast<double>(status.examples()) / status.wall_seconds()
              : 0.0},
         {"restarts", nlohmann::json::object()},
-        {"run_dir", run_dir}};
+        {"run_dir", run_dir},
+        {"state", job_failed ? "FAILED" : "SUCCEEDED"}};
+    if (job_failed) summary["error"] = status.error();
     AddTrainThroughput(status, &summary);
     AddCheckpointSummary(status, &summary);
     for (ChildProcess* c : all()) {
@@ -617,10 +624,12 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
       if (e.evaluation_missing()) row["evaluation_missing"] = true;
       summary["epochs_detail"].push_back(row);
     }
-    out << absl::StrFormat("Test accuracy: %.4f (test loss %.4f)", test_accuracy,
-                           test_loss)
-        << std::endl;
-    if (options.on_finished) {
+    if (!job_failed) {
+      out << absl::StrFormat("Test accuracy: %.4f (test loss %.4f)",
+                             test_accuracy, test_loss)
+          << std::endl;
+    }
+    if (options.on_finished && !job_failed) {
       std::vector<std::string> addresses;
       for (const auto& p : ps) {
         // The replicas of a task share its address.
@@ -633,6 +642,13 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
   }
   stop_all();
   WriteClusterFile(cluster_file, all());
+  if (job_failed) {
+    // The cause goes to the caller; the summary records the run up to it.
+    absl::Status written = WriteSummary(options.summary_path, summary);
+    if (!written.ok()) {
+      out << "summary not written: " << written.message() << std::endl;
+    }
+  }
   if (!result.ok()) return result;
   STRATA_RETURN_IF_ERROR(WriteSummary(options.summary_path, summary));
   return summary;

@@ -377,7 +377,9 @@ strata::CliSpec Cli() {
   cli.commands = {
       {"launch",
        "train a job on a local cluster (coordinator, PS tasks, workers as "
-       "processes on 127.0.0.1), printing a line per epoch",
+       "processes on 127.0.0.1), printing a line per epoch; a job that "
+       "fails (e.g. checkpoint.max_failures failed saves in a row, default "
+       "3) exits 1 with its cause, the summary still written",
        "strata launch --job FILE [--strategy S] [--collective ring|ps] "
        "[--ps N] [--workers N] [--epochs N] [--summary FILE] [--run-dir DIR] "
        "[--tls] [flags]",

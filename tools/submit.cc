@@ -186,6 +186,15 @@ void PrintCompletedEpochs(const v1::JobStatus& status, int epochs,
   }
 }
 
+void PrintSkippedCheckpoints(const v1::JobStatus& status, size_t* printed,
+                             std::ostream& out) {
+  for (; *printed < static_cast<size_t>(status.checkpoints_skipped_size());
+       ++*printed) {
+    out << "restore skipped checkpoint "
+        << status.checkpoints_skipped(static_cast<int>(*printed)) << std::endl;
+  }
+}
+
 absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
                                       std::ostream& out,
                                       const std::atomic<bool>* stop) {
@@ -264,6 +273,7 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
 
   // Follow the job until it ends.
   size_t printed = 0;
+  size_t skipped_printed = 0;
   v1::JobStatus status;
   while (true) {
     if (stopped()) {
@@ -278,6 +288,7 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
     }
     if (options.on_status) options.on_status(status);
     PrintCompletedEpochs(status, job.epochs, &printed, out);
+    PrintSkippedCheckpoints(status, &skipped_printed, out);
     if (status.state() == v1::JobStatus::FAILED) {
       return absl::AbortedError(absl::StrCat("job ", status.job_id(),
                                              " failed: ", status.error()));

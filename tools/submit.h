@@ -68,6 +68,12 @@ bool EpochComplete(const v1::JobStatus& status, int epochs, size_t index);
 void PrintCompletedEpochs(const v1::JobStatus& status, int epochs,
                           size_t* printed, std::ostream& out);
 
+// Writes to `out` a line for each checkpoint a restore skipped (corrupt or
+// unreadable, an older one restored instead) since entry *printed of
+// status.checkpoints_skipped(), and advances *printed.
+void PrintSkippedCheckpoints(const v1::JobStatus& status, size_t* printed,
+                             std::ostream& out);
+
 // Validates the job file (and counts its training examples) before it
 // contacts the coordinator. Returns {"job_id": ...} without `wait`, else the
 // run summary. Errors: the job file's INVALID_ARGUMENT / NOT_FOUND;
