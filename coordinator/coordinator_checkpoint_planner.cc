@@ -87,18 +87,33 @@ void NotePsRestart(CoordinatorCore& core, const TaskKey& task) {
     StartRegroup(core, absl::StrCat(Name(task), " restarted"));
     return;
   }
+  if (!job.spec.policy->task_holds_variables(task.index)) {
+    // central_storage keeps every variable on ps task 0: another task's
+    // restart loses nothing, and nobody needs to regroup for it.
+    core.logger->Warning("ps_restart_detected",
+                         {{"member", Name(task)},
+                          {"job", job.id},
+                          {"restore", false},
+                          {"reason", "holds none of the job's variables"},
+                          {"steps_completed", job.completed.size()}});
+    return;
+  }
   if (SyncGroupJob(core) && job.checkpoints.empty()) {
-    int ps_tasks = 0;
-    for (const auto& [t, m] : core.members) ps_tasks += t.role == "ps" ? 1 : 0;
-    if (ps_tasks > 1) {
-      // The group rewinds to step 0, but the other tasks' variables (SYNC,
-      // at the version they reached) cannot be rewound with it.
+    // The group rewinds to step 0: consistent only when no other task
+    // holds variables (SYNC, at the version they reached), which could not
+    // be rewound with it.
+    int holding = 0;
+    for (const auto& [t, m] : core.members) {
+      holding += t.role == "ps" && t.index != task.index &&
+                 job.spec.policy->task_holds_variables(t.index);
+    }
+    if (holding > 0) {
       FailJob(core,
               absl::StrCat(Name(task), " restarted and lost its variables; ",
                            job.spec.strategy, " keeps no checkpoints, and the ",
-                           ps_tasks - 1, " other ps task(s) cannot be rewound "
-                           "to step 0 with it (use one ps task, checkpoints, "
-                           "or strategy.ps_replication 2)"));
+                           holding, " other ps task(s) holding variables "
+                           "cannot be rewound to step 0 with it (use "
+                           "checkpoints or strategy.ps_replication 2)"));
       return;
     }
   }

@@ -37,6 +37,7 @@ void FillAssignment(const CoordinatorCore& core, const TaskKey& task,
   out->set_size(static_cast<int>(g.members.size()));
   out->set_start_step(g.start_step);
   out->set_source_rank(g.source_rank);
+  out->set_generation(g.generation);
   out->set_job_id(core.job->id);
   for (size_t r = 0; r < g.members.size(); ++r) {
     v1::GroupMember* m = out->add_members();
@@ -104,6 +105,7 @@ void UpdateGroup(CoordinatorCore& core) {
   // Every candidate joined: form the group.
   g.forming = false;
   g.id = g.pending_id;
+  g.generation = core.generation;
   g.members = candidates;
   g.incarnations.clear();
   g.addresses.clear();

@@ -79,6 +79,10 @@ struct Holder {
 
 struct EpochStats {
   int64_t steps = 0;  // completed
+  // Steps whose report arrived: the sums below are theirs. Steps a group
+  // resumed past (in the survivors' state, their reports lost with a
+  // coordinator restart or a failed member) count in `steps` only.
+  int64_t reported = 0;
   double loss_sum = 0;
   double accuracy_sum = 0;
   int64_t examples = 0;
@@ -114,6 +118,7 @@ struct Group {
   std::vector<std::string> addresses;
   int64_t start_step = 0;
   int source_rank = -1;
+  int64_t generation = 0;  // the coordinator's, when it formed
   bool forming = false;
   int64_t pending_id = 0;
   std::map<TaskKey, GroupArrival> arrivals;

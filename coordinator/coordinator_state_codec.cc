@@ -80,6 +80,7 @@ json EpochsToJson(const std::vector<EpochStats>& epochs) {
   json out = json::array();
   for (const EpochStats& e : epochs) {
     out.push_back({{"steps", e.steps},
+                   {"reported", e.reported},
                    {"loss_sum", DoubleToJson(e.loss_sum)},
                    {"accuracy_sum", DoubleToJson(e.accuracy_sum)},
                    {"examples", e.examples},
@@ -105,6 +106,9 @@ absl::Status EpochsFromJson(const json& value, size_t count,
   for (const json& j : value) {
     EpochStats e;
     e.steps = j.at("steps").get<int64_t>();
+    // Absent in state written before steps were counted apart from their
+    // reports: every step was reported then.
+    e.reported = j.value("reported", e.steps);
     e.loss_sum = DoubleFromJson(j.at("loss_sum"));
     e.accuracy_sum = DoubleFromJson(j.at("accuracy_sum"));
     e.examples = j.at("examples").get<int64_t>();

@@ -158,9 +158,11 @@ v1::EpochResult EpochResult(const CoordinatorCore& core, int64_t epoch)
   r.set_epoch(static_cast<int32_t>(epoch));
   r.set_steps(e.steps);
   r.set_examples(e.examples);
-  if (e.steps > 0) {
-    r.set_loss(e.loss_sum / static_cast<double>(e.steps));
-    r.set_accuracy(e.accuracy_sum / static_cast<double>(e.steps));
+  if (e.reported > 0) {
+    // The mean over the steps reported (not over steps resumed past, which
+    // brought no figures).
+    r.set_loss(e.loss_sum / static_cast<double>(e.reported));
+    r.set_accuracy(e.accuracy_sum / static_cast<double>(e.reported));
   }
   r.set_evaluated(e.evaluated);
   r.set_evaluation_missing(e.evaluation_missing);
@@ -175,7 +177,14 @@ v1::EpochResult EpochResult(const CoordinatorCore& core, int64_t epoch)
     const double elapsed = std::max(0.0, absl::ToDoubleSeconds(end - e.start));
     r.set_elapsed_seconds(elapsed);
     if (elapsed > 0) {
-      r.set_examples_per_second(static_cast<double>(e.examples) / elapsed);
+      // Steps resumed past ran as many examples as the reported ones did
+      // on average.
+      const double examples =
+          e.reported > 0 ? static_cast<double>(e.examples) *
+                               static_cast<double>(e.steps) /
+                               static_cast<double>(e.reported)
+                         : static_cast<double>(e.examples);
+      r.set_examples_per_second(examples / elapsed);
     }
   }
   return r;
@@ -487,6 +496,15 @@ absl::Status ApplyValidReport(CoordinatorCore& core, const TaskKey& task,
                     it->second.incarnation == report.incarnation();
   if (held) job.inflight.erase(it);
   const bool stale = item.generation() < job.restore_floor_generation;
+  if (stale) {
+    core.logger->Info("report_stale",
+                      {{"member", Name(task)},
+                       {"kind", v1::WorkItem::Kind_Name(item.kind())},
+                       {"number", number},
+                       {"generation", item.generation()},
+                       {"restore_floor_generation",
+                        job.restore_floor_generation}});
+  }
   if (stale || !report.error().empty()) {
     if (held) Requeue(core, key);
     if (!report.error().empty()) {
@@ -509,6 +527,7 @@ absl::Status ApplyValidReport(CoordinatorCore& core, const TaskKey& task,
     const int64_t epoch = number / job.steps_per_epoch;
     EpochStats& stats = job.epochs[static_cast<size_t>(epoch)];
     ++stats.steps;
+    ++stats.reported;
     stats.loss_sum += report.loss();
     stats.accuracy_sum += report.accuracy();
     stats.examples += report.examples();

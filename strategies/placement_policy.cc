@@ -76,6 +76,9 @@ class CentralStoragePolicy : public PlacementPolicy {
     return GradientMeeting::kPsAveragesGroup;
   }
   bool needs_ps() const override { return true; }
+  bool task_holds_variables(int ps_task) const override {
+    return ps_task == 0;
+  }
   absl::StatusOr<std::vector<Shard>> Place(const Shape& shape, DType dtype,
                                            int num_ps) const override {
     if (num_ps < 1) {

@@ -101,6 +101,12 @@ class PlacementPolicy {
   // Coordinated PS checkpoints make sense (the model state is on PS tasks
   // and steps are independent).
   virtual bool supports_checkpoints() const { return false; }
+  // Whether ps task `ps_task` holds any of a job's variables under this
+  // policy (central_storage: only task 0; a restart of another loses
+  // nothing).
+  virtual bool task_holds_variables(int ps_task) const {
+    return variable_home() == VariableHome::kPsTasks;
+  }
   // A dead member's place is taken by regrouping the survivors.
   bool elastic() const { return loop() == TrainingLoop::kSyncGroup; }
 

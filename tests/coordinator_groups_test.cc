@@ -58,13 +58,17 @@ class CoordinatorGroupsTest : public ::testing::Test {
     return a.ok() ? *a : v1::GroupAssignment();
   }
 
-  void Report(int worker, int64_t step) {
+  void Report(int worker, int64_t step, double loss = 0,
+              double accuracy = 0, int64_t generation = 0) {
     v1::ReportWorkRequest r;
     *r.mutable_task() = Task("worker", worker);
     r.set_incarnation("a");
     r.mutable_item()->set_kind(v1::WorkItem::TRAIN);
     r.mutable_item()->set_step(step);
+    r.mutable_item()->set_generation(generation);
     r.set_examples(10);
+    r.set_loss(loss);
+    r.set_accuracy(accuracy);
     ASSERT_TRUE(state_->ApplyReport(r).ok());
   }
 
@@ -125,6 +129,68 @@ TEST_F(CoordinatorGroupsTest, FailureRegroupsSurvivorsFromTheMostAdvancedState) 
   // Steps below the start are in the survivors' state: counted applied.
   v1::JobStatus job = state_->GetJob();
   EXPECT_EQ(job.steps_completed(), 6);
+}
+
+TEST_F(CoordinatorGroupsTest, StepsResumedPastDoNotDiluteTheEpochsFigures) {
+  // Steps 4 and 5 ran but their reports were lost (the group resumes past
+  // them from a survivor's state): the epoch's loss and accuracy are the
+  // means of the 8 reported steps, not sums over 10, and its examples/s
+  // counts the 10 steps.
+  Reg("worker", 0);
+  Reg("worker", 1);
+  Reg("worker", 2);
+  Submit("multi_worker_mirrored");
+  Join(0, 0, -1);
+  Join(1, 0, -1);
+  const int64_t g1 = Join(2, 0, -1).group();
+  for (int64_t s = 0; s < 4; ++s) Report(0, s, 0.5, 0.75);
+  now_ += absl::Seconds(3);
+  state_->Heartbeat(Task("worker", 0), "a").IgnoreError();
+  state_->Heartbeat(Task("worker", 1), "a").IgnoreError();
+  now_ += absl::Seconds(3);
+  state_->CheckLeases();
+  Join(0, g1, 6);
+  ASSERT_EQ(Join(1, g1, 6).start_step(), 6);
+  now_ += absl::Seconds(4);
+  for (int64_t s = 6; s < 10; ++s) Report(0, s, 0.5, 0.75);
+  const v1::JobStatus job = state_->GetJob();
+  ASSERT_GE(job.epochs_size(), 1);
+  const v1::EpochResult& e = job.epochs(0);
+  EXPECT_EQ(e.steps(), 10);
+  EXPECT_DOUBLE_EQ(e.loss(), 0.5);
+  EXPECT_DOUBLE_EQ(e.accuracy(), 0.75);
+  EXPECT_DOUBLE_EQ(e.elapsed_seconds(), 10.0);
+  EXPECT_DOUBLE_EQ(e.examples_per_second(), 100 / 10.0);
+}
+
+TEST_F(CoordinatorGroupsTest, ReportsCarryTheGroupsGenerationAcrossAPsRestore) {
+  // central_storage: ps:0 restarts and the run rewinds. The group formed
+  // after it hands its generation to its members, whose reports count at
+  // once (they used to carry the heartbeat's generation, up to a second
+  // old, and were dropped as from before the restore); the old group's
+  // reports are dropped.
+  Reg("ps", 0);
+  Reg("worker", 0);
+  Reg("worker", 1);
+  Submit("central_storage");
+  Join(0, 0, -1);
+  const v1::GroupAssignment a = Join(1, 0, -1);
+  ASSERT_EQ(a.state(), v1::GroupAssignment::READY);
+  EXPECT_GT(a.generation(), 0);
+  Report(0, 0, 0, 0, a.generation());
+  EXPECT_EQ(state_->GetJob().steps_completed(), 1);
+  Reg("ps", 0, "b");  // restarted: rewinds to step 0, regroups
+  Report(0, 1, 0, 0, a.generation());
+  EXPECT_EQ(state_->GetJob().steps_completed(), 0);
+  EXPECT_THAT(log_.str(), ::testing::HasSubstr("\"event\":\"report_stale\""));
+  Join(0, a.group(), -1);
+  const v1::GroupAssignment b = Join(1, a.group(), -1);
+  ASSERT_EQ(b.state(), v1::GroupAssignment::READY);
+  EXPECT_GT(b.group(), a.group());
+  EXPECT_GT(b.generation(), a.generation());
+  EXPECT_EQ(b.start_step(), 0);
+  Report(0, 0, 0, 0, b.generation());
+  EXPECT_EQ(state_->GetJob().steps_completed(), 1);
 }
 
 TEST_F(CoordinatorGroupsTest, ReturningWorkerTriggersANewGroupAndCopiesState) {

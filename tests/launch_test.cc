@@ -281,18 +281,27 @@ int64_t CheckpointStep(const fs::path& dir) {
 // restores the next older one that verifies, says which it skipped and
 // why, and the run completes. Checkpoints are pruned to the newest
 // `keep`, and the half-written save the kill left is swept.
-TEST_F(LaunchTest, AJobThatFailsExitsNonZeroWithItsSummaryWritten) {
-  // Every checkpoint corrupt when the PS restarts: the job fails ("no
-  // checkpoint ... verifies"); launch says why, exits non-zero, and still
-  // writes the summary, with the state and the error.
+// The small job checkpointing every 30 steps (2 kept), for 10 epochs: long
+// enough that the run is still training when its PS is frozen at step 130
+// (3 epochs, 564 steps, took 1.3 s on a quiet machine: the run had ended
+// before the kill, and nothing was restored).
+std::string CheckpointEvery30Job(const std::string& name) {
   std::ifstream in(kJob);
   nlohmann::json job = nlohmann::json::parse(in);
   job["checkpoint"] = {{"every_steps", 30}, {"keep", 2}};
   job["epochs"] = 10;
-  const std::string path = ::testing::TempDir() + "/all_corrupt_job.json";
+  const std::string path = ::testing::TempDir() + "/" + name + "_job.json";
   std::ofstream(path) << job.dump();
+  return path;
+}
+
+TEST_F(LaunchTest, AJobThatFailsExitsNonZeroWithItsSummaryWritten) {
+  // Every checkpoint corrupt when the PS restarts: the job fails ("no
+  // checkpoint ... verifies"); launch says why, exits non-zero, and still
+  // writes the summary, with the state and the error.
   LaunchRun run = StartLaunch("all_corrupt",
-                              {"--job=" + path, "--ps=1", "--workers=2"});
+                              {"--job=" + CheckpointEvery30Job("all_corrupt"),
+                               "--ps=1", "--workers=2"});
   nlohmann::json cluster = WaitForProgress(run, 130);
   pid_t victim = PidOf(cluster, "ps:0");
   ASSERT_GT(victim, 0) << Log(run);
@@ -324,17 +333,10 @@ TEST_F(LaunchTest, AJobThatFailsExitsNonZeroWithItsSummaryWritten) {
 }
 
 TEST_F(LaunchTest, CorruptNewestCheckpointFallsBackToAnOlderOne) {
-  std::ifstream in(kJob);
-  nlohmann::json job = nlohmann::json::parse(in);
-  job["checkpoint"] = {{"every_steps", 30}, {"keep", 2}};
-  // Long enough that the run is still training when its PS is frozen at
-  // step 130 (3 epochs, 564 steps, took 1.3 s on a quiet machine: the run
-  // had ended before the kill, and nothing was restored).
-  job["epochs"] = 10;
-  const std::string path = ::testing::TempDir() + "/corrupt_ckpt_job.json";
-  std::ofstream(path) << job.dump();
   LaunchRun run =
-      StartLaunch("corrupt_ckpt", {"--job=" + path, "--ps=1", "--workers=2"});
+      StartLaunch("corrupt_ckpt", {"--job=" + CheckpointEvery30Job(
+                                                  "corrupt_ckpt"),
+                                   "--ps=1", "--workers=2"});
   nlohmann::json cluster = WaitForProgress(run, 130);
   pid_t victim = PidOf(cluster, "ps:0");
   ASSERT_GT(victim, 0) << Log(run);

@@ -125,19 +125,19 @@ class StrategiesLaunchTest : public ::testing::Test {
   // its model on the ps task (central_storage, no checkpoints), so its
   // steps are redone from the start and counted lost.
   static void KillThePs(const std::string& key, std::vector<std::string> flags,
-                        bool lost_ok) {
+                        bool lost_ok, const std::string& ps = "ps:0") {
     const double baseline = Baseline(key, flags);
     flags.push_back("--job=" + Job("kill_ps_" + key, 3));
     LaunchRun run = StartLaunch("kill_ps_" + key, flags);
     nlohmann::json cluster = WaitForProgress(run, 120);
-    pid_t victim = PidOf(cluster, "ps:0");
+    pid_t victim = PidOf(cluster, ps);
     ASSERT_GT(victim, 0) << Log(run);
     ASSERT_EQ(kill(victim, SIGKILL), 0);
     ASSERT_EQ(Wait(run), 0) << Log(run);
     nlohmann::json s = Summary(run);
     ASSERT_FALSE(s.is_discarded()) << Log(run);
     EXPECT_EQ(s["steps_applied"], s["steps_scheduled"]) << Log(run);
-    EXPECT_EQ(s["restarts"]["ps:0"], 1) << Log(run);
+    EXPECT_EQ(s["restarts"][ps], 1) << Log(run);
     if (lost_ok) {
       EXPECT_GE(s["lost_steps"].get<int64_t>(), 120) << Log(run);
     } else {
@@ -191,6 +191,21 @@ TEST_F(StrategiesLaunchTest, CentralStorageSurvivesAKilledPs) {
   KillThePs("central_storage",
             {"--strategy=central_storage", "--ps=1", "--workers=2"},
             /*lost_ok=*/true);
+}
+
+// With two ps tasks (the job used to fail on either death: "the other ps
+// task(s) cannot be rewound to step 0"): ps:0, which holds every variable,
+// rewinds the run; ps:1 holds nothing, and its death loses nothing.
+TEST_F(StrategiesLaunchTest, CentralStorageWithTwoPsSurvivesAKilledPs0) {
+  KillThePs("central_storage_2ps",
+            {"--strategy=central_storage", "--ps=2", "--workers=2"},
+            /*lost_ok=*/true, "ps:0");
+}
+
+TEST_F(StrategiesLaunchTest, CentralStorageWithTwoPsSurvivesAKilledPs1) {
+  KillThePs("central_storage_2ps",
+            {"--strategy=central_storage", "--ps=2", "--workers=2"},
+            /*lost_ok=*/false, "ps:1");
 }
 
 TEST_F(StrategiesLaunchTest, MultiWorkerMirroredPsCollectiveSurvivesAKilledPs) {

@@ -106,6 +106,13 @@ absl::Status GroupTrainer::ApplyLocal(Replica* rep, int64_t step) {
   return absl::OkStatus();
 }
 
+int64_t GroupTrainer::ReportGeneration(const v1::GroupAssignment& a) const {
+  // The group's own generation: the membership agent's is refreshed by
+  // heartbeats only, and lagged up to a second behind a group formed after
+  // a PS restore, whose reports were then dropped as from before it.
+  return a.generation() > 0 ? a.generation() : agent_->generation();
+}
+
 void GroupTrainer::Report(const v1::GroupAssignment& a, int64_t step,
                           double loss, double accuracy, int64_t examples) {
   v1::ReportWorkRequest req;
@@ -117,7 +124,7 @@ void GroupTrainer::Report(const v1::GroupAssignment& a, int64_t step,
   item->set_epoch(static_cast<int>(step / steps_per_epoch_));
   item->set_batch(step % steps_per_epoch_);
   item->set_job_id(a.job_id());
-  item->set_generation(agent_->generation());
+  item->set_generation(ReportGeneration(a));
   req.set_loss(loss);
   req.set_accuracy(accuracy);
   req.set_examples(examples);
@@ -162,7 +169,7 @@ absl::Status GroupTrainer::SendEvaluation(const v1::GroupAssignment& a,
   item->set_kind(v1::WorkItem::EVALUATE);
   item->set_epoch(epoch);
   item->set_job_id(a.job_id());
-  item->set_generation(agent_->generation());
+  item->set_generation(ReportGeneration(a));
   req.set_test_loss(loss);
   req.set_test_accuracy(accuracy);
   req.set_evaluation_missing(missing);

@@ -117,6 +117,8 @@ class GroupTrainer {
   // giving up early when a newer group is announced.
   absl::Status PullAtLeast(const v1::GroupAssignment& a, Replica* rep,
                            int64_t version);
+  // The generation a report of group `a` carries.
+  int64_t ReportGeneration(const v1::GroupAssignment& a) const;
   void Report(const v1::GroupAssignment& a, int64_t step, double loss,
               double accuracy, int64_t examples);
   absl::Status EvaluateAndReport(const v1::GroupAssignment& a, int epoch,
