@@ -25,12 +25,8 @@ absl::StatusOr<CoordinatorJobSpec> ParseCoordinatorJobSpec(
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<PlacementPolicy> policy,
                           PolicyFor(job));
   spec.policy = std::shared_ptr<const PlacementPolicy>(std::move(policy));
-  if (!spec.policy->supports_checkpoints()) {
-    // The model state is not (only) on ps tasks, or steps are not
-    // independent: coordinated PS checkpoints do not apply.
-    spec.checkpoint_every_steps = 0;
-    spec.checkpoint_every_seconds = 0;
-  }
+  // The job parser refused checkpoints a strategy cannot take
+  // (PlacementPolicy::supports_checkpoints).
   return spec;
 }
 

@@ -472,7 +472,22 @@ absl::StatusOr<JobSpec> ParseJobFields(const json& job, bool full) {
   }
 
   // The strategy as a whole, as the policy registry sees it.
-  STRATA_RETURN_IF_ERROR(PolicyFor(spec).status());
+  {
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<PlacementPolicy> policy,
+                            PolicyFor(spec));
+    // A field the strategy cannot honour is refused, never dropped.
+    const char* asked = spec.checkpoint.every_steps > 0 ? "every_steps"
+                        : spec.checkpoint.every_seconds > 0 ? "every_seconds"
+                                                            : nullptr;
+    if (asked != nullptr && !policy->supports_checkpoints()) {
+      return PathError(
+          absl::StrCat("job.checkpoint.", asked),
+          absl::StrCat("strategy ", spec.strategy.type,
+                       " takes no coordinated checkpoints (they save the "
+                       "parameter servers of parameter_server); remove it "
+                       "or set 0"));
+    }
+  }
   if (!spec.model.embeddings.empty() &&
       spec.strategy.type != "parameter_server" &&
       spec.strategy.type != "one_device") {

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -294,6 +295,26 @@ void ExpectError(const json& j, const std::string& substr) {
   EXPECT_THAT(job, StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
                                        substr))
       << j.dump();
+}
+
+TEST(JobTest, CheckpointsAStrategyCannotTakeAreRefusedNotDropped) {
+  // Coordinated checkpoints save the parameter servers of parameter_server;
+  // another strategy asking for them is refused naming the field (the
+  // coordinator used to set them to 0 without a word).
+  json j = MinimalJob();
+  j["checkpoint"] = {{"every_steps", 100}};
+  STRATA_ASSERT_OK(ParseJob(j));  // parameter_server, the default
+  for (const char* strategy : {"central_storage", "multi_worker_mirrored",
+                               "mirrored"}) {
+    j["strategy"] = {{"type", strategy}};
+    ExpectError(j, absl::StrCat("job.checkpoint.every_steps: strategy ",
+                                strategy,
+                                " takes no coordinated checkpoints"));
+  }
+  j["checkpoint"] = {{"every_seconds", 30}};
+  ExpectError(j, "job.checkpoint.every_seconds: strategy mirrored takes no");
+  j["checkpoint"] = {{"every_steps", 0}, {"keep", 2}};
+  STRATA_ASSERT_OK(ParseJob(j));
 }
 
 TEST(JobTest, GradientCompressionIsForStrategiesThatPushToPsTasks) {

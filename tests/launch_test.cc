@@ -636,6 +636,32 @@ TEST_F(LaunchTest, SyncWithCheckpointsIsRefusedUpFront) {
   EXPECT_NE(Log(run).find("not supported yet"), std::string::npos) << Log(run);
 }
 
+TEST_F(LaunchTest, CheckpointsAStrategyCannotTakeAreRefusedOrResetAloud) {
+  // A job file asking central_storage for checkpoints is refused, naming
+  // the field; --strategy overriding a parameter_server job's strategy
+  // resets its interval and says so (the coordinator used to drop it).
+  std::ifstream in(kJob);
+  nlohmann::json job = nlohmann::json::parse(in);
+  job["strategy"] = {{"type", "central_storage"}};
+  const std::string path = ::testing::TempDir() + "/cs_checkpoint_job.json";
+  std::ofstream(path) << job.dump();
+  LaunchRun refused = StartLaunch("cs_checkpoint", {"--job=" + path});
+  EXPECT_EQ(Wait(refused), 2);
+  EXPECT_NE(Log(refused).find("job.checkpoint.every_steps: strategy "
+                              "central_storage takes no coordinated "
+                              "checkpoints"),
+            std::string::npos)
+      << Log(refused);
+  LaunchRun run = StartLaunch(
+      "override_checkpoint", {"--strategy=mirrored", "--workers=2",
+                              "--epochs=1"});
+  ASSERT_EQ(Wait(run), 0) << Log(run);
+  EXPECT_NE(Log(run).find("--strategy=mirrored takes no checkpoints: the "
+                          "job's checkpoint.every_steps (50) does not apply"),
+            std::string::npos)
+      << Log(run);
+}
+
 TEST_F(LaunchTest, SigtermStopsEveryProcess) {
   LaunchRun run = StartLaunch("sigterm", {"--ps=2", "--workers=2",
                                           "--epochs=50"});

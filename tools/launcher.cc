@@ -135,6 +135,29 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
     // ones).
     strategy_json["type"] = options.strategy;
     strategy_json.erase("update");
+    // Checkpoints are the parameter servers': under another strategy the
+    // job's interval cannot apply (a job file asking for both is refused);
+    // the override resets it, and says so.
+    nlohmann::json without = job_json;
+    without.erase("checkpoint");
+    absl::StatusOr<JobSpec> other = ParseJob(without);
+    absl::StatusOr<std::unique_ptr<PlacementPolicy>> other_policy =
+        other.ok() ? PolicyFor(*other)
+                   : absl::StatusOr<std::unique_ptr<PlacementPolicy>>(
+                         other.status());
+    if (other_policy.ok() && !(*other_policy)->supports_checkpoints() &&
+        job_json.contains("checkpoint") && job_json["checkpoint"].is_object()) {
+      for (const char* key : {"every_steps", "every_seconds"}) {
+        nlohmann::json& c = job_json["checkpoint"];
+        if (c.contains(key) && c[key].is_number() &&
+            c[key].get<double>() > 0) {
+          out << "--strategy=" << options.strategy
+              << " takes no checkpoints: the job's checkpoint." << key << " ("
+              << c[key].dump() << ") does not apply" << std::endl;
+          c.erase(key);
+        }
+      }
+    }
   }
   if (!options.collective.empty()) {
     strategy_json["collective"] = options.collective;
