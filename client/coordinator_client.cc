@@ -79,7 +79,7 @@ absl::Status CoordinatorClient::Once(Fn fn, bool repeatable) {
     // A channel whose connection failed waits, idle, for a call to ask for
     // a new one, and calls that fail fast do not always ask (a restarted
     // coordinator went unnoticed for 5-10 s): ask now, so that it
-    // reconnects within its backoff (100 ms to 1 s) of the coordinator
+    // reconnects within its backoff (100-250 ms) of the coordinator
     // listening again.
     channels_[index]->GetState(/*try_to_connect=*/true);
   }

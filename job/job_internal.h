@@ -219,6 +219,12 @@ absl::Status ParseModel(const json& value, ModelSpec* model);
 // Keras's automatic layer name base: the class in snake_case ("Conv2D" ->
 // "conv2d", "BatchNormalization" -> "batch_normalization").
 std::string KerasAutoName(const std::string& cls);
+// Binds the inputs of a Keras model with embeddings to "dense" and table
+// names (job.model.inputs of `o`, else by the inputs' names, else in
+// order), reordering graph->inputs and model->embeddings to the row layout
+// (model_graph.cc). Errors: INVALID_ARGUMENT naming the input.
+absl::Status BindInputs(const Object& o, ModelSpec* model,
+                        model::GraphSpec* graph);
 // ValidateModelAndLoss for a model that is not a dense chain: the graph
 // builds, its one output is [units] and fits the loss (model_graph.cc).
 absl::Status ValidateGraphAndLoss(const ModelSpec& model,

@@ -1,6 +1,8 @@
 // The model part of a job as a layer graph: the GraphSpec of any model
 // form (Keras JSON, the short list), and the checks of models that are not
 // dense chains (the graph builds; one [units] output that fits the loss).
+#include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -119,6 +121,168 @@ absl::Status ValidateGraphAndLoss(const ModelSpec& model,
                                   "categorical_crossentropy, "
                                   "binary_crossentropy, mse"));
   }
+  return absl::OkStatus();
+}
+
+// Binds each input of a Keras model with embeddings to the data by name:
+// job.model.inputs maps an input's name to its sources, "dense" (the
+// example's dense columns) and embedding table names (the outputs of the
+// embeddings on that table, in job.model.embeddings order), one string or
+// a list. Without job.model.inputs, a model whose every input is named
+// "dense" or after a table is bound by those names; any other model reads
+// its inputs in order (the dense columns, then the embeddings' outputs).
+//
+// One example's row holds the graph's inputs side by side, the dense
+// columns first, then the embeddings' outputs in job.model.embeddings
+// order: binding reorders graph->inputs and model->embeddings to that
+// layout, so the runtime needs no gather.
+absl::Status BindInputs(const Object& o, ModelSpec* model,
+                        model::GraphSpec* graph) {
+  std::set<std::string> tables;
+  for (const EmbeddingSpec& e : model->embeddings) tables.insert(e.table);
+  const bool named = o.Has("inputs");
+  std::vector<std::vector<std::string>> sources(graph->inputs.size());
+  if (named) {
+    const std::string path = o.Path("inputs");
+    const json& inputs = o.At("inputs");
+    if (!inputs.is_object()) {
+      return PathError(path, absl::StrCat("expected an object of input name "
+                                          "to sources, got ",
+                                          Show(inputs)));
+    }
+    if (tables.count("dense") > 0) {
+      return PathError(path, "a table named 'dense' is ambiguous with the "
+                             "dense columns; rename the table");
+    }
+    for (const auto& item : inputs.items()) {
+      const std::string ipath = absl::StrCat(path, ".", item.key());
+      size_t i = 0;
+      while (i < graph->inputs.size() && graph->inputs[i].name != item.key()) {
+        ++i;
+      }
+      if (i == graph->inputs.size()) {
+        std::string names;
+        for (const model::InputSpec& in : graph->inputs) {
+          absl::StrAppend(&names, names.empty() ? "" : ", ", in.name);
+        }
+        return PathError(ipath, absl::StrCat("the model has no input ",
+                                             Quote(item.key()),
+                                             "; its inputs: ", names));
+      }
+      const json& v = item.value();
+      std::vector<std::string> list;
+      if (v.is_string()) {
+        list.push_back(v.get<std::string>());
+      } else if (v.is_array() && !v.empty()) {
+        for (const json& s : v) {
+          if (!s.is_string()) {
+            return PathError(ipath, absl::StrCat("expected source names, got ",
+                                                 Show(s)));
+          }
+          list.push_back(s.get<std::string>());
+        }
+      } else {
+        return PathError(ipath,
+                         absl::StrCat("expected \"dense\", a table name or a "
+                                      "non-empty list of them, got ",
+                                      Show(v)));
+      }
+      for (const std::string& s : list) {
+        if (s != "dense" && tables.count(s) == 0) {
+          return PathError(ipath, absl::StrCat(Quote(s), " is neither \"dense\" "
+                                               "nor a table of "
+                                               "job.model.embeddings"));
+        }
+      }
+      sources[i] = std::move(list);
+    }
+    for (size_t i = 0; i < graph->inputs.size(); ++i) {
+      if (sources[i].empty()) {
+        return PathError(path, absl::StrCat("input ",
+                                            Quote(graph->inputs[i].name),
+                                            " is bound to nothing"));
+      }
+    }
+  } else {
+    for (size_t i = 0; i < graph->inputs.size(); ++i) {
+      const std::string& name = graph->inputs[i].name;
+      if (name != "dense" && tables.count(name) == 0) return absl::OkStatus();
+      sources[i] = {name};
+    }
+    if (graph->inputs.size() == 1 && sources[0][0] == "dense") {
+      return absl::OkStatus();
+    }
+  }
+  // Each source once; "dense" first in its input; every table used.
+  const std::string where = named ? o.Path("inputs") : o.Path("keras");
+  std::map<std::string, std::string> used;  // source -> input
+  int dense_input = -1;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    for (size_t k = 0; k < sources[i].size(); ++k) {
+      const std::string& s = sources[i][k];
+      auto [it, fresh] = used.emplace(s, graph->inputs[i].name);
+      if (!fresh) {
+        return PathError(where, absl::StrCat(Quote(s), " feeds both input ",
+                                             Quote(it->second), " and input ",
+                                             Quote(graph->inputs[i].name)));
+      }
+      if (s == "dense") {
+        if (k != 0) {
+          return PathError(where, absl::StrCat(
+              "input ", Quote(graph->inputs[i].name),
+              ": \"dense\" must be its first source"));
+        }
+        dense_input = static_cast<int>(i);
+      }
+    }
+  }
+  for (const std::string& t : tables) {
+    if (used.count(t) == 0) {
+      return PathError(where, absl::StrCat("the embeddings on table ",
+                                           Quote(t), " feed no input"));
+    }
+  }
+  // Widths: each input's floats are its sources' (dense takes the rest).
+  std::map<std::string, int64_t> table_width;
+  for (const EmbeddingSpec& e : model->embeddings) {
+    table_width[e.table] += e.combiner == "concat"
+                                ? static_cast<int64_t>(e.columns.size()) *
+                                      e.output_dim
+                                : e.output_dim;
+  }
+  for (size_t i = 0; i < sources.size(); ++i) {
+    int64_t width = 0;
+    for (const std::string& s : sources[i]) {
+      if (s != "dense") width += table_width[s];
+    }
+    const int64_t floats = NumElements(graph->inputs[i].shape);
+    const bool dense = static_cast<int>(i) == dense_input;
+    if (dense ? floats <= width : floats != width) {
+      return PathError(where, absl::StrCat(
+          "input ", Quote(graph->inputs[i].name), " takes ", floats,
+          " floats per example; its embeddings give ", width,
+          dense ? ", leaving no dense columns" : ""));
+    }
+  }
+  // The row's layout: the dense input first, then the others in order;
+  // the embeddings in the order their tables are read.
+  std::vector<size_t> order;
+  if (dense_input >= 0) order.push_back(static_cast<size_t>(dense_input));
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (static_cast<int>(i) != dense_input) order.push_back(i);
+  }
+  std::vector<model::InputSpec> inputs;
+  std::vector<EmbeddingSpec> embeddings;
+  for (size_t i : order) {
+    inputs.push_back(graph->inputs[i]);
+    for (const std::string& s : sources[i]) {
+      for (const EmbeddingSpec& e : model->embeddings) {
+        if (e.table == s) embeddings.push_back(e);
+      }
+    }
+  }
+  graph->inputs = std::move(inputs);
+  model->embeddings = std::move(embeddings);
   return absl::OkStatus();
 }
 
