@@ -267,7 +267,11 @@ TEST_P(ChaosTest, SurvivesACoordinatorKillEveryFewSeconds) {
         ended = true;
         break;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      AwaitChildEvent(std::min(
+          std::chrono::milliseconds(100),
+          std::chrono::duration_cast<std::chrono::milliseconds>(
+              wake - std::chrono::steady_clock::now()) +
+              std::chrono::milliseconds(1)));
     }
     if (ended) {
       code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -72,6 +72,28 @@ class CoordinatorGroupsTest : public ::testing::Test {
     ASSERT_TRUE(state_->ApplyReport(r).ok());
   }
 
+  // Workers 0-2 registered and grouped under multi_worker_mirrored;
+  // returns the group.
+  int64_t ThreeWorkerGroup() {
+    Reg("worker", 0);
+    Reg("worker", 1);
+    Reg("worker", 2);
+    Submit("multi_worker_mirrored");
+    Join(0, 0, -1);
+    Join(1, 0, -1);
+    return Join(2, 0, -1).group();
+  }
+
+  // Worker 2 stops heartbeating; the others keep their leases fresh until
+  // its lease expires.
+  void Worker2Fails() {
+    now_ += absl::Seconds(3);
+    state_->Heartbeat(Task("worker", 0), "a").IgnoreError();
+    state_->Heartbeat(Task("worker", 1), "a").IgnoreError();
+    now_ += absl::Seconds(3);
+    state_->CheckLeases();
+  }
+
   absl::Time now_ = absl::FromUnixSeconds(1000);
   std::ostringstream log_;
   Logger logger_{"coordinator", &log_, [this] { return now_; }};
@@ -101,21 +123,10 @@ TEST_F(CoordinatorGroupsTest, FormsWhenEveryTrainerJoinedAndBroadcastsRankZero) 
 }
 
 TEST_F(CoordinatorGroupsTest, FailureRegroupsSurvivorsFromTheMostAdvancedState) {
-  Reg("worker", 0);
-  Reg("worker", 1);
-  Reg("worker", 2);
-  Submit("multi_worker_mirrored");
-  Join(0, 0, -1);
-  Join(1, 0, -1);
-  const int64_t g1 = Join(2, 0, -1).group();
+  const int64_t g1 = ThreeWorkerGroup();
   ASSERT_GT(g1, 0);
   for (int64_t s = 0; s < 4; ++s) Report(0, s);
-  // Worker 2 stops heartbeating; the others keep their leases fresh.
-  now_ += absl::Seconds(3);
-  state_->Heartbeat(Task("worker", 0), "a").IgnoreError();
-  state_->Heartbeat(Task("worker", 1), "a").IgnoreError();
-  now_ += absl::Seconds(3);
-  state_->CheckLeases();
+  Worker2Fails();
   const int64_t g2 = state_->NewestGroup();
   EXPECT_GT(g2, g1);
   // Worker 1 applied step 5 already (its all-reduce finished), worker 0 not.
@@ -136,19 +147,9 @@ TEST_F(CoordinatorGroupsTest, StepsResumedPastDoNotDiluteTheEpochsFigures) {
   // them from a survivor's state): the epoch's loss and accuracy are the
   // means of the 8 reported steps, not sums over 10, and its examples/s
   // counts the 10 steps.
-  Reg("worker", 0);
-  Reg("worker", 1);
-  Reg("worker", 2);
-  Submit("multi_worker_mirrored");
-  Join(0, 0, -1);
-  Join(1, 0, -1);
-  const int64_t g1 = Join(2, 0, -1).group();
+  const int64_t g1 = ThreeWorkerGroup();
   for (int64_t s = 0; s < 4; ++s) Report(0, s, 0.5, 0.75);
-  now_ += absl::Seconds(3);
-  state_->Heartbeat(Task("worker", 0), "a").IgnoreError();
-  state_->Heartbeat(Task("worker", 1), "a").IgnoreError();
-  now_ += absl::Seconds(3);
-  state_->CheckLeases();
+  Worker2Fails();
   Join(0, g1, 6);
   ASSERT_EQ(Join(1, g1, 6).start_step(), 6);
   now_ += absl::Seconds(4);
