@@ -165,6 +165,9 @@ void MarkCheckpointDue(CoordinatorCore& core, bool all_done) {
     core.logger->Info("checkpoint_due", {{"job", job.id},
                                          {"steps_completed", completed},
                                          {"inflight", job.inflight.size()}});
+    // central_storage: the replicas stop between steps and wait in the
+    // next group's barrier while the store saves.
+    if (!all_done && PsHomeGroupJob(core)) StartRegroup(core, "checkpoint due");
   }
 }
 
@@ -185,6 +188,9 @@ int64_t RequestCheckpoint(CoordinatorCore& core) {
                                          {"reason", "requested"},
                                          {"steps_completed", completed},
                                          {"inflight", job.inflight.size()}});
+    if (PsHomeGroupJob(core) && completed < job.total_steps) {
+      StartRegroup(core, "checkpoint requested");
+    }
   }
   return completed;
 }
@@ -206,7 +212,14 @@ std::optional<PsAction> TakePsAction(CoordinatorCore& core) {
       core.logger->Info("restore_started", {{"job", job.id},
                                             {"checkpoint", checkpoint->name}});
     }
-  } else if (job.checkpoint_pending) {
+  } else if (job.checkpoint_pending &&
+             (!PsHomeGroupJob(core) || GroupAtBarrier(core) ||
+              job.completed.size() == job.total_steps)) {
+    // A group job's store saves at a barrier (or once every step is done):
+    // between two of its steps, which every replica either pushed whole or
+    // not at all. It may hold one step more than `completed` (applied, not
+    // yet reported when the replicas left): restored, that step is pushed
+    // again, refused as stale, and reported.
     job.save_completed = job.completed;
     job.save_epochs = job.epochs;
     action = PsAction{PsAction::Kind::kSave,

@@ -49,7 +49,34 @@ void FillAssignment(const CoordinatorCore& core, const TaskKey& task,
   }
 }
 
+// Whether every candidate has joined the forming group (in its current
+// incarnation).
+bool AllArrived(const CoordinatorCore& core,
+                const std::vector<TaskKey>& candidates)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu) {
+  const Group& g = core.job->group;
+  if (candidates.empty()) return false;
+  for (const TaskKey& t : candidates) {
+    auto a = g.arrivals.find(t);
+    if (a == g.arrivals.end() ||
+        a->second.incarnation != core.members.at(t).incarnation) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
+
+bool PsHomeGroupJob(const CoordinatorCore& core) {
+  return SyncGroupJob(core) &&
+         core.job->spec.policy->variable_home() == VariableHome::kPsTasks;
+}
+
+bool GroupAtBarrier(const CoordinatorCore& core) {
+  if (!SyncGroupJob(core) || !core.job->group.forming) return false;
+  return AllArrived(core, GroupCandidates(core));
+}
 
 void StartRegroup(CoordinatorCore& core, const std::string& reason) {
   if (!SyncGroupJob(core)) return;
@@ -94,13 +121,12 @@ void UpdateGroup(CoordinatorCore& core) {
                                         {"previous", g.id},
                                         {"reason", "membership changed"}});
   }
-  if (candidates.empty()) return;
-  for (const TaskKey& t : candidates) {
-    auto a = g.arrivals.find(t);
-    if (a == g.arrivals.end() ||
-        a->second.incarnation != core.members.at(t).incarnation) {
-      return;  // still waiting for `t`
-    }
+  if (!AllArrived(core, candidates)) return;  // still waiting for some
+  if (PsHomeGroupJob(core) && (job.checkpoint_pending || job.restore_pending ||
+                               job.action_in_progress)) {
+    // The ps tasks save (or are restored) while nobody trains: the group
+    // forms once that is done, at the first step the store lacks.
+    return;
   }
   // Every candidate joined: form the group.
   g.forming = false;

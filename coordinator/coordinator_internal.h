@@ -375,8 +375,18 @@ bool SyncGroupJob(const CoordinatorCore& core)
 // group's start step no longer holds. No-op before the first group.
 void StartRegroup(CoordinatorCore& core, const std::string& reason)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// A group job whose variables are on ps tasks (central_storage): its
+// checkpoints are taken at a group barrier.
+bool PsHomeGroupJob(const CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// A group is forming and every live trainer has joined it: nobody trains,
+// so the ps tasks hold a consistent cut (every step they applied was whole).
+bool GroupAtBarrier(const CoordinatorCore& core)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
 // Starts forming a group when the live trainers differ from the formed
-// group; completes the forming group when every candidate has joined.
+// group; completes the forming group when every candidate has joined,
+// except while a PsHomeGroupJob's save or restore is pending (the group
+// waits at the barrier for it).
 void UpdateGroup(CoordinatorCore& core) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
 // The locked part of JoinGroup (`task` is a chief or worker). Sets
 // *changed when state.json should be written.

@@ -484,8 +484,8 @@ absl::StatusOr<JobSpec> ParseJobFields(const json& job, bool full) {
           absl::StrCat("job.checkpoint.", asked),
           absl::StrCat("strategy ", spec.strategy.type,
                        " takes no coordinated checkpoints (they save the "
-                       "parameter servers of parameter_server); remove it "
-                       "or set 0"));
+                       "parameter servers of parameter_server and "
+                       "central_storage); remove it or set 0"));
     }
   }
   if (!spec.model.embeddings.empty() &&

@@ -76,6 +76,7 @@ class CentralStoragePolicy : public PlacementPolicy {
     return GradientMeeting::kPsAveragesGroup;
   }
   bool needs_ps() const override { return true; }
+  bool supports_checkpoints() const override { return true; }
   bool task_holds_variables(int ps_task) const override {
     return ps_task == 0;
   }

@@ -98,8 +98,8 @@ class PlacementPolicy {
   virtual bool needs_ps() const = 0;
   // A group of more than one worker task is allowed (mirrored: no).
   virtual bool multi_worker() const { return true; }
-  // Coordinated PS checkpoints make sense (the model state is on PS tasks
-  // and steps are independent).
+  // Coordinated PS checkpoints make sense: the model state is on PS tasks
+  // (parameter_server; central_storage, whose group saves at a barrier).
   virtual bool supports_checkpoints() const { return false; }
   // Whether ps task `ps_task` holds any of a job's variables under this
   // policy (central_storage: only task 0; a restart of another loses

@@ -2,6 +2,7 @@
 // live trainer joined, ranks, start step and state source, regrouping after
 // a failure, a rejoin, and a member asking for a new group. Fake clock.
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -192,6 +193,63 @@ TEST_F(CoordinatorGroupsTest, ReportsCarryTheGroupsGenerationAcrossAPsRestore) {
   EXPECT_EQ(b.start_step(), 0);
   Report(0, 0, 0, 0, b.generation());
   EXPECT_EQ(state_->GetJob().steps_completed(), 1);
+}
+
+TEST_F(CoordinatorGroupsTest, CentralStorageSavesAtAGroupBarrierAndRestoresIt) {
+  // central_storage checkpoints every 4 steps: when one is due the group
+  // re-forms; the store saves once every replica waits at the barrier (not
+  // before), the group forms after the save at the first unreported step,
+  // and a ps:0 restart restores that checkpoint, not step 0.
+  Reg("ps", 0);
+  Reg("worker", 0);
+  Reg("worker", 1);
+  nlohmann::json j = {{"epochs", 2},
+                      {"batch_size", 10},
+                      {"strategy", {{"type", "central_storage"}}},
+                      {"checkpoint", {{"every_steps", 4}}},
+                      {"evaluation", {{"every_epochs", 0}}}};
+  ASSERT_TRUE(state_->SubmitJob(j.dump(), 100).ok());
+  Join(0, 0, -1);
+  const v1::GroupAssignment a = Join(1, 0, -1);
+  ASSERT_EQ(a.state(), v1::GroupAssignment::READY);
+  for (int64_t s = 0; s < 3; ++s) Report(0, s, 0, 0, a.generation());
+  EXPECT_FALSE(state_->NextPsAction().has_value());  // not due yet
+  EXPECT_EQ(state_->NewestGroup(), a.group());
+  Report(0, 3, 0, 0, a.generation());
+  // Due: a newer group is announced, and nothing saves while it trains.
+  const int64_t forming = state_->NewestGroup();
+  EXPECT_GT(forming, a.group());
+  EXPECT_FALSE(state_->NextPsAction().has_value());
+  EXPECT_EQ(Join(0, a.group(), 4).state(), v1::GroupAssignment::WAIT);
+  EXPECT_FALSE(state_->NextPsAction().has_value());  // worker 1 still trains
+  // Both at the barrier: the save, and the group waits for it.
+  EXPECT_EQ(Join(1, a.group(), 4).state(), v1::GroupAssignment::WAIT);
+  std::optional<PsAction> save = state_->NextPsAction();
+  ASSERT_TRUE(save.has_value());
+  EXPECT_EQ(save->kind, PsAction::Kind::kSave);
+  EXPECT_EQ(save->checkpoint, "ckpt-4");
+  EXPECT_EQ(Join(0, a.group(), 4).state(), v1::GroupAssignment::WAIT);
+  state_->FinishPsAction(*save, absl::OkStatus());
+  const v1::GroupAssignment b = Join(1, a.group(), 4);
+  ASSERT_EQ(b.state(), v1::GroupAssignment::READY);
+  EXPECT_EQ(b.start_step(), 4);
+  EXPECT_EQ(state_->GetJob().last_checkpoint(), "ckpt-4");
+  for (int64_t s = 4; s < 6; ++s) Report(0, s, 0, 0, b.generation());
+  EXPECT_EQ(state_->GetJob().steps_completed(), 6);
+  // ps:0 restarts: restored from ckpt-4 (steps 4 and 5 are redone).
+  Reg("ps", 0, "b");
+  std::optional<PsAction> restore = state_->NextPsAction();
+  ASSERT_TRUE(restore.has_value());
+  EXPECT_EQ(restore->kind, PsAction::Kind::kRestore);
+  EXPECT_EQ(restore->checkpoint, "ckpt-4");
+  state_->FinishPsAction(*restore, absl::OkStatus());
+  const v1::JobStatus job = state_->GetJob();
+  EXPECT_EQ(job.steps_completed(), 4);
+  EXPECT_EQ(job.lost_steps(), 2);
+  Join(0, b.group(), -1);
+  const v1::GroupAssignment c = Join(1, b.group(), -1);
+  ASSERT_EQ(c.state(), v1::GroupAssignment::READY);
+  EXPECT_EQ(c.start_step(), 4);
 }
 
 TEST_F(CoordinatorGroupsTest, ReturningWorkerTriggersANewGroupAndCopiesState) {

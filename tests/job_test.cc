@@ -298,14 +298,16 @@ void ExpectError(const json& j, const std::string& substr) {
 }
 
 TEST(JobTest, CheckpointsAStrategyCannotTakeAreRefusedNotDropped) {
-  // Coordinated checkpoints save the parameter servers of parameter_server;
-  // another strategy asking for them is refused naming the field (the
-  // coordinator used to set them to 0 without a word).
+  // Coordinated checkpoints save the parameter servers of parameter_server
+  // and central_storage; another strategy asking for them is refused
+  // naming the field (the coordinator used to set them to 0 without a
+  // word).
   json j = MinimalJob();
   j["checkpoint"] = {{"every_steps", 100}};
   STRATA_ASSERT_OK(ParseJob(j));  // parameter_server, the default
-  for (const char* strategy : {"central_storage", "multi_worker_mirrored",
-                               "mirrored"}) {
+  j["strategy"] = {{"type", "central_storage"}};
+  STRATA_ASSERT_OK(ParseJob(j));
+  for (const char* strategy : {"multi_worker_mirrored", "mirrored"}) {
     j["strategy"] = {{"type", strategy}};
     ExpectError(j, absl::StrCat("job.checkpoint.every_steps: strategy ",
                                 strategy,

@@ -648,18 +648,19 @@ TEST_F(LaunchTest, SyncWithCheckpointsIsRefusedUpFront) {
 }
 
 TEST_F(LaunchTest, CheckpointsAStrategyCannotTakeAreRefusedOrResetAloud) {
-  // A job file asking central_storage for checkpoints is refused, naming
-  // the field; --strategy overriding a parameter_server job's strategy
-  // resets its interval and says so (the coordinator used to drop it).
+  // A job file asking multi_worker_mirrored for checkpoints is refused,
+  // naming the field; --strategy overriding a parameter_server job's
+  // strategy resets its interval and says so (the coordinator used to drop
+  // it).
   std::ifstream in(kJob);
   nlohmann::json job = nlohmann::json::parse(in);
-  job["strategy"] = {{"type", "central_storage"}};
-  const std::string path = ::testing::TempDir() + "/cs_checkpoint_job.json";
+  job["strategy"] = {{"type", "multi_worker_mirrored"}};
+  const std::string path = ::testing::TempDir() + "/mwm_checkpoint_job.json";
   std::ofstream(path) << job.dump();
-  LaunchRun refused = StartLaunch("cs_checkpoint", {"--job=" + path});
+  LaunchRun refused = StartLaunch("mwm_checkpoint", {"--job=" + path});
   EXPECT_EQ(Wait(refused), 2);
   EXPECT_NE(Log(refused).find("job.checkpoint.every_steps: strategy "
-                              "central_storage takes no coordinated "
+                              "multi_worker_mirrored takes no coordinated "
                               "checkpoints"),
             std::string::npos)
       << Log(refused);

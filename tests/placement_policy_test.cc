@@ -34,6 +34,7 @@ TEST(PlacementPolicyTest, EachStrategyAnswersWhereAndHow) {
   EXPECT_EQ((*cs)->gradient_meeting(), GradientMeeting::kPsAveragesGroup);
   EXPECT_TRUE((*cs)->needs_ps());
   EXPECT_TRUE((*cs)->elastic());
+  EXPECT_TRUE((*cs)->supports_checkpoints());
 
   PolicyConfig ring = Config("multi_worker_mirrored", "sync");
   auto mwm = MakePlacementPolicy(ring);
@@ -43,6 +44,7 @@ TEST(PlacementPolicyTest, EachStrategyAnswersWhereAndHow) {
   EXPECT_EQ((*mwm)->backend(), CollectiveBackend::kRing);
   EXPECT_FALSE((*mwm)->needs_ps());
   EXPECT_TRUE((*mwm)->multi_worker());
+  EXPECT_FALSE((*mwm)->supports_checkpoints());
 
   PolicyConfig via_ps = ring;
   via_ps.collective = "ps";

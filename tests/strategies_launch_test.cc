@@ -202,6 +202,44 @@ TEST_F(StrategiesLaunchTest, CentralStorageWithTwoPsSurvivesAKilledPs0) {
             /*lost_ok=*/true, "ps:0");
 }
 
+// With checkpoints (taken at a group barrier): ps:0's death rewinds the run
+// to the newest checkpoint, not to step 0; steps are neither skipped nor
+// applied twice (the accuracy is the fault-free run's).
+TEST_F(StrategiesLaunchTest, CentralStorageRestoresAKilledPs0FromACheckpoint) {
+  const std::vector<std::string> flags = {"--strategy=central_storage",
+                                          "--ps=2", "--workers=2"};
+  const double baseline = Baseline("central_storage_2ps", flags);
+  std::ifstream in(kJob);
+  nlohmann::json job = nlohmann::json::parse(in);
+  job["epochs"] = 3;
+  job["checkpoint"] = {{"every_steps", 40}, {"keep", 2}};
+  const std::string path =
+      ::testing::TempDir() + "/strategies_cs_checkpoints.json";
+  std::ofstream(path) << job.dump();
+  std::vector<std::string> run_flags = flags;
+  run_flags.push_back("--job=" + path);
+  LaunchRun run = StartLaunch("cs_checkpoints", run_flags);
+  nlohmann::json cluster = WaitForProgress(run, 130);
+  pid_t victim = PidOf(cluster, "ps:0");
+  ASSERT_GT(victim, 0) << Log(run);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  ASSERT_EQ(Wait(run), 0) << Log(run);
+  nlohmann::json s = Summary(run);
+  ASSERT_FALSE(s.is_discarded()) << Log(run);
+  EXPECT_EQ(s["steps_applied"], s["steps_scheduled"]) << Log(run);
+  EXPECT_EQ(s["restarts"]["ps:0"], 1) << Log(run);
+  EXPECT_GE(s["checkpoints"]["saved"].get<int64_t>(), 3) << s.dump();
+  // At most one interval (and the step applied but unreported at the cut).
+  EXPECT_LE(s["lost_steps"].get<int64_t>(), 41) << s.dump();
+  const auto restored =
+      Events(run.dir + "/run/coordinator.log", "ps_restored");
+  ASSERT_EQ(restored.size(), 1u) << Log(run);
+  EXPECT_NE(restored[0]["checkpoint"], "(none)") << restored[0].dump();
+  EXPECT_GE(restored[0]["checkpoint_step"].get<int64_t>(), 80)
+      << restored[0].dump();
+  EXPECT_NEAR(s["test_accuracy"].get<double>(), baseline, 0.01) << Log(run);
+}
+
 TEST_F(StrategiesLaunchTest, CentralStorageWithTwoPsSurvivesAKilledPs1) {
   KillThePs("central_storage_2ps",
             {"--strategy=central_storage", "--ps=2", "--workers=2"},
