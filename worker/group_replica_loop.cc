@@ -113,6 +113,12 @@ int64_t GroupTrainer::ReportGeneration(const v1::GroupAssignment& a) const {
   return a.generation() > 0 ? a.generation() : agent_->generation();
 }
 
+void GroupTrainer::NoteGroup(int64_t group) {
+  int64_t seen = newest_group_.load();
+  while (group > seen && !newest_group_.compare_exchange_weak(seen, group)) {
+  }
+}
+
 void GroupTrainer::Report(const v1::GroupAssignment& a, int64_t step,
                           double loss, double accuracy, int64_t examples) {
   v1::ReportWorkRequest req;
@@ -128,16 +134,25 @@ void GroupTrainer::Report(const v1::GroupAssignment& a, int64_t step,
   req.set_loss(loss);
   req.set_accuracy(accuracy);
   req.set_examples(examples);
-  absl::StatusOr<v1::ReportWorkResponse> resp = coordinator_->ReportWork(req);
-  if (resp.ok()) {
-    int64_t seen = newest_group_.load();
-    while (resp->group() > seen &&
-           !newest_group_.compare_exchange_weak(seen, resp->group())) {
-    }
-  } else if (resp.status().code() != absl::StatusCode::kNotFound) {
-    logger_->Log(LogLevel::kWarning, "report_failed",
-                 {{"step", step}, {"error", resp.status().ToString()}});
-  }
+  // Sent by the reporter's thread: the step does not wait for it.
+  reporter_->Add(std::move(req));
+}
+
+v1::ReportWorkRequest GroupTrainer::EvaluationReport(
+    const v1::GroupAssignment& a, int epoch, double loss, double accuracy,
+    bool missing) const {
+  v1::ReportWorkRequest req;
+  *req.mutable_task() = agent_->task();
+  req.set_incarnation(agent_->incarnation());
+  v1::WorkItem* item = req.mutable_item();
+  item->set_kind(v1::WorkItem::EVALUATE);
+  item->set_epoch(epoch);
+  item->set_job_id(a.job_id());
+  item->set_generation(ReportGeneration(a));
+  req.set_test_loss(loss);
+  req.set_test_accuracy(accuracy);
+  req.set_evaluation_missing(missing);
+  return req;
 }
 
 absl::Status GroupTrainer::EvaluateAndReport(const v1::GroupAssignment& a,
@@ -152,7 +167,8 @@ absl::Status GroupTrainer::EvaluateAndReport(const v1::GroupAssignment& a,
   }
   // Kept: sent again by EvaluateMissedEpochs when the coordinator lacks it.
   evaluations_[epoch] = {loss, accuracy};
-  STRATA_RETURN_IF_ERROR(SendEvaluation(a, epoch, loss, accuracy, false));
+  // Behind the epoch's step reports, on the reporter's thread.
+  reporter_->Add(EvaluationReport(a, epoch, loss, accuracy, false));
   logger_->Log(LogLevel::kInfo, "evaluated",
                {{"epoch", epoch}, {"test_loss", loss},
                 {"test_accuracy", accuracy}});
@@ -162,18 +178,8 @@ absl::Status GroupTrainer::EvaluateAndReport(const v1::GroupAssignment& a,
 absl::Status GroupTrainer::SendEvaluation(const v1::GroupAssignment& a,
                                           int epoch, double loss,
                                           double accuracy, bool missing) {
-  v1::ReportWorkRequest req;
-  *req.mutable_task() = agent_->task();
-  req.set_incarnation(agent_->incarnation());
-  v1::WorkItem* item = req.mutable_item();
-  item->set_kind(v1::WorkItem::EVALUATE);
-  item->set_epoch(epoch);
-  item->set_job_id(a.job_id());
-  item->set_generation(ReportGeneration(a));
-  req.set_test_loss(loss);
-  req.set_test_accuracy(accuracy);
-  req.set_evaluation_missing(missing);
-  absl::StatusOr<v1::ReportWorkResponse> resp = coordinator_->ReportWork(req);
+  absl::StatusOr<v1::ReportWorkResponse> resp = coordinator_->ReportWork(
+      EvaluationReport(a, epoch, loss, accuracy, missing));
   if (!resp.ok()) return resp.status();
   return absl::OkStatus();
 }

@@ -37,6 +37,7 @@
 #include "strata/v1/coordinator.pb.h"
 #include "worker/dataset.h"
 #include "worker/gradient_reducer.h"
+#include "worker/group_reporter.h"
 #include "worker/group_worker.h"
 #include "worker/model.h"
 #include "worker/replica_state.h"
@@ -119,12 +120,19 @@ class GroupTrainer {
                            int64_t version);
   // The generation a report of group `a` carries.
   int64_t ReportGeneration(const v1::GroupAssignment& a) const;
+  // Queues step `step`'s report (sent by reporter_).
   void Report(const v1::GroupAssignment& a, int64_t step, double loss,
               double accuracy, int64_t examples);
+  // Records a newer group id seen in an answer.
+  void NoteGroup(int64_t group);
+  v1::ReportWorkRequest EvaluationReport(const v1::GroupAssignment& a,
+                                         int epoch, double loss,
+                                         double accuracy, bool missing) const;
   absl::Status EvaluateAndReport(const v1::GroupAssignment& a, int epoch,
                                  Replica* rep);
   absl::Status EvaluateMissedEpochs(const v1::GroupAssignment& a);
-  // Reports epoch `epoch`'s evaluation (or that it is missing).
+  // Reports epoch `epoch`'s evaluation (or that it is missing) and waits
+  // for the answer.
   absl::Status SendEvaluation(const v1::GroupAssignment& a, int epoch,
                               double loss, double accuracy, bool missing);
   bool EvalDue(int epoch) const;
@@ -194,6 +202,9 @@ class GroupTrainer {
 
   std::atomic<int64_t> newest_group_{0};
   bool finished_ = false;
+  // Step and evaluation reports, sent in order by a thread of its own (made
+  // in Run; destroyed first: its thread updates newest_group_).
+  std::unique_ptr<GroupReporter> reporter_;
 };
 
 }  // namespace worker_internal

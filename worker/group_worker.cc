@@ -27,6 +27,14 @@
 
 namespace strata {
 namespace worker_internal {
+namespace {
+
+// How long a group's reports may take to reach the coordinator before the
+// next group is asked for anyway (a coordinator that is down answers
+// JoinGroup no sooner).
+constexpr absl::Duration kReportFlushTimeout = absl::Seconds(10);
+
+}  // namespace
 
 absl::Status GroupTrainer::Setup(const v1::JobStatus& status) {
   STRATA_ASSIGN_OR_RETURN(job_, ParseJobString(status.job_json()));
@@ -250,6 +258,8 @@ absl::StatusOr<v1::GroupAssignment> GroupTrainer::Join(int64_t after_group) {
 
 absl::Status GroupTrainer::Run(const v1::JobStatus& status) {
   STRATA_RETURN_IF_ERROR(Setup(status));
+  reporter_ = std::make_unique<GroupReporter>(
+      coordinator_, logger_, [this](int64_t group) { NoteGroup(group); });
   int64_t group = 0;
   // After a failed group, the next is asked for after this pause (doubling
   // up to a second while groups keep failing: a ps task that is down or
@@ -257,6 +267,15 @@ absl::Status GroupTrainer::Run(const v1::JobStatus& status) {
   absl::Duration backoff = absl::ZeroDuration();
   while (true) {
     if (backoff > absl::ZeroDuration()) Pause(backoff);
+    // The last group's reports first: the next group starts at the first
+    // step the coordinator has no report of (and a checkpoint taken at
+    // its barrier records the reported steps).
+    if (!reporter_->Flush(kReportFlushTimeout)) {
+      logger_->Log(LogLevel::kWarning, "reports_pending",
+                   {{"group", group},
+                    {"waited_ms",
+                     absl::ToInt64Milliseconds(kReportFlushTimeout)}});
+    }
     STRATA_ASSIGN_OR_RETURN(v1::GroupAssignment a, Join(group));
     if (a.state() == v1::GroupAssignment::DONE) {
       logger_->Log(LogLevel::kInfo, "job_done", {});
