@@ -2,7 +2,9 @@
 // joined, ranks, the start step and the state source, regrouping (see
 // coordinator_internal.h and CoordinatorState::JoinGroup).
 #include <algorithm>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -158,15 +160,27 @@ void UpdateGroup(CoordinatorCore& core) {
       g.start_step = 0;
       g.source_rank = 0;
     }
-    // Steps below the start are in the survivors' state: applied.
+    // Steps below the start are in the survivors' state: applied. An epoch
+    // they complete ended when the source's state finished it (its reports
+    // were lost), not now.
+    const std::map<int64_t, absl::Time> no_ends;
+    const std::map<int64_t, absl::Time>& ends =
+        max_rank >= 0 ? g.arrivals.at(candidates[static_cast<size_t>(max_rank)])
+                            .epoch_ends
+                      : no_ends;
     for (int64_t s = first_open; s < g.start_step;
          s = job.completed.NextAbsent(s)) {
       job.completed.Insert(s);
       job.requeued.erase(s);
-      EpochStats& stats =
-          job.epochs[static_cast<size_t>(s / job.steps_per_epoch)];
+      const int64_t epoch = s / job.steps_per_epoch;
+      EpochStats& stats = job.epochs[static_cast<size_t>(epoch)];
       ++stats.steps;
-      if (stats.steps == job.steps_per_epoch) stats.end = core.Now();
+      if (stats.steps == job.steps_per_epoch) {
+        auto ended = ends.find(epoch);
+        stats.end = ended == ends.end()
+                        ? core.Now()
+                        : std::clamp(ended->second, stats.start, core.Now());
+      }
     }
   } else {
     // Variables live on ps tasks: a step is reported only once the store
@@ -227,8 +241,13 @@ absl::StatusOr<v1::GroupAssignment> JoinGroupLocked(
                        {"reason", absl::StrCat(Name(task), " asked after group ",
                                                request.after_group())}});
   }
-  g.arrivals[task] = GroupArrival{request.incarnation(), request.next_step(),
-                                  request.address()};
+  GroupArrival arrival{request.incarnation(), request.next_step(),
+                       request.address(), {}};
+  for (const v1::EpochEnd& e : request.epoch_ends()) {
+    arrival.epoch_ends[e.epoch()] =
+        core.Now() - absl::Milliseconds(e.ago_ms());
+  }
+  g.arrivals[task] = std::move(arrival);
   core.MarkDirty();
   UpdateGroup(core);
   if (!g.forming &&

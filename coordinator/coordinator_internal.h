@@ -109,6 +109,9 @@ struct GroupArrival {
   std::string incarnation;
   int64_t next_step = -1;
   std::string address;
+  // When the arrival's state finished each of its newest epochs (by the
+  // coordinator's clock: the call's time less JoinGroupRequest's ago_ms).
+  std::map<int64_t, absl::Time> epoch_ends;
 };
 
 struct Group {

@@ -437,6 +437,18 @@ absl::StatusOr<v1::GroupAssignment> CoordinatorState::JoinGroup(
         absl::StrCat("task ", ci::Name(task),
                      ": only chief and worker tasks train in groups"));
   }
+  if (request.epoch_ends_size() > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("epoch_ends: ", request.epoch_ends_size(),
+                     " entries, at most 64"));
+  }
+  for (const v1::EpochEnd& e : request.epoch_ends()) {
+    if (e.epoch() < 0 || e.ago_ms() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("epoch_ends: epoch ", e.epoch(), " ago_ms ",
+                       e.ago_ms(), ": both must be >= 0"));
+    }
+  }
   absl::StatusOr<v1::GroupAssignment> out;
   bool changed = false;
   {

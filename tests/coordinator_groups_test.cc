@@ -1,6 +1,7 @@
 // CoordinatorState groups (synchronous strategies): formation once every
 // live trainer joined, ranks, start step and state source, regrouping after
 // a failure, a rejoin, and a member asking for a new group. Fake clock.
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -47,13 +48,19 @@ class CoordinatorGroupsTest : public ::testing::Test {
   }
 
   v1::GroupAssignment Join(int worker, int64_t after, int64_t next_step,
-                           const std::string& inc = "a") {
+                           const std::string& inc = "a",
+                           std::map<int, int64_t> epoch_ends_ago_ms = {}) {
     v1::JoinGroupRequest r;
     *r.mutable_task() = Task("worker", worker);
     r.set_incarnation(inc);
     r.set_after_group(after);
     r.set_next_step(next_step);
     r.set_address("w" + std::to_string(worker) + ":1");
+    for (const auto& [epoch, ago] : epoch_ends_ago_ms) {
+      v1::EpochEnd* e = r.add_epoch_ends();
+      e->set_epoch(epoch);
+      e->set_ago_ms(ago);
+    }
     auto a = state_->JoinGroup(r);
     EXPECT_TRUE(a.ok()) << a.status();
     return a.ok() ? *a : v1::GroupAssignment();
@@ -163,6 +170,37 @@ TEST_F(CoordinatorGroupsTest, StepsResumedPastDoNotDiluteTheEpochsFigures) {
   EXPECT_DOUBLE_EQ(e.accuracy(), 0.75);
   EXPECT_DOUBLE_EQ(e.elapsed_seconds(), 10.0);
   EXPECT_DOUBLE_EQ(e.examples_per_second(), 100 / 10.0);
+}
+
+TEST_F(CoordinatorGroupsTest, AnEpochCompletedByARegroupEndsWhenItsStateDid) {
+  // Worker 1 finished epoch 0 (10 steps) 2 s after the start, but only
+  // steps 0-3 were reported (the rest were lost with a coordinator
+  // restart); the group re-forms 5 s later from worker 1's state. Epoch 0
+  // ended when worker 1's state finished it (2 s), not when the group
+  // formed (7 s): the epoch line's elapsed time used to include the
+  // outage.
+  const int64_t g1 = ThreeWorkerGroup();
+  for (int64_t s = 0; s < 4; ++s) Report(0, s, 0.5, 0.75);
+  now_ += absl::Seconds(1);
+  Worker2Fails();  // 6 s more: 7 s after the start
+  Join(0, g1, 4);
+  const v1::GroupAssignment a =
+      Join(1, g1, 12, "a", {{0, 5000}});  // epoch 0 ended 5 s ago
+  ASSERT_EQ(a.state(), v1::GroupAssignment::READY);
+  ASSERT_EQ(a.start_step(), 12);
+  const v1::JobStatus job = state_->GetJob();
+  ASSERT_GE(job.epochs_size(), 1);
+  EXPECT_EQ(job.epochs(0).steps(), 10);
+  EXPECT_DOUBLE_EQ(job.epochs(0).elapsed_seconds(), 2.0);
+  // Bad input is refused naming the field; nothing changes.
+  v1::JoinGroupRequest bad;
+  *bad.mutable_task() = Task("worker", 0);
+  bad.set_incarnation("a");
+  bad.add_epoch_ends()->set_ago_ms(-1);
+  absl::StatusOr<v1::GroupAssignment> refused = state_->JoinGroup(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("epoch_ends"));
 }
 
 TEST_F(CoordinatorGroupsTest, ReportsCarryTheGroupsGenerationAcrossAPsRestore) {

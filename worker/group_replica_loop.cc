@@ -333,6 +333,12 @@ absl::Status GroupTrainer::ReplicaLoop(const v1::GroupAssignment& a, int local,
       absl::MutexLock lock(&state_mu_);
       STRATA_RETURN_IF_ERROR(ApplyLocal(&rep, step));
       next_step_ = step + 1;
+      if (next_step_ % steps_per_epoch_ == 0) {
+        epoch_ended_[static_cast<int>(step / steps_per_epoch_)] = absl::Now();
+        if (epoch_ended_.size() > kEpochEndsKept) {
+          epoch_ended_.erase(epoch_ended_.begin());
+        }
+      }
     } else {
       STRATA_RETURN_IF_ERROR(ApplyLocal(&rep, step));
     }

@@ -191,6 +191,10 @@ class GroupTrainer {
   bool have_state_ ABSL_GUARDED_BY(state_mu_) = false;
   // The first step the state has not applied.
   int64_t next_step_ ABSL_GUARDED_BY(state_mu_) = -1;
+  // When the state finished its newest epochs (sent with JoinGroup: an
+  // epoch whose reports were lost is dated by it), at most kEpochEndsKept.
+  static constexpr size_t kEpochEndsKept = 8;
+  std::map<int, absl::Time> epoch_ended_ ABSL_GUARDED_BY(state_mu_);
   // The group the snapshot below was taken for.
   int64_t snapshot_group_ ABSL_GUARDED_BY(state_mu_) = 0;
   v1::WorkerState snapshot_ ABSL_GUARDED_BY(state_mu_);

@@ -236,6 +236,13 @@ absl::StatusOr<v1::GroupAssignment> GroupTrainer::Join(int64_t after_group) {
                               have_state_
                           ? next_step_
                           : -1);
+    const absl::Time now = absl::Now();
+    for (const auto& [epoch, ended] : epoch_ended_) {
+      v1::EpochEnd* e = req.add_epoch_ends();
+      e->set_epoch(epoch);
+      e->set_ago_ms(std::max<int64_t>(
+          0, absl::ToInt64Milliseconds(now - ended)));
+    }
   }
   req.set_address(server_ == nullptr ? ""
                   : options_.advertise_host.empty()
