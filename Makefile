@@ -62,14 +62,20 @@ deps:
 	$$sudo env DEBIAN_FRONTEND=noninteractive \
 	  apt-get install -y -qq --no-install-recommends $$missing
 
+# Line tables only (-g1): backtraces and debuggers keep file:line, and the
+# build takes about a third less CPU than with full debug information (the
+# test files, heavy with gtest templates, about half).
+LINE_TABLES := -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 build: deps
 	cmake -S . -B $(BUILD_DIR) -G "Unix Makefiles" \
-	  -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LINE_TABLES)
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
 # clang-14 with -Wthread-safety (warnings are errors) over the project's
 # libraries and daemons, where the lock annotations are (the tests are built
-# by gcc in `build`; this keeps `make test` well inside CI's time).
+# by gcc in `build`; this keeps `make test` well inside CI's time). Only the
+# diagnostics matter here: unoptimized and without debug information.
 TSA_TARGETS := strata_common strata_proto strata_kernels strata_strategies strata_model \
   strata_job strata_server strata_client strata_collective strata_collective_grpc \
   strata_coordinator strata_worker_core \
@@ -78,6 +84,8 @@ TSA_TARGETS := strata_common strata_proto strata_kernels strata_strategies strat
 build-tsa: deps
 	cmake -S . -B $(TSA_DIR) -G "Unix Makefiles" \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O0 -g0 -DNDEBUG" \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g0 -DNDEBUG" \
 	  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
 	  -DSTRATA_THREAD_SAFETY=ON -DSTRATA_WITH_CUDA=OFF -DSTRATA_WITH_PYTHON=OFF
 	cmake --build $(TSA_DIR) -j$(JOBS) --target $(TSA_TARGETS)
@@ -213,7 +221,7 @@ FUZZ_FLAGS := -fsanitize=fuzzer-no-link,address,undefined \
   -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 fuzz-build: deps
 	cmake -S . -B $(FUZZ_DIR) -G "Unix Makefiles" \
-	  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LINE_TABLES) \
 	  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
 	  -DSTRATA_FUZZ=ON -DSTRATA_WITH_CUDA=OFF -DSTRATA_WITH_PYTHON=OFF \
 	  -DCMAKE_C_FLAGS="$(FUZZ_FLAGS)" -DCMAKE_CXX_FLAGS="$(FUZZ_FLAGS)" \

@@ -150,6 +150,9 @@ void MarkCheckpointDue(CoordinatorCore& core, bool all_done) {
       completed <= job.checkpoint_attempted) {
     return;
   }
+  // central_storage's replicas would wait at the barrier for a save that
+  // cannot start while a ps task is down: due once it is back.
+  if (!all_done && PsHomeGroupJob(core) && !PsDown(core).empty()) return;
   const int64_t every = job.spec.checkpoint_every_steps;
   bool due = all_done;
   if (every > 0 && completed / every > job.checkpoint_attempted / every) {
@@ -167,7 +170,9 @@ void MarkCheckpointDue(CoordinatorCore& core, bool all_done) {
                                          {"inflight", job.inflight.size()}});
     // central_storage: the replicas stop between steps and wait in the
     // next group's barrier while the store saves.
-    if (!all_done && PsHomeGroupJob(core)) StartRegroup(core, "checkpoint due");
+    if (!all_done && PsHomeGroupJob(core)) {
+      StartBarrier(core, "checkpoint due");
+    }
   }
 }
 
@@ -189,7 +194,7 @@ int64_t RequestCheckpoint(CoordinatorCore& core) {
                                          {"steps_completed", completed},
                                          {"inflight", job.inflight.size()}});
     if (PsHomeGroupJob(core) && completed < job.total_steps) {
-      StartRegroup(core, "checkpoint requested");
+      StartBarrier(core, "checkpoint requested");
     }
   }
   return completed;

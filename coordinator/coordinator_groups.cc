@@ -82,8 +82,15 @@ bool GroupAtBarrier(const CoordinatorCore& core) {
 
 void StartRegroup(CoordinatorCore& core, const std::string& reason) {
   if (!SyncGroupJob(core)) return;
+  if (core.job->group.id == 0 && !core.job->group.forming) {
+    return;  // none formed yet
+  }
+  StartBarrier(core, reason);
+}
+
+void StartBarrier(CoordinatorCore& core, const std::string& reason) {
+  if (!SyncGroupJob(core)) return;
   Group& g = core.job->group;
-  if (g.id == 0 && !g.forming) return;  // none formed yet
   g.forming = true;
   g.pending_id = ++core.group_seq;
   g.arrivals.clear();
@@ -124,11 +131,22 @@ void UpdateGroup(CoordinatorCore& core) {
                                         {"reason", "membership changed"}});
   }
   if (!AllArrived(core, candidates)) return;  // still waiting for some
-  if (PsHomeGroupJob(core) && (job.checkpoint_pending || job.restore_pending ||
-                               job.action_in_progress)) {
-    // The ps tasks save (or are restored) while nobody trains: the group
-    // forms once that is done, at the first step the store lacks.
-    return;
+  if (PsHomeGroupJob(core)) {
+    if (job.checkpoint_pending && !job.action_in_progress &&
+        !PsDown(core).empty()) {
+      // The save cannot start: the group trains on, and the checkpoint is
+      // due again once every ps task is back (MarkCheckpointDue).
+      job.checkpoint_pending = false;
+      core.logger->Warning("checkpoint_deferred",
+                           {{"job", job.id},
+                            {"ps_down", PsDown(core)}});
+    }
+    if (job.checkpoint_pending || job.restore_pending ||
+        job.action_in_progress) {
+      // The ps tasks save (or are restored) while nobody trains: the group
+      // forms once that is done, at the first step the store lacks.
+      return;
+    }
   }
   // Every candidate joined: form the group.
   g.forming = false;
@@ -177,9 +195,12 @@ void UpdateGroup(CoordinatorCore& core) {
       ++stats.steps;
       if (stats.steps == job.steps_per_epoch) {
         auto ended = ends.find(epoch);
+        // Not before the epoch started, not after now (clocks of HA
+        // leaders may disagree: no std::clamp, whose bounds could cross).
         stats.end = ended == ends.end()
                         ? core.Now()
-                        : std::clamp(ended->second, stats.start, core.Now());
+                        : std::min(std::max(ended->second, stats.start),
+                                   core.Now());
       }
     }
   } else {

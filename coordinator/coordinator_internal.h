@@ -378,6 +378,11 @@ bool SyncGroupJob(const CoordinatorCore& core)
 // group's start step no longer holds. No-op before the first group.
 void StartRegroup(CoordinatorCore& core, const std::string& reason)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
+// StartRegroup, also when no group has formed in this coordinator's
+// lifetime (a restarted coordinator's members still train in the group
+// they had): a PsHomeGroupJob's checkpoint barrier.
+void StartBarrier(CoordinatorCore& core, const std::string& reason)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(core.mu);
 // A group job whose variables are on ps tasks (central_storage): its
 // checkpoints are taken at a group barrier.
 bool PsHomeGroupJob(const CoordinatorCore& core)

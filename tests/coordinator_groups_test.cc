@@ -290,6 +290,82 @@ TEST_F(CoordinatorGroupsTest, CentralStorageSavesAtAGroupBarrierAndRestoresIt) {
   EXPECT_EQ(c.start_step(), 4);
 }
 
+TEST_F(CoordinatorGroupsTest, CentralStorageCheckpointBarrierAfterACoordinatorRestart) {
+  // A restarted coordinator has formed no group, but its members train on
+  // in the one they had and report: a checkpoint due then still announces
+  // a barrier (it used to wait for one that nobody started).
+  Reg("ps", 0);
+  Reg("worker", 0);
+  Reg("worker", 1);
+  nlohmann::json j = {{"epochs", 2},
+                      {"batch_size", 10},
+                      {"strategy", {{"type", "central_storage"}}},
+                      {"checkpoint", {{"every_steps", 4}}},
+                      {"evaluation", {{"every_epochs", 0}}}};
+  ASSERT_TRUE(state_->SubmitJob(j.dump(), 100).ok());
+  EXPECT_EQ(state_->NewestGroup(), 0);
+  for (int64_t s = 0; s < 4; ++s) Report(0, s);
+  const int64_t barrier = state_->NewestGroup();
+  EXPECT_GT(barrier, 0);
+  // The group they had is older than any this coordinator numbers (the
+  // group counter is persisted).
+  const int64_t had = barrier - 1;
+  Join(0, had, 4);
+  EXPECT_EQ(Join(1, had, 4).state(), v1::GroupAssignment::WAIT);
+  std::optional<PsAction> save = state_->NextPsAction();
+  ASSERT_TRUE(save.has_value());
+  EXPECT_EQ(save->kind, PsAction::Kind::kSave);
+  state_->FinishPsAction(*save, absl::OkStatus());
+  const v1::GroupAssignment a = Join(1, had, 4);
+  EXPECT_EQ(a.state(), v1::GroupAssignment::READY);
+  EXPECT_EQ(a.group(), barrier);
+}
+
+TEST_F(CoordinatorGroupsTest, CentralStorageCheckpointWaitsForADownPsTask) {
+  // ps:1 (holding nothing) is down: no barrier is started for a save that
+  // could not run, and a barrier it went down during forms without one
+  // (the group used to wait there for as long as ps:1 stayed down).
+  Reg("ps", 0);
+  Reg("ps", 1);
+  Reg("worker", 0);
+  Reg("worker", 1);
+  nlohmann::json j = {{"epochs", 2},
+                      {"batch_size", 10},
+                      {"strategy", {{"type", "central_storage"}}},
+                      {"checkpoint", {{"every_steps", 4}}},
+                      {"evaluation", {{"every_epochs", 0}}}};
+  ASSERT_TRUE(state_->SubmitJob(j.dump(), 100).ok());
+  Join(0, 0, -1);
+  const v1::GroupAssignment a = Join(1, 0, -1);
+  ASSERT_EQ(a.state(), v1::GroupAssignment::READY);
+  auto ps1_fails = [&] {
+    for (int i = 0; i < 2; ++i) {
+      now_ += absl::Seconds(3);
+      for (int w = 0; w < 2; ++w) {
+        state_->Heartbeat(Task("worker", w), "a").IgnoreError();
+      }
+      state_->Heartbeat(Task("ps", 0), "a").IgnoreError();
+    }
+    state_->CheckLeases();
+  };
+  ps1_fails();
+  for (int64_t s = 0; s < 4; ++s) Report(0, s, 0, 0, a.generation());
+  EXPECT_EQ(state_->NewestGroup(), a.group());  // not due while ps:1 is down
+  EXPECT_FALSE(state_->NextPsAction().has_value());
+  Reg("ps", 1, "b");  // back: holds nothing, nothing to restore
+  Report(0, 4, 0, 0, a.generation());
+  const int64_t barrier = state_->NewestGroup();
+  EXPECT_GT(barrier, a.group());
+  // ps:1 goes down again while the replicas gather: the group forms.
+  Join(0, a.group(), 5);
+  ps1_fails();
+  const v1::GroupAssignment b = Join(1, a.group(), 5);
+  ASSERT_EQ(b.state(), v1::GroupAssignment::READY);
+  EXPECT_EQ(b.start_step(), 5);
+  EXPECT_FALSE(state_->NextPsAction().has_value());
+  EXPECT_THAT(log_.str(), ::testing::HasSubstr("checkpoint_deferred"));
+}
+
 TEST_F(CoordinatorGroupsTest, ReturningWorkerTriggersANewGroupAndCopiesState) {
   Reg("worker", 0);
   Reg("worker", 1);

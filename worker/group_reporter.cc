@@ -100,6 +100,8 @@ void GroupReporter::Loop() {
                     {"error", response.status().ToString()}});
     }
     if (drop) {
+      // The next NOT_FOUND is retried again for not_found_retry.
+      not_found_since = absl::InfinitePast();
       queue_.erase(queue_.begin(),
                    queue_.begin() + static_cast<std::ptrdiff_t>(n));
       if (response.ok()) sent_ += static_cast<int64_t>(n);

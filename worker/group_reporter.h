@@ -33,7 +33,8 @@ struct GroupReporterOptions {
   // coordinator restarted or declared it failed, and its agent registers
   // it again) is retried this long, then dropped.
   absl::Duration not_found_retry = absl::Seconds(10);
-  // How long the destructor waits for the queue to empty.
+  // How long the destructor waits for the queue to empty (then for the
+  // call in flight, bounded by the coordinator client's retry_for).
   absl::Duration drain = absl::Seconds(2);
 };
 

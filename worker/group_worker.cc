@@ -236,13 +236,6 @@ absl::StatusOr<v1::GroupAssignment> GroupTrainer::Join(int64_t after_group) {
                               have_state_
                           ? next_step_
                           : -1);
-    const absl::Time now = absl::Now();
-    for (const auto& [epoch, ended] : epoch_ended_) {
-      v1::EpochEnd* e = req.add_epoch_ends();
-      e->set_epoch(epoch);
-      e->set_ago_ms(std::max<int64_t>(
-          0, absl::ToInt64Milliseconds(now - ended)));
-    }
   }
   req.set_address(server_ == nullptr ? ""
                   : options_.advertise_host.empty()
@@ -250,6 +243,19 @@ absl::StatusOr<v1::GroupAssignment> GroupTrainer::Join(int64_t after_group) {
                       : JoinHostPort(options_.advertise_host, server_->port()));
   while (true) {
     if (Stopping()) return absl::CancelledError("stopped");
+    {
+      // Measured afresh for each call: the coordinator dates the ends by
+      // its own clock at the call.
+      absl::MutexLock lock(&state_mu_);
+      req.clear_epoch_ends();
+      const absl::Time now = absl::Now();
+      for (const auto& [epoch, ended] : epoch_ended_) {
+        v1::EpochEnd* e = req.add_epoch_ends();
+        e->set_epoch(epoch);
+        e->set_ago_ms(
+            std::max<int64_t>(0, absl::ToInt64Milliseconds(now - ended)));
+      }
+    }
     absl::StatusOr<v1::GroupAssignment> a = coordinator_->JoinGroup(req);
     if (!a.ok()) {
       if (a.status().code() != absl::StatusCode::kNotFound) return a.status();
