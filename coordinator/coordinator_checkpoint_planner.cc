@@ -56,6 +56,8 @@ void RestoreBookkeeping(CoordinatorCore& core)
   // A group training on the lost variables cannot go on: the next one
   // starts at the first step the restored variables lack.
   StartRegroup(core, "the ps tasks were restored");
+  job.first_group_after_restore = core.group_seq + 1;
+  if (job.group.forming) job.first_group_after_restore = job.group.pending_id;
   core.logger->Warning(
       "ps_restored",
       {{"job", job.id},

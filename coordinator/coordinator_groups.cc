@@ -155,18 +155,29 @@ void UpdateGroup(CoordinatorCore& core) {
   g.members = candidates;
   g.incarnations.clear();
   g.addresses.clear();
-  int64_t max_next = -1;
-  int max_rank = -1;
   for (size_t r = 0; r < candidates.size(); ++r) {
     const GroupArrival& a = g.arrivals.at(candidates[r]);
     g.incarnations.push_back(a.incarnation);
     g.addresses.push_back(a.address);
+  }
+  const int64_t first_open = job.completed.NextAbsent(0);
+  // The arrival whose state is furthest along, and the step it says every
+  // step before is applied.
+  int64_t max_next = -1;
+  int max_rank = -1;
+  const bool ps_home =
+      job.spec.policy->variable_home() == VariableHome::kPsTasks;
+  for (size_t r = 0; r < candidates.size(); ++r) {
+    const GroupArrival& a = g.arrivals.at(candidates[r]);
+    // Variables on ps tasks: a member's claim is the version it last pulled
+    // (steps below it are in the store), valid only if no restore replaced
+    // the store since the group it pulled in.
+    if (ps_home && a.after_group < job.first_group_after_restore) continue;
     if (a.next_step > max_next) {
       max_next = a.next_step;
       max_rank = static_cast<int>(r);
     }
   }
-  const int64_t first_open = job.completed.NextAbsent(0);
   if (job.spec.policy->variable_home() == VariableHome::kReplicas) {
     if (max_next >= 0) {
       // Resume from the most advanced replica; the others copy its state.
@@ -178,36 +189,39 @@ void UpdateGroup(CoordinatorCore& core) {
       g.start_step = 0;
       g.source_rank = 0;
     }
-    // Steps below the start are in the survivors' state: applied. An epoch
-    // they complete ended when the source's state finished it (its reports
-    // were lost), not now.
-    const std::map<int64_t, absl::Time> no_ends;
-    const std::map<int64_t, absl::Time>& ends =
-        max_rank >= 0 ? g.arrivals.at(candidates[static_cast<size_t>(max_rank)])
-                            .epoch_ends
-                      : no_ends;
-    for (int64_t s = first_open; s < g.start_step;
-         s = job.completed.NextAbsent(s)) {
-      job.completed.Insert(s);
-      job.requeued.erase(s);
-      const int64_t epoch = s / job.steps_per_epoch;
-      EpochStats& stats = job.epochs[static_cast<size_t>(epoch)];
-      ++stats.steps;
-      if (stats.steps == job.steps_per_epoch) {
-        auto ended = ends.find(epoch);
-        // Not before the epoch started, not after now (clocks of HA
-        // leaders may disagree: no std::clamp, whose bounds could cross).
-        stats.end = ended == ends.end()
-                        ? core.Now()
-                        : std::min(std::max(ended->second, stats.start),
-                                   core.Now());
-      }
-    }
   } else {
     // Variables live on ps tasks: a step is reported only once the store
-    // applied it, so the group resumes at the first unreported step.
-    g.start_step = first_open;
+    // applied it, so the group resumes at the first unreported step, or
+    // past it where a member pulled a newer version (its reports were
+    // lost with a coordinator restart: re-running those steps would only
+    // have their pushes refused as stale).
+    g.start_step = std::max(first_open, std::min(max_next, job.total_steps));
     g.source_rank = -1;
+  }
+  // Steps below the start are in the survivors' state (or the store):
+  // applied. An epoch they complete ended when the source's state
+  // finished it (its reports were lost), not now.
+  const std::map<int64_t, absl::Time> no_ends;
+  const std::map<int64_t, absl::Time>& ends =
+      max_rank >= 0
+          ? g.arrivals.at(candidates[static_cast<size_t>(max_rank)]).epoch_ends
+          : no_ends;
+  for (int64_t s = first_open; s < g.start_step;
+       s = job.completed.NextAbsent(s)) {
+    job.completed.Insert(s);
+    job.requeued.erase(s);
+    const int64_t epoch = s / job.steps_per_epoch;
+    EpochStats& stats = job.epochs[static_cast<size_t>(epoch)];
+    ++stats.steps;
+    if (stats.steps == job.steps_per_epoch) {
+      auto ended = ends.find(epoch);
+      // Not before the epoch started, not after now (clocks of HA
+      // leaders may disagree: no std::clamp, whose bounds could cross).
+      stats.end = ended == ends.end()
+                      ? core.Now()
+                      : std::min(std::max(ended->second, stats.start),
+                                 core.Now());
+    }
   }
   g.arrivals.clear();
   core.MarkDirty();
@@ -263,7 +277,7 @@ absl::StatusOr<v1::GroupAssignment> JoinGroupLocked(
                                                request.after_group())}});
   }
   GroupArrival arrival{request.incarnation(), request.next_step(),
-                       request.address(), {}};
+                       request.address(), request.after_group(), {}};
   for (const v1::EpochEnd& e : request.epoch_ends()) {
     arrival.epoch_ends[e.epoch()] =
         core.Now() - absl::Milliseconds(e.ago_ms());

@@ -109,6 +109,7 @@ struct GroupArrival {
   std::string incarnation;
   int64_t next_step = -1;
   std::string address;
+  int64_t after_group = 0;  // the group the member left
   // When the arrival's state finished each of its newest epochs (by the
   // coordinator's clock: the call's time less JoinGroupRequest's ago_ms).
   std::map<int64_t, absl::Time> epoch_ends;
@@ -164,6 +165,10 @@ struct Job {
   bool restore_pending = false;
   int64_t restore_seq = 0;  // bumped by each ps restart
   int64_t restore_floor_generation = 0;
+  // The first group formed after the newest restore of the ps tasks: a
+  // member of an older group saw versions of a store since replaced (see
+  // UpdateGroup).
+  int64_t first_group_after_restore = 0;
   absl::Time next_restore_attempt = absl::InfinitePast();
   // Restore attempts in a row that failed for another reason than the
   // checkpoint (an unreachable task, an I/O error).

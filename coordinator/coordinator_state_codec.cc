@@ -175,6 +175,7 @@ std::string SerializeState(const CoordinatorCore& core) {
                        {"attempt_us", TimeToJson(job.checkpoint_attempt_time)}};
     j["restore_pending"] = job.restore_pending;
     j["restore_floor_generation"] = job.restore_floor_generation;
+    j["first_group_after_restore"] = job.first_group_after_restore;
     root["job"] = std::move(j);
   }
   return root.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
@@ -331,6 +332,8 @@ absl::Status LoadState(CoordinatorCore& core, const std::string& text) {
     job.restore_pending = j.at("restore_pending").get<bool>();
     job.restore_floor_generation =
         j.at("restore_floor_generation").get<int64_t>();
+    job.first_group_after_restore =
+        j.value("first_group_after_restore", int64_t{0});
     if (job.lost_steps < 0 || job.checkpoint_attempted < 0) {
       return absl::InvalidArgumentError("negative step counts in job");
     }

@@ -366,6 +366,40 @@ TEST_F(CoordinatorGroupsTest, CentralStorageCheckpointWaitsForADownPsTask) {
   EXPECT_THAT(log_.str(), ::testing::HasSubstr("checkpoint_deferred"));
 }
 
+TEST_F(CoordinatorGroupsTest, CentralStorageResumesPastStepsTheStoreApplied) {
+  // The reports of steps 4-7 were lost (a coordinator restart), but the
+  // members pulled version 8: the next group starts at 8 and counts 4-7
+  // applied (it used to re-run them, every push refused as stale, to the
+  // end of the run). After a restore of the store, a claim from a group
+  // before it is ignored: that store is gone.
+  Reg("ps", 0);
+  Reg("worker", 0);
+  Reg("worker", 1);
+  Submit("central_storage");
+  Join(0, 0, -1);
+  const v1::GroupAssignment a = Join(1, 0, -1);
+  ASSERT_EQ(a.state(), v1::GroupAssignment::READY);
+  for (int64_t s = 0; s < 4; ++s) Report(0, s, 0.5, 0.75, a.generation());
+  Join(0, a.group(), 8);
+  const v1::GroupAssignment b = Join(1, a.group(), 6);
+  ASSERT_EQ(b.state(), v1::GroupAssignment::READY);
+  EXPECT_EQ(b.start_step(), 8);
+  EXPECT_EQ(state_->GetJob().steps_completed(), 8);
+  EXPECT_DOUBLE_EQ(state_->GetJob().epochs(0).loss(), 0.5);  // 4 reported
+  // ps:0 restarts (no checkpoint): the run rewinds to step 0.
+  Reg("ps", 0, "b");
+  EXPECT_EQ(state_->GetJob().steps_completed(), 0);
+  Join(0, b.group(), 12);  // pulled from the store that is gone
+  const v1::GroupAssignment c = Join(1, b.group(), 12);
+  ASSERT_EQ(c.state(), v1::GroupAssignment::READY);
+  EXPECT_EQ(c.start_step(), 0);
+  // Pulls in the group formed after the restore count again.
+  Join(0, c.group(), 3);
+  const v1::GroupAssignment d = Join(1, c.group(), -1);
+  ASSERT_EQ(d.state(), v1::GroupAssignment::READY);
+  EXPECT_EQ(d.start_step(), 3);
+}
+
 TEST_F(CoordinatorGroupsTest, ReturningWorkerTriggersANewGroupAndCopiesState) {
   Reg("worker", 0);
   Reg("worker", 1);

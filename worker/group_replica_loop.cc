@@ -95,6 +95,20 @@ absl::Status GroupTrainer::PullAtLeast(const v1::GroupAssignment& a,
   }
 }
 
+void GroupTrainer::NotePulled(int64_t version) {
+  absl::MutexLock lock(&state_mu_);
+  ps_pulled_ = std::max(ps_pulled_, version);
+  if (version > 0 && version % steps_per_epoch_ == 0) {
+    const int epoch = static_cast<int>(version / steps_per_epoch_ - 1);
+    if (epoch_ended_.count(epoch) == 0) {
+      epoch_ended_[epoch] = absl::Now();
+      if (epoch_ended_.size() > kEpochEndsKept) {
+        epoch_ended_.erase(epoch_ended_.begin());
+      }
+    }
+  }
+}
+
 absl::Status GroupTrainer::ApplyLocal(Replica* rep, int64_t step) {
   for (size_t i = 0; i < layout_.names.size(); ++i) {
     std::vector<void*> slots;
@@ -228,6 +242,7 @@ absl::Status GroupTrainer::ReplicaLoop(const v1::GroupAssignment& a, int local,
         if (NewerGroup(a.group())) return absl::OkStatus();
         return pulled;
       }
+      NotePulled(step);
       if (step > a.start_step() && reporter) {
         Report(a, step - 1, last.loss, last.accuracy, last_examples);
         if (evaluator && step % steps_per_epoch_ == 0 &&
@@ -358,6 +373,7 @@ absl::Status GroupTrainer::ReplicaLoop(const v1::GroupAssignment& a, int local,
       if (NewerGroup(a.group())) return absl::OkStatus();
       return pulled;
     }
+    NotePulled(total_steps_);
     if (reporter) {
       Report(a, total_steps_ - 1, last.loss, last.accuracy, last_examples);
       if (evaluator && EvalDue(job_.epochs - 1)) {

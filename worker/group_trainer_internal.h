@@ -118,6 +118,9 @@ class GroupTrainer {
   // giving up early when a newer group is announced.
   absl::Status PullAtLeast(const v1::GroupAssignment& a, Replica* rep,
                            int64_t version);
+  // Variables on ps tasks: the store reached `version` (ps_pulled_, and
+  // when an epoch's last step was seen applied).
+  void NotePulled(int64_t version);
   // The generation a report of group `a` carries.
   int64_t ReportGeneration(const v1::GroupAssignment& a) const;
   // Queues step `step`'s report (sent by reporter_).
@@ -195,6 +198,9 @@ class GroupTrainer {
   // epoch whose reports were lost is dated by it), at most kEpochEndsKept.
   static constexpr size_t kEpochEndsKept = 8;
   std::map<int, absl::Time> epoch_ended_ ABSL_GUARDED_BY(state_mu_);
+  // Variables on ps tasks: the newest version pulled in the current group
+  // (-1: none), sent as JoinGroupRequest.next_step.
+  int64_t ps_pulled_ ABSL_GUARDED_BY(state_mu_) = -1;
   // The group the snapshot below was taken for.
   int64_t snapshot_group_ ABSL_GUARDED_BY(state_mu_) = 0;
   v1::WorkerState snapshot_ ABSL_GUARDED_BY(state_mu_);

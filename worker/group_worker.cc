@@ -232,10 +232,11 @@ absl::StatusOr<v1::GroupAssignment> GroupTrainer::Join(int64_t after_group) {
   req.set_after_group(after_group);
   {
     absl::MutexLock lock(&state_mu_);
-    req.set_next_step(policy_->variable_home() == VariableHome::kReplicas &&
-                              have_state_
-                          ? next_step_
-                          : -1);
+    // Variables on ps tasks: the newest version this task pulled in its
+    // last group (steps below it are in the store, reported or not).
+    req.set_next_step(policy_->variable_home() == VariableHome::kReplicas
+                          ? (have_state_ ? next_step_ : -1)
+                          : ps_pulled_);
   }
   req.set_address(server_ == nullptr ? ""
                   : options_.advertise_host.empty()
@@ -303,6 +304,10 @@ absl::Status GroupTrainer::Run(const v1::JobStatus& status) {
                   {"start_step", a.start_step()},
                   {"source_rank", a.source_rank()}});
     finished_ = false;
+    {
+      absl::MutexLock lock(&state_mu_);
+      ps_pulled_ = -1;  // claims are of this group's pulls only
+    }
     absl::Status s = RunGroup(a);
     if (Stopping()) return absl::CancelledError("stopped");
     if (!s.ok()) {
@@ -318,10 +323,17 @@ absl::Status GroupTrainer::Run(const v1::JobStatus& status) {
     if (finished_) {
       // Every step ran: wait (bounded) for the job to end before asking
       // for another group, which would only re-run missing steps.
+      // Once every report was answered, a coordinator that still lacks
+      // steps lost their reports (it restarted): the next group, formed
+      // at once, counts them from this task's pulls (or state).
+      const bool reported = reporter_->Flush(kReportFlushTimeout);
       const absl::Time until = absl::Now() + absl::Seconds(5);
       while (absl::Now() < until && !Stopping()) {
         absl::StatusOr<v1::JobStatus> job = coordinator_->GetJob();
         if (job.ok() && job->state() != v1::JobStatus::RUNNING) break;
+        if (job.ok() && reported && job->steps_completed() < total_steps_) {
+          break;
+        }
         Pause(absl::Milliseconds(50));
       }
     }
