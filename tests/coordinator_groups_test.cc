@@ -80,6 +80,16 @@ class CoordinatorGroupsTest : public ::testing::Test {
     ASSERT_TRUE(state_->ApplyReport(r).ok());
   }
 
+  // central_storage (2 epochs of 10 steps) with a checkpoint every 4 steps.
+  void SubmitCentralStorageCheckpointingEvery4() {
+    nlohmann::json j = {{"epochs", 2},
+                        {"batch_size", 10},
+                        {"strategy", {{"type", "central_storage"}}},
+                        {"checkpoint", {{"every_steps", 4}}},
+                        {"evaluation", {{"every_epochs", 0}}}};
+    ASSERT_TRUE(state_->SubmitJob(j.dump(), 100).ok());
+  }
+
   // Workers 0-2 registered and grouped under multi_worker_mirrored;
   // returns the group.
   int64_t ThreeWorkerGroup() {
@@ -241,12 +251,7 @@ TEST_F(CoordinatorGroupsTest, CentralStorageSavesAtAGroupBarrierAndRestoresIt) {
   Reg("ps", 0);
   Reg("worker", 0);
   Reg("worker", 1);
-  nlohmann::json j = {{"epochs", 2},
-                      {"batch_size", 10},
-                      {"strategy", {{"type", "central_storage"}}},
-                      {"checkpoint", {{"every_steps", 4}}},
-                      {"evaluation", {{"every_epochs", 0}}}};
-  ASSERT_TRUE(state_->SubmitJob(j.dump(), 100).ok());
+  SubmitCentralStorageCheckpointingEvery4();
   Join(0, 0, -1);
   const v1::GroupAssignment a = Join(1, 0, -1);
   ASSERT_EQ(a.state(), v1::GroupAssignment::READY);
@@ -297,12 +302,7 @@ TEST_F(CoordinatorGroupsTest, CentralStorageCheckpointBarrierAfterACoordinatorRe
   Reg("ps", 0);
   Reg("worker", 0);
   Reg("worker", 1);
-  nlohmann::json j = {{"epochs", 2},
-                      {"batch_size", 10},
-                      {"strategy", {{"type", "central_storage"}}},
-                      {"checkpoint", {{"every_steps", 4}}},
-                      {"evaluation", {{"every_epochs", 0}}}};
-  ASSERT_TRUE(state_->SubmitJob(j.dump(), 100).ok());
+  SubmitCentralStorageCheckpointingEvery4();
   EXPECT_EQ(state_->NewestGroup(), 0);
   for (int64_t s = 0; s < 4; ++s) Report(0, s);
   const int64_t barrier = state_->NewestGroup();
@@ -329,12 +329,7 @@ TEST_F(CoordinatorGroupsTest, CentralStorageCheckpointWaitsForADownPsTask) {
   Reg("ps", 1);
   Reg("worker", 0);
   Reg("worker", 1);
-  nlohmann::json j = {{"epochs", 2},
-                      {"batch_size", 10},
-                      {"strategy", {{"type", "central_storage"}}},
-                      {"checkpoint", {{"every_steps", 4}}},
-                      {"evaluation", {{"every_epochs", 0}}}};
-  ASSERT_TRUE(state_->SubmitJob(j.dump(), 100).ok());
+  SubmitCentralStorageCheckpointingEvery4();
   Join(0, 0, -1);
   const v1::GroupAssignment a = Join(1, 0, -1);
   ASSERT_EQ(a.state(), v1::GroupAssignment::READY);
