@@ -165,8 +165,7 @@ void UpdateGroup(CoordinatorCore& core) {
   // step before is applied.
   int64_t max_next = -1;
   int max_rank = -1;
-  const bool ps_home =
-      job.spec.policy->variable_home() == VariableHome::kPsTasks;
+  const bool ps_home = PsHomeGroupJob(core);
   for (size_t r = 0; r < candidates.size(); ++r) {
     const GroupArrival& a = g.arrivals.at(candidates[r]);
     // Variables on ps tasks: a member's claim is the version it last pulled
@@ -178,7 +177,7 @@ void UpdateGroup(CoordinatorCore& core) {
       max_rank = static_cast<int>(r);
     }
   }
-  if (job.spec.policy->variable_home() == VariableHome::kReplicas) {
+  if (!ps_home) {
     if (max_next >= 0) {
       // Resume from the most advanced replica; the others copy its state.
       g.start_step = std::min(max_next, job.total_steps);

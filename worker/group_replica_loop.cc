@@ -100,12 +100,14 @@ void GroupTrainer::NotePulled(int64_t version) {
   ps_pulled_ = std::max(ps_pulled_, version);
   if (version > 0 && version % steps_per_epoch_ == 0) {
     const int epoch = static_cast<int>(version / steps_per_epoch_ - 1);
-    if (epoch_ended_.count(epoch) == 0) {
-      epoch_ended_[epoch] = absl::Now();
-      if (epoch_ended_.size() > kEpochEndsKept) {
-        epoch_ended_.erase(epoch_ended_.begin());
-      }
-    }
+    if (epoch_ended_.count(epoch) == 0) NoteEpochEndedLocked(epoch);
+  }
+}
+
+void GroupTrainer::NoteEpochEndedLocked(int epoch) {
+  epoch_ended_[epoch] = absl::Now();
+  if (epoch_ended_.size() > kEpochEndsKept) {
+    epoch_ended_.erase(epoch_ended_.begin());
   }
 }
 
@@ -349,10 +351,7 @@ absl::Status GroupTrainer::ReplicaLoop(const v1::GroupAssignment& a, int local,
       STRATA_RETURN_IF_ERROR(ApplyLocal(&rep, step));
       next_step_ = step + 1;
       if (next_step_ % steps_per_epoch_ == 0) {
-        epoch_ended_[static_cast<int>(step / steps_per_epoch_)] = absl::Now();
-        if (epoch_ended_.size() > kEpochEndsKept) {
-          epoch_ended_.erase(epoch_ended_.begin());
-        }
+        NoteEpochEndedLocked(static_cast<int>(step / steps_per_epoch_));
       }
     } else {
       STRATA_RETURN_IF_ERROR(ApplyLocal(&rep, step));

@@ -121,6 +121,8 @@ class GroupTrainer {
   // Variables on ps tasks: the store reached `version` (ps_pulled_, and
   // when an epoch's last step was seen applied).
   void NotePulled(int64_t version);
+  // Records that the state finished `epoch` now (epoch_ended_).
+  void NoteEpochEndedLocked(int epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_mu_);
   // The generation a report of group `a` carries.
   int64_t ReportGeneration(const v1::GroupAssignment& a) const;
   // Queues step `step`'s report (sent by reporter_).
