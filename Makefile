@@ -25,7 +25,8 @@ TSAN_DIR := build-tsan
 # replicated coordinators (strata-coordinator --etcd-endpoints, strata
 # launch --ha); its tests start it as a real process. libopenblas0: Debian's
 # torch runs on OpenBLAS instead of the reference BLAS (the PyTorch baseline
-# of bench/cnn_compare.sh).
+# of bench/cnn_compare.sh). python3-h5py: the weights file (model.weights.h5)
+# of the .keras archives and .weights.h5 files the Python package saves.
 DEB_PACKAGES := \
   build-essential cmake pkg-config ccache clang-14 libclang-rt-14-dev \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
@@ -33,7 +34,7 @@ DEB_PACKAGES := \
   libcpp-httplib-dev libgoogle-perftools-dev dataset-fashion-mnist \
   iproute2 procps openssl etcd-server \
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch \
-  python3-venv python3-pip python3-wheel libopenblas0
+  python3-venv python3-pip python3-wheel libopenblas0 python3-h5py
 
 .PHONY: all deps build build-tsa test bench bench-netns run ps-smoke train-compare async-accuracy criteo-compare cnn-compare recsys-compare model-strategies strategies chaos clean
 

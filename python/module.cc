@@ -28,6 +28,9 @@
 #include "absl/synchronization/notification.h"
 #include "python/binding_util.h"
 #include "sdk/strata.h"
+#include "model/graph.h"
+#include "model/keras_format.h"
+#include "nlohmann/json.hpp"
 #include "worker/dataset.h"
 
 namespace py = pybind11;
@@ -143,6 +146,50 @@ py::dict EpochDict(const sdk::EpochResult& e) {
   return d;
 }
 
+// What the runtime builds from a Keras model config (model.to_json()):
+// {"inputs": [(name, shape)], "outputs": [shape], "layers": [{"name",
+// "class_name", "output_shape", "weights": [(name, shape, trainable)]}]},
+// shapes per example (no batch dimension). Raises InvalidArgumentError
+// naming the layer and the argument the runtime refuses.
+py::dict KerasGraphInfo(const std::string& config) {
+  const nlohmann::json j =
+      nlohmann::json::parse(config, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    Raise(absl::InvalidArgumentError("model config: not valid JSON"));
+  }
+  strata::model::GraphSpec spec =
+      Value(strata::model::ParseKerasModel(j, "model"));
+  strata::model::Graph graph =
+      Value(strata::model::Graph::Build(spec, /*seed=*/0, "model"));
+  py::list inputs;
+  for (const strata::model::InputSpec& in : graph.inputs()) {
+    inputs.append(py::make_tuple(in.name, in.shape));
+  }
+  py::list outputs;
+  for (int i = 0; i < graph.num_outputs(); ++i) {
+    outputs.append(graph.output_shape(i));
+  }
+  py::list layers;
+  for (int i = 0; i < graph.num_layers(); ++i) {
+    const strata::model::Layer& l = graph.layer(i);
+    py::list weights;
+    for (const strata::model::WeightDef& w : l.weights()) {
+      weights.append(py::make_tuple(w.name, w.shape, w.trainable));
+    }
+    py::dict d;
+    d["name"] = l.name();
+    d["class_name"] = l.class_name();
+    d["output_shape"] = l.output_shape();
+    d["weights"] = weights;
+    layers.append(d);
+  }
+  py::dict out;
+  out["inputs"] = inputs;
+  out["outputs"] = outputs;
+  out["layers"] = layers;
+  return out;
+}
+
 // A model and the strategy it was built under.
 class PyModel {
  public:
@@ -168,9 +215,21 @@ class PyModel {
                                                std::move(ls), options);
   }
 
+  // A model from Keras's model config JSON (model.to_json()).
+  PyModel(const std::string& keras_json, const std::string& name,
+          uint64_t seed, std::shared_ptr<sdk::Strategy> strategy) {
+    sdk::ModelOptions options;
+    options.name = name;
+    options.seed = seed;
+    auto scope = strategy->Scope();
+    model_ = std::make_unique<sdk::Sequential>(sdk::KerasModel{keras_json},
+                                               options);
+  }
+
   void Compile(const py::dict& optimizer, const std::string& loss,
-               const std::vector<std::string>& metrics) {
-    Check(model_->Compile(OptimizerFrom(optimizer), loss, metrics));
+               const std::vector<std::string>& metrics, bool from_logits) {
+    Check(model_->Compile(OptimizerFrom(optimizer),
+                          sdk::Loss(loss, from_logits), metrics));
   }
 
   // verbose 0: silent; otherwise a line per epoch, written to Python's
@@ -336,25 +395,33 @@ class PyModel {
     Check(model_->SetWeights(std::move(w)));
   }
 
-  // Each weight's shape: a dense kernel [inputs, units], a bias [units].
+  // Each weight's shape (a Dense kernel [inputs, units], a bias [units]).
   std::vector<std::vector<int64_t>> Shapes() const {
-    std::vector<std::string> names = Value(model_->WeightNames());
-    std::vector<std::vector<float>> w = Value(model_->GetWeights());
-    std::vector<std::vector<int64_t>> shapes;
-    int64_t inputs = model_->num_features();
-    for (size_t i = 0; i < names.size(); ++i) {
-      const bool kernel = names[i].size() >= 7 &&
-                          names[i].compare(names[i].size() - 7, 7, "/kernel") == 0;
-      if (kernel) {
-        const int64_t units =
-            inputs > 0 ? static_cast<int64_t>(w[i].size()) / inputs : 0;
-        shapes.push_back({inputs, units});
-        inputs = units;
-      } else {
-        shapes.push_back({static_cast<int64_t>(w[i].size())});
-      }
+    return Value(model_->WeightShapes());
+  }
+
+  // The non-trainable state (moving statistics): names, shapes, values.
+  std::vector<std::string> StateNames() const {
+    return Value(model_->StateNames());
+  }
+  std::vector<std::vector<int64_t>> StateShapes() const {
+    return Value(model_->StateShapes());
+  }
+  std::vector<py::array_t<float>> GetState() const {
+    std::vector<std::vector<float>> v = Value(model_->GetState());
+    std::vector<std::vector<int64_t>> shapes = StateShapes();
+    std::vector<py::array_t<float>> out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      py::array_t<float> a(shapes[i]);
+      std::copy(v[i].begin(), v[i].end(), a.mutable_data());
+      out.push_back(std::move(a));
     }
-    return shapes;
+    return out;
+  }
+  void SetState(const std::vector<FloatArray>& state) {
+    std::vector<std::vector<float>> v;
+    for (const FloatArray& a : state) v.emplace_back(a.data(), a.data() + a.size());
+    Check(model_->SetState(std::move(v)));
   }
 
   std::vector<std::string> WeightNames() const {
@@ -485,14 +552,19 @@ PYBIND11_MODULE(_strata, m) {
       py::arg("export_dir") = "");
 
   strata::python::BindPsClient(m);
+  m.def("keras_graph_info", &KerasGraphInfo, py::arg("config"));
 
   py::class_<PyModel>(m, "Model")
       .def(py::init<const py::list&, const std::string&, uint64_t,
                     std::shared_ptr<sdk::Strategy>, const py::object&>(),
            py::arg("layers"), py::arg("name"), py::arg("seed"),
            py::arg("strategy"), py::arg("embedding") = py::none())
+      .def(py::init<const std::string&, const std::string&, uint64_t,
+                    std::shared_ptr<sdk::Strategy>>(),
+           py::arg("keras_json"), py::arg("name"), py::arg("seed"),
+           py::arg("strategy"))
       .def("compile", &PyModel::Compile, py::arg("optimizer"),
-           py::arg("loss"), py::arg("metrics"))
+           py::arg("loss"), py::arg("metrics"), py::arg("from_logits") = false)
       .def("fit", &PyModel::Fit, py::arg("train"), py::arg("epochs"),
            py::arg("batch_size"), py::arg("validation"),
            py::arg("validation_freq"), py::arg("shuffle_seed"),
@@ -508,6 +580,10 @@ PYBIND11_MODULE(_strata, m) {
       .def("set_weights", &PyModel::SetWeights, py::arg("weights"))
       .def("weight_shapes", &PyModel::Shapes)
       .def("weight_names", &PyModel::WeightNames)
+      .def("state_names", &PyModel::StateNames)
+      .def("state_shapes", &PyModel::StateShapes)
+      .def("get_state", &PyModel::GetState)
+      .def("set_state", &PyModel::SetState, py::arg("state"))
       .def("summary", &PyModel::Summary)
       .def_property_readonly("compiled", &PyModel::compiled)
       .def_property_readonly("num_features", &PyModel::num_features)

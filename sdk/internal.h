@@ -95,12 +95,14 @@ struct ModelState {
   std::shared_ptr<const Strategy> strategy;
   // The input-columns form (a model with embeddings).
   std::optional<Inputs> inputs;
+  // The Keras-config form (KerasModel); `layers` is then empty.
+  std::optional<std::string> keras;
 
   // Set by a successful Compile.
   bool compiled = false;
   nlohmann::json model_json;      // the job's "model"
   nlohmann::json optimizer_json;  // the job's "optimizer"
-  std::string loss;
+  nlohmann::json loss;  // the job's "loss"
   std::vector<std::string> metrics;
   std::unique_ptr<LocalTrainer> trainer;  // model, weights, optimizer slots
   // With embeddings, instead of `trainer`: the layers and the tables in

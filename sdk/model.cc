@@ -9,6 +9,7 @@
 #include "sdk/internal.h"
 #include "sdk/strata.h"
 #include "job/job.h"
+#include "model/keras_format.h"
 #include "worker/model.h"
 
 namespace strata::sdk {
@@ -323,11 +324,16 @@ Sequential::Sequential(Inputs inputs, std::vector<Layer> layers,
   state_->inputs = std::move(inputs);
 }
 
+Sequential::Sequential(KerasModel keras, ModelOptions options)
+    : Sequential(std::vector<Layer>{}, std::move(options)) {
+  state_->keras = std::move(keras.config_json);
+}
+
 Sequential::~Sequential() = default;
 Sequential::Sequential(Sequential&&) noexcept = default;
 Sequential& Sequential::operator=(Sequential&&) noexcept = default;
 
-absl::Status Sequential::Compile(Optimizer optimizer, std::string loss,
+absl::Status Sequential::Compile(Optimizer optimizer, Loss loss,
                                  std::vector<std::string> metrics) {
   internal::ModelState& s = *state_;
   s.compiled = false;
@@ -339,12 +345,27 @@ absl::Status Sequential::Compile(Optimizer optimizer, std::string loss,
   s.mirrored.reset();
   s.weights_set = false;
   s.epochs_trained = 0;
-  STRATA_ASSIGN_OR_RETURN(json model_json,
-                          internal::ModelJson(s.layers, s.inputs));
+  json model_json;
+  if (s.keras.has_value()) {
+    model_json = json::parse(*s.keras, nullptr, /*allow_exceptions=*/false);
+    if (model_json.is_discarded() || !model::IsKerasModelJson(model_json)) {
+      return absl::InvalidArgumentError(
+          "job.model: a KerasModel must hold a Keras model config, the JSON "
+          "of model.to_json() ({\"class_name\": \"Sequential\" or "
+          "\"Functional\", \"config\": {...}})");
+    }
+  } else {
+    STRATA_ASSIGN_OR_RETURN(model_json,
+                            internal::ModelJson(s.layers, s.inputs));
+  }
   json optimizer_json = internal::OptimizerJson(optimizer);
+  json loss_json = loss.name;
+  if (loss.from_logits) {
+    loss_json = {{"name", loss.name}, {"from_logits", true}};
+  }
   const json job = {{"name", s.options.name},
                     {"model", model_json},
-                    {"loss", loss},
+                    {"loss", loss_json},
                     {"metrics", metrics},
                     {"optimizer", optimizer_json},
                     {"data", PlaceholderData(s.inputs.has_value())},
@@ -357,7 +378,7 @@ absl::Status Sequential::Compile(Optimizer optimizer, std::string loss,
   }
   s.model_json = std::move(model_json);
   s.optimizer_json = std::move(optimizer_json);
-  s.loss = std::move(loss);
+  s.loss = std::move(loss_json);
   s.metrics = std::move(metrics);
   s.compiled = true;
   return absl::OkStatus();
@@ -510,10 +531,54 @@ absl::StatusOr<std::vector<std::string>> Sequential::WeightNames() const {
   return names;
 }
 
+absl::StatusOr<std::vector<std::vector<int64_t>>> Sequential::WeightShapes()
+    const {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "WeightShapes"));
+  std::vector<std::vector<int64_t>> shapes;
+  for (const VariableDef& v : state_->model().variables()) {
+    shapes.push_back(v.shape);
+  }
+  return shapes;
+}
+
+absl::StatusOr<std::vector<std::string>> Sequential::StateNames() const {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "StateNames"));
+  std::vector<std::string> names;
+  for (const VariableDef& v : state_->model().state_variables()) {
+    names.push_back(v.name);
+  }
+  return names;
+}
+
+absl::StatusOr<std::vector<std::vector<int64_t>>> Sequential::StateShapes()
+    const {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "StateShapes"));
+  std::vector<std::vector<int64_t>> shapes;
+  for (const VariableDef& v : state_->model().state_variables()) {
+    shapes.push_back(v.shape);
+  }
+  return shapes;
+}
+
+absl::StatusOr<std::vector<std::vector<float>>> Sequential::GetState() const {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "GetState"));
+  return state_->model().GetState(state_->local_layers().workspace());
+}
+
+absl::Status Sequential::SetState(std::vector<std::vector<float>> state) {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "SetState"));
+  absl::Status st = state_->model().SetState(
+      state_->local_layers().workspace(), std::move(state));
+  if (!st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("SetState: ", st.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> Sequential::Summary() const {
   STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "Summary"));
   const internal::ModelState& s = *state_;
-  bool dense_chain = true;
+  bool dense_chain = !s.keras.has_value();
   for (const Layer& l : s.layers) {
     dense_chain = dense_chain && (l.type == "dense" || l.type == "dropout" ||
                                   l.type == "flatten");

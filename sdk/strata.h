@@ -400,6 +400,26 @@ struct EvalResult {
   std::optional<double> log_loss;
 };
 
+// A loss by Keras's name ("sparse_categorical_crossentropy",
+// "categorical_crossentropy", "binary_crossentropy", "mse"); with
+// `from_logits` the model's output is logits and the cross-entropy applies
+// the softmax (sigmoid) itself, as Keras's loss objects take it.
+struct Loss {
+  Loss(std::string loss_name, bool logits = false)  // NOLINT: implicit
+      : name(std::move(loss_name)), from_logits(logits) {}
+  Loss(const char* loss_name) : name(loss_name) {}  // NOLINT: implicit
+  std::string name;
+  bool from_logits = false;
+};
+
+// A Keras model config as model.to_json() writes it (Sequential or
+// Functional, tf.keras 2.x or Keras 3; see README "Keras model format"):
+// the graph of layers the model runtime trains. Its inputs are read side by
+// side from each example's features, in the config's input order.
+struct KerasModel {
+  std::string config_json;
+};
+
 struct ModelOptions {
   std::string name = "sequential";  // the job name: [A-Za-z0-9._-]+
   uint64_t seed = 1;  // initializers (and dropout) derive from it
@@ -419,6 +439,9 @@ class Sequential {
   // "auc". Evaluate and Predict take such a dataset too.
   Sequential(Inputs inputs, std::vector<Layer> layers,
              ModelOptions options = {});
+  // A model from Keras's model config; Compile parses and checks it
+  // (INVALID_ARGUMENT naming the layer and the argument it refuses).
+  explicit Sequential(KerasModel keras, ModelOptions options = {});
   ~Sequential();
   Sequential(Sequential&&) noexcept;
   Sequential& operator=(Sequential&&) noexcept;
@@ -428,7 +451,7 @@ class Sequential {
   // ([] or {"accuracy"}), then (re)initializes the weights from the seed
   // and the optimizer's state. Errors: INVALID_ARGUMENT naming the job path
   // of the bad value; the model then stays uncompiled.
-  absl::Status Compile(Optimizer optimizer, std::string loss,
+  absl::Status Compile(Optimizer optimizer, Loss loss,
                        std::vector<std::string> metrics = {});
 
   // Trains under the model's strategy. Errors: FAILED_PRECONDITION before
@@ -457,6 +480,21 @@ class Sequential {
   // Errors: FAILED_PRECONDITION before Compile.
   absl::StatusOr<std::vector<std::vector<float>>> GetWeights() const;
   absl::StatusOr<std::vector<std::string>> WeightNames() const;
+  // Each weight's shape (a Dense kernel [in, units], a Conv2D kernel
+  // [kh, kw, in, out]). Errors: FAILED_PRECONDITION before Compile.
+  absl::StatusOr<std::vector<std::vector<int64_t>>> WeightShapes() const;
+
+  // The non-trainable state (BatchNormalization's moving_mean and
+  // moving_variance), in the graph's order: names, shapes and the values
+  // held in this process (their initial values before a Fit). SetState
+  // replaces them (Keras's set_weights for non-trainable weights).
+  // Errors: FAILED_PRECONDITION before Compile; SetState INVALID_ARGUMENT
+  // naming the variable whose count or size differs or that holds a
+  // non-finite value (nothing changes then).
+  absl::StatusOr<std::vector<std::string>> StateNames() const;
+  absl::StatusOr<std::vector<std::vector<int64_t>>> StateShapes() const;
+  absl::StatusOr<std::vector<std::vector<float>>> GetState() const;
+  absl::Status SetState(std::vector<std::vector<float>> state);
   // Keras's set_weights: replaces the weights (same order and sizes as
   // GetWeights); the optimizer's state stays. The weights reached by a
   // MirroredStrategy Fit are replaced in every replica's next Fit; the

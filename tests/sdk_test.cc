@@ -442,6 +442,87 @@ TEST(SdkTest, BadLayerArgumentsAreNamedAtCompile) {
                                   "must be a JSON object"));
 }
 
+// A Functional Keras config with two inputs (a and b, one feature each,
+// read side by side from each example's two features), concatenated, a
+// BatchNormalization and a Dense output of logits: it trains with a
+// from_logits loss, and its weight shapes and moving statistics are the
+// graph's.
+constexpr char kTwoInputConfig[] = R"({
+  "class_name": "Functional",
+  "config": {"name": "two_inputs",
+    "layers": [
+      {"class_name": "InputLayer", "name": "a", "inbound_nodes": [],
+       "config": {"name": "a", "batch_input_shape": [null, 1]}},
+      {"class_name": "InputLayer", "name": "b", "inbound_nodes": [],
+       "config": {"name": "b", "batch_input_shape": [null, 1]}},
+      {"class_name": "Concatenate", "name": "cat",
+       "config": {"name": "cat", "axis": -1},
+       "inbound_nodes": [[["a", 0, 0, {}], ["b", 0, 0, {}]]]},
+      {"class_name": "Dense", "name": "hidden",
+       "config": {"name": "hidden", "units": 16, "activation": "relu"},
+       "inbound_nodes": [[["cat", 0, 0, {}]]]},
+      {"class_name": "BatchNormalization", "name": "bn",
+       "config": {"name": "bn"}, "inbound_nodes": [[["hidden", 0, 0, {}]]]},
+      {"class_name": "Dense", "name": "logits",
+       "config": {"name": "logits", "units": 2},
+       "inbound_nodes": [[["bn", 0, 0, {}]]]}],
+    "input_layers": [["a", 0, 0], ["b", 0, 0]],
+    "output_layers": [["logits", 0, 0]]}})";
+
+TEST(SdkTest, KerasConfigModelTrainsWithFromLogitsAndExposesItsState) {
+  Sequential model(KerasModel{kTwoInputConfig});
+  // The output is linear: a plain cross-entropy is refused, from_logits
+  // is accepted.
+  EXPECT_THAT(model.Compile(Adam(0.01), "sparse_categorical_crossentropy"),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "from_logits"));
+  ASSERT_TRUE(model
+                  .Compile(Adam(0.01),
+                           Loss("sparse_categorical_crossentropy",
+                                /*logits=*/true),
+                           {"accuracy"})
+                  .ok());
+  EXPECT_EQ(model.num_features(), 2);
+  absl::StatusOr<std::vector<std::vector<int64_t>>> shapes =
+      model.WeightShapes();
+  ASSERT_TRUE(shapes.ok()) << shapes.status();
+  EXPECT_EQ(*shapes, (std::vector<std::vector<int64_t>>{
+                         {2, 16}, {16}, {16}, {16}, {16, 2}, {2}}));
+  absl::StatusOr<std::vector<std::string>> state_names = model.StateNames();
+  ASSERT_TRUE(state_names.ok());
+  EXPECT_EQ(*state_names,
+            (std::vector<std::string>{"bn/moving_mean", "bn/moving_variance"}));
+  absl::StatusOr<std::vector<std::vector<float>>> before = model.GetState();
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ((*before)[1], std::vector<float>(16, 1.0f));  // ones at start
+  FitOptions fit;
+  fit.epochs = 5;
+  fit.verbose = 0;
+  ASSERT_TRUE(model.Fit(ToyData(2000, 1), fit).ok());
+  absl::StatusOr<EvalResult> r = model.Evaluate(ToyData(500, 2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->accuracy, 0.9);
+  absl::StatusOr<std::vector<std::vector<float>>> after = model.GetState();
+  ASSERT_TRUE(after.ok());
+  EXPECT_NE((*after)[1], (*before)[1]);  // the moving variance moved
+  // SetState replaces it (and refuses a wrong size, naming the variable).
+  EXPECT_THAT(model.SetState({std::vector<float>(16, 0.0f),
+                              std::vector<float>(3, 1.0f)}),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "bn/moving_variance"));
+  ASSERT_TRUE(model.SetState(*before).ok());
+  EXPECT_EQ(*model.GetState(), *before);
+  absl::StatusOr<std::string> summary = model.Summary();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_THAT(*summary, HasSubstr("bn (BatchNormalization)"));
+  EXPECT_THAT(*summary, HasSubstr("Non-trainable params: 32"));
+
+  Sequential not_keras(KerasModel{R"({"layers": []})"});
+  EXPECT_THAT(not_keras.Compile("adam", "mse"),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "Keras model config"));
+}
+
 // --- Strategies and scopes -------------------------------------------------
 
 TEST(SdkTest, ScopeNestingRestoresThePreviousStrategy) {
