@@ -5,11 +5,18 @@ class Loss:
     name = None
 
     def __init__(self, from_logits=False, reduction="auto", name=None):
-        if from_logits:
-            raise ValueError("%s: from_logits=True is not supported (end the model "
-                             "with a softmax or sigmoid activation)" % type(self).__name__)
+        if reduction not in ("auto", "sum_over_batch_size"):
+            raise ValueError("%s: `reduction` %r is not supported (the runtime's "
+                             "loss is the mean over the batch: 'auto' or "
+                             "'sum_over_batch_size')" % (type(self).__name__, reduction))
+        self.from_logits = bool(from_logits)
+        self.reduction = reduction
         if name:
             self.display_name = name
+
+    def get_config(self):
+        return {"name": self.name, "from_logits": self.from_logits,
+                "reduction": self.reduction}
 
 
 class SparseCategoricalCrossentropy(Loss):
@@ -35,6 +42,9 @@ _ALIASES = {"sparse_categorical_crossentropy": "sparse_categorical_crossentropy"
             "categorical_crossentropy": "categorical_crossentropy",
             "binary_crossentropy": "binary_crossentropy",
             "mse": "mse", "mean_squared_error": "mse"}
+_CLASSES = {"sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
+            "categorical_crossentropy": CategoricalCrossentropy,
+            "binary_crossentropy": BinaryCrossentropy, "mse": MeanSquaredError}
 
 
 def get(identifier):
@@ -47,3 +57,12 @@ def get(identifier):
         return _ALIASES[identifier]
     raise ValueError("Could not interpret loss identifier: %r (expected one of %s)"
                      % (identifier, ", ".join(sorted(_ALIASES))))
+
+
+def from_logits(identifier):
+    """Whether the loss takes logits (a loss object made with from_logits=True)."""
+    return bool(isinstance(identifier, Loss) and identifier.from_logits)
+
+
+def get_class(name):
+    return _CLASSES[_ALIASES[name]]

@@ -4,6 +4,7 @@ The model is bound to the strategy current when it was built (inside
 ``strategy.scope()``, as Keras); ``compile`` builds the C++ model, and
 ``fit`` / ``evaluate`` / ``predict`` run there.
 """
+import json
 import math
 import numbers
 import sys
@@ -16,6 +17,7 @@ from .. import data as _data
 from .. import distribute as _distribute
 from .. import errors as _errors
 from . import callbacks as _callbacks
+from . import saving as _saving
 from . import layers as _layers
 from . import losses as _losses
 from . import metrics as _metrics
@@ -185,14 +187,36 @@ class _Progbar:
                                    cls._per_step(seconds, steps), cls._metrics(logs))
 
 
-class Sequential:
-    """A linear stack of layers (keras.Sequential)."""
+class Model:
+    """keras.Model: functional (``Model(inputs, outputs)`` over layers called
+    on ``keras.Input`` tensors), subclassed (a ``call`` composing layers,
+    traced once on symbolic inputs into the same graph), and the base of
+    Sequential. The model is one C++ layer graph: compile / fit / evaluate /
+    predict run there."""
 
-    def __init__(self, layers=None, name=None):
+    def __init__(self, *args, **kwargs):
+        inputs = kwargs.pop("inputs", args[0] if len(args) > 0 else None)
+        outputs = kwargs.pop("outputs", args[1] if len(args) > 1 else None)
+        name = kwargs.pop("name", None)
+        if kwargs.pop("trainable", True) is not True:
+            raise ValueError("Model: `trainable=False` is not supported")
+        if kwargs:
+            raise TypeError("Model: Keyword argument not understood: %r"
+                            % sorted(kwargs)[0])
         if name is not None and not isinstance(name, str):
-            raise TypeError("Sequential: `name` must be a string")
-        self.name = name or "sequential"
+            raise TypeError("Model: `name` must be a string")
+        self._base_init(name or _layers._unique_name("model"))
+        self._graph = None
+        if inputs is not None or outputs is not None:
+            if inputs is None or outputs is None:
+                raise ValueError("Model: pass both `inputs` and `outputs`")
+            self._set_graph(inputs, outputs)
+
+    def _base_init(self, name):
+        self.name = name
         self._layers = []
+        self._graph = None
+        self._pending_weights = None
         self._strategy = _distribute.get_strategy()
         self._native = None
         self._embedding = None
@@ -202,28 +226,144 @@ class Sequential:
         self.stop_training = False
         self.history = None
         self._fits = 0
-        for layer in layers or []:
-            self.add(layer)
 
-    # --- structure -------------------------------------------------------
-    def add(self, layer):
-        if not isinstance(layer, _layers.Layer):
-            raise TypeError("The added layer must be an instance of class Layer. "
-                            "Received: layer=%r of type %s" % (layer, type(layer)))
-        if isinstance(layer, _layers.InputLayer):
-            if self._layers:
-                raise ValueError("Sequential: an Input must come first")
-            self._input_shape = layer.input_shape
-            return
-        if self._layers and layer.input_shape is not None:
-            raise ValueError("Sequential: only the first layer may have an "
-                             "`input_shape` (layer %d has one)" % len(self._layers))
-        self._layers.append(layer)
+    # --- the graph (functional and subclassed models) ---------------------
+    def _set_graph(self, inputs, outputs):
+        in_list = _layers._flatten_tensors(inputs)
+        out_list = _layers._flatten_tensors(outputs)
+        if not in_list or not out_list:
+            raise ValueError("Model: `inputs` and `outputs` must be keras.Input "
+                             "tensors and layer outputs (or lists / dicts of them)")
+        input_layers = []
+        for t in in_list:
+            layer = t._keras_history[0]
+            if not isinstance(layer, _layers.InputLayer):
+                raise ValueError("Model: input %r is not a keras.Input tensor (it is "
+                                 "the output of layer %s)" % (t.name, layer.name))
+            input_layers.append(layer)
+        order, seen = [], set()
+        for t in out_list:
+            _layers._history_tensors(t, seen, order)
+        for layer, _ in order:
+            if isinstance(layer, _layers.InputLayer) and layer not in input_layers:
+                raise ValueError("Model: Graph disconnected: the outputs depend on "
+                                 "input %r, which is not among the model's inputs"
+                                 % layer.name)
+        self.inputs, self.outputs = in_list, out_list
+        self._input_names = [l.name for l in input_layers]
+        self._input_keys = (sorted(inputs) if isinstance(inputs, dict) else None)
+        self._graph = (order, input_layers,
+                       [t._keras_history[:2] for t in out_list])
+        layers = []
+        for layer, _ in order:
+            if layer not in layers:
+                layers.append(layer)
+        for layer in input_layers:  # an input no output reads
+            if layer not in layers:
+                layers.insert(0, layer)
+        self._layers = layers
         self._native = None
+
+    def call(self, inputs, training=None, mask=None):
+        raise NotImplementedError(
+            "Model: a subclassed keras.Model must define call(self, inputs)")
+
+    def build(self, input_shape):
+        """Traces a subclassed model's `call` on an input of `input_shape`
+        (with or without the batch dimension None)."""
+        if self._graph is not None:
+            return
+        shape = tuple(input_shape)
+        if shape and shape[0] is None:
+            shape = shape[1:]
+        inputs = _layers.Input(shape=shape)
+        outputs = self.call(inputs)
+        self._set_graph(inputs, outputs)
+
+    def _ensure_built(self, x=None):
+        """A subclassed model is traced on its first data (or build)."""
+        if self._graph is not None or isinstance(self, Sequential):
+            return
+        if type(self).call is Model.call:
+            raise ValueError("Model: build it with keras.Model(inputs, outputs), or "
+                             "subclass keras.Model and define call()")
+        if x is None:
+            raise ValueError("Model: this model has not been built yet: call "
+                             "model.build(input_shape) or fit it on data first")
+        if isinstance(x, _distribute.DistributedDataset):
+            x = x._global_dataset()
+        if isinstance(x, _data.Dataset):
+            x = x.features
+        if isinstance(x, tuple) and len(x) == 2:
+            x = x[0]
+        a = np.asarray(x)
+        self.build((None,) + a.shape[1:])
+
+    @property
+    def _multi_input(self):
+        return self._graph is not None and len(self._graph[1]) > 1
+
+    def _join_inputs(self, x, what):
+        """A multi-input model's inputs (a list in input order, or a dict by
+        input name) as one row per example: each input flattened, side by
+        side, as the runtime reads them."""
+        if not self._multi_input or isinstance(x, np.ndarray):
+            return x  # one input, or already joined
+        names = self._input_names
+        if isinstance(x, dict):
+            missing = [n for n in names if n not in x]
+            if missing:
+                raise ValueError("%s: no data for input(s) %s (the dict holds %s)"
+                                 % (what, missing, sorted(x)))
+            parts = [x[n] for n in names]
+        elif isinstance(x, (list, tuple)) and len(x) == len(names):
+            parts = list(x)
+        else:
+            raise ValueError("%s: the model has %d inputs (%s): pass a list of %d "
+                             "arrays or a dict by input name"
+                             % (what, len(names), ", ".join(names), len(names)))
+        arrays = [np.asarray(p, dtype=np.float32) for p in parts]
+        n = len(arrays[0])
+        for name, a, layer in zip(names, arrays, self._graph[1]):
+            if len(a) != n:
+                raise ValueError("%s: Data cardinality is ambiguous: input %s has %d "
+                                 "examples, the first input %d" % (what, name, len(a), n))
+            if a.shape[1:] != layer.input_shape and \
+                    int(np.prod(a.shape[1:])) != int(np.prod(layer.input_shape)):
+                raise ValueError("%s: input %s has shape %s per example; the model "
+                                 "expects %s" % (what, name, a.shape[1:],
+                                                 layer.input_shape))
+        return np.concatenate([a.reshape(n, -1) for a in arrays], axis=1)
+
+    def _graph_config(self):
+        """The model as a Keras config ({"class_name", "config"}), or None
+        when it runs on the short-list path (Sequential only)."""
+        if self._graph is None:
+            return None
+        order, input_layers, outputs = self._graph
+        return _layers._functional_config(self.name, order, input_layers, outputs)
 
     @property
     def layers(self):
         return list(self._layers)
+
+    def get_layer(self, name=None, index=None):
+        if index is not None:
+            if name is not None:
+                raise ValueError("get_layer: Provide only a layer name or a layer index")
+            if not 0 <= index < len(self._layers):
+                raise ValueError("get_layer: Was asked to retrieve layer at index %d "
+                                 "but model only has %d layers"
+                                 % (index, len(self._layers)))
+            return self._layers[index]
+        for layer in self._layers:
+            if layer.name == name:
+                return layer
+        raise ValueError("No such layer: %s. Existing layers are: %s"
+                         % (name, [l.name for l in self._layers]))
+
+    # --- structure -------------------------------------------------------
+
 
     def _specs(self):
         specs = [layer._spec() for layer in self._layers]
@@ -297,16 +437,28 @@ class Sequential:
         if kwargs:
             raise TypeError("compile: unexpected keyword argument(s) %s"
                             % ", ".join(sorted(kwargs)))
+        if self._graph is None and not isinstance(self, Sequential):
+            # A subclassed model compiles once traced (on its first data).
+            self._ensure_built(getattr(self, "_build_x", None))
         if not self._layers:
             raise ValueError("compile: the model has no layers")
         if loss is None:
             raise ValueError("compile: `loss` is required")
+        if self._graph is not None and len(self._graph[2]) != 1:
+            raise ValueError("compile: the model has %d outputs; the runtime trains "
+                             "models with one output (and one loss)"
+                             % len(self._graph[2]))
         opt = _optimizers.get(optimizer)
-        specs, embedding = self._split_embedding(opt)
-        if embedding is None and specs[0].get("input_shape") is None:
-            raise ValueError("compile: the first layer needs an `input_shape` (or start "
-                             "the model with keras.Input(shape=...))")
         loss_name = _losses.get(loss)
+        from_logits = _losses.from_logits(loss)
+        config = self._graph_config()
+        if config is None:
+            specs, embedding = self._split_embedding(opt)
+            if embedding is None and specs[0].get("input_shape") is None:
+                raise ValueError("compile: the first layer needs an `input_shape` (or "
+                                 "start the model with keras.Input(shape=...))")
+        else:
+            specs, embedding = None, None
         self._metric_names = []
         native_metrics = []
         for m in metrics or []:
@@ -319,16 +471,28 @@ class Sequential:
             native_embedding = {k: embedding[k] for k in
                                 ("table", "output_dim", "columns", "combiner",
                                  "init_scale", "optimizer")}
-        model = _strata.Model(specs, self.name, _utils._seed(),
-                              self._strategy._native, native_embedding)
-        model.compile(opt._spec(), loss_name, native_metrics)
+        if config is None:
+            model = _strata.Model(specs, self.name, _utils._seed(),
+                                  self._strategy._native, native_embedding)
+        else:
+            model = _strata.Model(json.dumps(config), self.name, _utils._seed(),
+                                  self._strategy._native)
+        model.compile(opt._spec(), loss_name, native_metrics, from_logits)
         self._native = model
+        self._config_json = config
         self._embedding = embedding
         self._optimizer = opt
         self.optimizer = opt
         self._loss = loss_name
         self.loss = loss
+        self._compile_args = {"optimizer": opt.get_config(), "loss": loss_name,
+                              "from_logits": from_logits,
+                              "metrics": list(metrics or [])}
         self._fits = 0
+        if self._pending_weights is not None:
+            # Weights loaded (or set) before compile.
+            weights, self._pending_weights = self._pending_weights, None
+            self.set_weights(weights)
 
     def _require(self, what):
         if self._native is None:
@@ -362,6 +526,7 @@ class Sequential:
                     x.shuffled, len(feats))
         if isinstance(x, tuple) and y is None and len(x) == 2:
             x, y = x
+        x = self._join_inputs(x, what)
         if self._embedding is not None:
             feats = _ids(x, what, self._embedding)
         else:
@@ -390,8 +555,19 @@ class Sequential:
             class_weight=None, sample_weight=None, initial_epoch=0, steps_per_epoch=None,
             validation_steps=None, validation_batch_size=None, validation_freq=1,
             max_queue_size=10, workers=1, use_multiprocessing=False):
+        if self._native is None and self._graph is None and \
+                not isinstance(self, Sequential):
+            raise RuntimeError("You must compile your model before training/fitting. "
+                               "Call `model.compile(optimizer, loss)`.")
         native = self._require("training/fitting")
         epochs = _positive("fit", "epochs", epochs)
+        if not isinstance(x, (_data.Dataset, _distribute.DistributedDataset)) and \
+                not (isinstance(x, tuple) and y is None):
+            x = self._join_inputs(x, "fit")
+        if isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3) \
+                and self._multi_input:
+            validation_data = (self._join_inputs(validation_data[0], "fit validation_data"),
+                               validation_data[1])
         if batch_size is not None:
             batch_size = _positive("fit", "batch_size", batch_size)
         if class_weight is not None or sample_weight is not None:
@@ -556,6 +732,7 @@ class Sequential:
             x = x.dataset
         if isinstance(x, _data.Dataset):
             x = x.features
+        x = self._join_inputs(x, "predict")
         if self._embedding is not None:
             ids = _ids(x, "predict", self._embedding)
             data = _strata.dataset_from_ids(ids, np.zeros(len(ids), np.int32),
@@ -571,63 +748,224 @@ class Sequential:
         return self.predict(x, verbose=0)
 
     # --- weights ---------------------------------------------------------
+    def _keras_config(self):
+        """The Keras config of the model (every layer has one), or None for
+        the embedding front end."""
+        config = self._graph_config()
+        if config is None and isinstance(self, Sequential) and \
+                not any(isinstance(l, _layers.Embedding) for l in self._layers):
+            config = self._sequential_config()
+        return config
+
+    def _info(self):
+        config = self._keras_config()
+        if config is None:
+            return None
+        return _strata.keras_graph_info(json.dumps(config))
+
+    def _layout(self):
+        """[(layer name, weight name, shape, trainable)] in Keras's order:
+        per layer, its trainable weights, then its non-trainable ones."""
+        info = self._info()
+        if info is None:  # the embedding front end: the dense layers' weights
+            native = self._require("reading weights")
+            return [tuple(n.split("/", 1)) + (tuple(sh), True) for n, sh in
+                    zip(native.weight_names(), native.weight_shapes())]
+        out = []
+        for layer in info["layers"]:
+            ws = layer["weights"]
+            for trainable in (True, False):
+                out += [(layer["name"], w, tuple(sh), trainable)
+                        for w, sh, t in ws if t == trainable]
+        return out
+
     def get_weights(self):
-        return list(self._require("reading weights").get_weights())
+        native = self._require("reading weights")
+        values = dict(zip(native.weight_names(), native.get_weights()))
+        values.update(zip(native.state_names(), native.get_state()))
+        return [values["%s/%s" % (l, w)] for l, w, _, _ in self._layout()]
 
     def set_weights(self, weights):
         native = self._require("setting weights")
-        shapes = native.weight_shapes()
+        layout = self._layout()
         weights = list(weights)
-        if len(weights) != len(shapes):
+        if len(weights) != len(layout):
             raise ValueError("set_weights: You called `set_weights(weights)` on a model "
                              "with %d weights, but the provided list holds %d"
-                             % (len(shapes), len(weights)))
-        arrays = []
-        for i, (w, shape) in enumerate(zip(weights, shapes)):
+                             % (len(layout), len(weights)))
+        values = {}
+        for i, (w, (layer, name, shape, _)) in enumerate(zip(weights, layout)):
             a = np.asarray(w)
             if tuple(a.shape) != tuple(shape):
-                raise ValueError("set_weights: weight %d (%s) has shape %s; the model "
-                                 "expects %s" % (i, native.weight_names()[i],
-                                                 tuple(a.shape), tuple(shape)))
-            arrays.append(np.ascontiguousarray(a, dtype=np.float32))
-        native.set_weights(arrays)
+                raise ValueError("set_weights: weight %d (%s/%s) has shape %s; the "
+                                 "model expects %s" % (i, layer, name, tuple(a.shape),
+                                                       tuple(shape)))
+            values["%s/%s" % (layer, name)] = np.ascontiguousarray(a, dtype=np.float32)
+        params = [values[n] for n in native.weight_names()]
+        state = [values[n] for n in native.state_names()]
+        native.set_weights(params)
+        if state:
+            native.set_state(state)
 
     @property
     def weights(self):
         return self.get_weights()
 
+    @property
+    def trainable_weights(self):
+        return [w for w, (_, _, _, t) in zip(self.get_weights(), self._layout()) if t]
+
+    @property
+    def non_trainable_weights(self):
+        return [w for w, (_, _, _, t) in zip(self.get_weights(), self._layout())
+                if not t]
+
     def count_params(self):
-        return int(sum(int(np.prod(s)) for s in self._require("counting").weight_shapes()))
+        if self._native is None and self._keras_config() is None:
+            self._require("counting")
+        return int(sum(int(np.prod(sh)) for _, _, sh, _ in self._layout()))
 
     def save_weights(self, filepath, overwrite=True, save_format=None, options=None):
-        """The weights as a numpy .npz archive (names as keys, in order)."""
+        """The weights: Keras's weights file (layers/NAME/vars/I datasets)
+        for a name ending in .h5 (.weights.h5), else a numpy .npz archive
+        (names as keys, in order)."""
         import os
-        native = self._require("saving weights")
+        self._require("saving weights")
         path = str(filepath)
         if not overwrite and os.path.exists(path):
             raise FileExistsError(path)
-        names = native.weight_names()
+        if path.endswith(".h5") or save_format == "h5":
+            _saving.write_weights_h5(path, self._layout(), self.get_weights())
+            return
+        names = ["%s/%s" % (l, w) for l, w, _, _ in self._layout()]
         with open(path, "wb") as f:
             np.savez(f, **{"%03d:%s" % (i, n): w for i, (n, w) in
-                           enumerate(zip(names, native.get_weights()))})
+                           enumerate(zip(names, self.get_weights()))})
 
     def load_weights(self, filepath, skip_mismatch=False, by_name=False, options=None):
-        native = self._require("loading weights")
-        with np.load(str(filepath)) as archive:
-            keys = sorted(archive.files)
-            names = [k.split(":", 1)[1] for k in keys]
-            if names != native.weight_names():
-                raise ValueError("load_weights: %s holds weights %s; the model has %s"
-                                 % (filepath, names, native.weight_names()))
-            self.set_weights([archive[k] for k in keys])
+        path = str(filepath)
+        if path.endswith(".h5"):
+            weights = _saving.read_weights_h5(path, self._layout())
+        else:
+            names = ["%s/%s" % (l, w) for l, w, _, _ in self._layout()]
+            with np.load(path) as archive:
+                keys = sorted(archive.files)
+                held = [k.split(":", 1)[1] for k in keys]
+                # By position, as Keras loads (set_weights checks each shape).
+                if len(held) != len(names):
+                    raise ValueError("load_weights: %s holds %d weights (%s); the "
+                                     "model has %d (%s)" % (filepath, len(held), held,
+                                                            len(names), names))
+                weights = [archive[k] for k in keys]
+        if self._native is None:
+            self._pending_weights = weights  # set at compile
+        else:
+            self.set_weights(weights)
 
     # --- summary ---------------------------------------------------------
-    def summary(self, line_length=None, positions=None, print_fn=None, **kwargs):
-        text = self._require("calling summary()").summary()
-        (print_fn or print)(text)
+    def summary(self, line_length=None, positions=None, print_fn=None,
+                expand_nested=False, show_trainable=False, layer_range=None):
+        """Keras's table: each layer, its output shape and parameter count
+        (and, for a functional model, what it is connected to), then the
+        total, trainable and non-trainable counts."""
+        info = self._info() if (self._graph is not None or
+                                isinstance(self, Sequential)) else None
+        if info is None:
+            self._ensure_built()
+            text = self._require("calling summary()").summary()
+            (print_fn or print)(text)
+            return
+        (print_fn or print)(_saving.summary_text(self, info, line_length))
 
+    # --- config and saving -----------------------------------------------
     def get_config(self):
-        return {"name": self.name, "layers": self._specs()}
+        config = self._keras_config()
+        if config is None:
+            return {"name": self.name, "layers": self._specs()}
+        return config["config"]
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        kind = "Sequential" if cls is Sequential else "Functional"
+        return _saving.model_from_config({"class_name": kind, "config": config})
+
+    def to_json(self, **kwargs):
+        config = self._keras_config()
+        if config is None:
+            raise ValueError("to_json: a Sequential model starting with an Embedding "
+                             "(the dynamic tables' front end) has no Keras config; "
+                             "build the model functionally to export it")
+        return json.dumps(dict(config, keras_version="2.11.0", backend="tensorflow"),
+                          **kwargs)
+
+    def save(self, filepath, overwrite=True, save_format=None, include_optimizer=True,
+             **kwargs):
+        """Keras's .keras archive: config.json (the model and its compile
+        arguments), metadata.json and model.weights.h5."""
+        _saving.save_model(self, filepath, overwrite, save_format)
 
 
-Model = Sequential
+class Sequential(Model):
+    """A linear stack of layers (keras.Sequential)."""
+
+    def __init__(self, layers=None, name=None):
+        if name is not None and not isinstance(name, str):
+            raise TypeError("Sequential: `name` must be a string")
+        self._base_init(name or "sequential")
+        self._input_shape = None
+        for layer in layers or []:
+            self.add(layer)
+
+    def add(self, layer):
+        if isinstance(layer, _layers.KerasTensor) and \
+                isinstance(layer._keras_history[0], _layers.InputLayer):
+            layer = layer._keras_history[0]
+        if not isinstance(layer, _layers.Layer):
+            raise TypeError("The added layer must be an instance of class Layer. "
+                            "Received: layer=%r of type %s" % (layer, type(layer)))
+        if isinstance(layer, _layers.InputLayer):
+            if self._layers:
+                raise ValueError("Sequential: an Input must come first")
+            self._input_shape = layer.input_shape
+            return
+        if self._layers and layer.input_shape is not None:
+            raise ValueError("Sequential: only the first layer may have an "
+                             "`input_shape` (layer %d has one)" % len(self._layers))
+        self._layers.append(layer)
+        self._native = None
+
+    def pop(self):
+        if not self._layers:
+            raise TypeError("There are no layers in the model.")
+        self._layers.pop()
+        self._native = None
+
+    def _graph_config(self):
+        if any(isinstance(l, _layers.Embedding) for l in self._layers) or \
+                all(l._spec() is not None for l in self._layers):
+            return None  # the short-list path
+        return self._sequential_config()
+
+    def _sequential_config(self):
+        shape = self._input_shape
+        if shape is None and self._layers:
+            shape = self._layers[0].input_shape
+        if shape is None:
+            raise ValueError("compile: the first layer needs an `input_shape` (or start "
+                             "the model with keras.Input(shape=...))")
+        entries = [{"class_name": "InputLayer",
+                    "config": {"batch_input_shape": [None] + list(shape),
+                               "dtype": "float32", "sparse": False, "ragged": False,
+                               "name": self.name + "_input"}}]
+        for layer in self._layers:
+            entry = layer._keras_entry()
+            entry["config"].pop("batch_input_shape", None)
+            entries.append(entry)
+        return {"class_name": "Sequential", "config": {"name": self.name,
+                                                       "layers": entries}}
+
+
+load_model = _saving.load_model
+model_from_json = _saving.model_from_json
+model_from_config = _saving.model_from_config
+save_model = _saving.save_model

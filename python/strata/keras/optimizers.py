@@ -94,3 +94,14 @@ def get(identifier):
         return _BY_NAME[identifier.lower()]()
     raise ValueError("Could not interpret optimizer identifier: %r (expected one of "
                      "%s or an optimizer object)" % (identifier, ", ".join(_BY_NAME)))
+
+
+def deserialize(config):
+    """An optimizer from get_config()'s dict ({"type", "name", ...})."""
+    config = dict(config)
+    kind = config.pop("type", None)
+    cls = _BY_NAME.get(kind)
+    if cls is None:
+        raise ValueError("Could not interpret optimizer config: type %r (expected "
+                         "one of %s)" % (kind, ", ".join(_BY_NAME)))
+    return cls(**config)
