@@ -307,8 +307,8 @@ class Model:
         """A multi-input model's inputs (a list in input order, or a dict by
         input name) as one row per example: each input flattened, side by
         side, as the runtime reads them."""
-        if not self._multi_input or isinstance(x, np.ndarray):
-            return x  # one input, or already joined
+        if not self._multi_input:
+            return x
         names = self._input_names
         if isinstance(x, dict):
             missing = [n for n in names if n not in x]
@@ -526,7 +526,8 @@ class Model:
                     x.shuffled, len(feats))
         if isinstance(x, tuple) and y is None and len(x) == 2:
             x, y = x
-        x = self._join_inputs(x, what)
+        if not what.startswith("fit"):  # fit joined its inputs already
+            x = self._join_inputs(x, what)
         if self._embedding is not None:
             feats = _ids(x, what, self._embedding)
         else:
