@@ -36,7 +36,7 @@ DEB_PACKAGES := \
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch \
   python3-venv python3-pip python3-wheel libopenblas0 python3-h5py
 
-.PHONY: all deps build build-tsa test bench bench-netns run ps-smoke train-compare async-accuracy criteo-compare cnn-compare recsys-compare model-strategies strategies chaos clean
+.PHONY: all deps build build-tsa test bench bench-netns run ps-smoke train-compare async-accuracy criteo-compare cnn-compare guides recsys-compare model-strategies strategies chaos clean
 
 all: build
 
@@ -172,6 +172,11 @@ criteo-compare: build
 # the strategies.
 cnn-compare: build
 	bench/cnn_compare.sh
+
+# The Python guide programs (examples/python/guides) in full: a table of the
+# accuracy each reaches against its guide's class.
+guides: build
+	PYTHONPATH=$(BUILD_DIR)/python /usr/bin/python3 examples/python/guides/run_guides.py
 
 recsys-compare: build
 	bench/recsys_compare.sh

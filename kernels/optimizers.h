@@ -65,6 +65,12 @@ class Optimizer {
   virtual ~Optimizer() = default;
 
   const OptimizerConfig& config() const { return config_; }
+  // Replaces the learning rate for the updates that follow (Keras's
+  // `optimizer.learning_rate = ...` between epochs); the caller checks that
+  // it is finite and > 0. Not thread-safe against a running update.
+  void set_learning_rate(double learning_rate) {
+    config_.learning_rate = learning_rate;
+  }
 
   // Names of the slots this optimizer needs, in a fixed order, e.g.
   // {"momentum"} for SGD with momentum > 0, {"m", "v"} for Adam

@@ -428,6 +428,8 @@ class PyModel {
     return Value(model_->WeightNames());
   }
   std::string Summary() const { return Value(model_->Summary()); }
+  void SetLearningRate(double lr) { Check(model_->SetLearningRate(lr)); }
+  double learning_rate() const { return model_->learning_rate(); }
   bool compiled() const { return model_->compiled(); }
   int64_t num_features() const { return model_->num_features(); }
   int64_t num_outputs() const { return model_->num_outputs(); }
@@ -585,6 +587,9 @@ PYBIND11_MODULE(_strata, m) {
       .def("get_state", &PyModel::GetState)
       .def("set_state", &PyModel::SetState, py::arg("state"))
       .def("summary", &PyModel::Summary)
+      .def("set_learning_rate", &PyModel::SetLearningRate,
+           py::arg("learning_rate"))
+      .def_property_readonly("learning_rate", &PyModel::learning_rate)
       .def_property_readonly("compiled", &PyModel::compiled)
       .def_property_readonly("num_features", &PyModel::num_features)
       .def_property_readonly("num_outputs", &PyModel::num_outputs)

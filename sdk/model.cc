@@ -1,5 +1,6 @@
 // Layers, optimizers and Sequential: the model side of the SDK.
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -529,6 +530,22 @@ absl::StatusOr<std::vector<std::string>> Sequential::WeightNames() const {
     names.push_back(v.name);
   }
   return names;
+}
+
+absl::Status Sequential::SetLearningRate(double learning_rate) {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "SetLearningRate"));
+  if (!std::isfinite(learning_rate) || learning_rate <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SetLearningRate: learning_rate must be finite and > 0, got ",
+        learning_rate));
+  }
+  state_->local_layers().SetLearningRate(learning_rate);
+  state_->optimizer_json["learning_rate"] = learning_rate;
+  return absl::OkStatus();
+}
+
+double Sequential::learning_rate() const {
+  return state_->compiled ? state_->local_layers().learning_rate() : 0.0;
 }
 
 absl::StatusOr<std::vector<std::vector<int64_t>>> Sequential::WeightShapes()

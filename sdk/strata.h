@@ -504,6 +504,15 @@ class Sequential {
   // or that holds a non-finite value (nothing changes then).
   absl::Status SetWeights(std::vector<std::vector<float>> weights);
 
+  // Keras's `optimizer.learning_rate = lr` between Fits: the rate of the
+  // steps that follow, under every strategy (a cluster Fit starts its
+  // parameter servers' optimizers with it). Embedding tables keep theirs.
+  // Errors: FAILED_PRECONDITION before Compile; INVALID_ARGUMENT for a
+  // value that is not finite and > 0 (nothing changes then).
+  absl::Status SetLearningRate(double learning_rate);
+  // The learning rate in effect (0 before Compile).
+  double learning_rate() const;
+
   // A Keras-style table of layers, output shapes and parameter counts.
   // Errors: FAILED_PRECONDITION before Compile.
   absl::StatusOr<std::string> Summary() const;

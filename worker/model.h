@@ -291,6 +291,12 @@ class LocalTrainer {
   // for a count or size that differs from the model's, or a non-finite
   // value; nothing changes then.
   absl::Status SetParams(std::vector<std::vector<float>> params);
+  // The optimizer's learning rate for the steps that follow (finite, > 0:
+  // the caller checks).
+  void SetLearningRate(double learning_rate) {
+    optimizer_->set_learning_rate(learning_rate);
+  }
+  double learning_rate() const { return optimizer_->config().learning_rate; }
   // Updates applied so far (the last step + 1).
   int64_t iterations() const { return iterations_; }
   // The workspace Step and Evaluate use; it holds the model's

@@ -11,21 +11,99 @@ import numpy as np
 AUTOTUNE = -1
 
 
+def _features_of(tensors, what):
+    """An array, or a dict of arrays (named inputs) with one first dimension."""
+    if isinstance(tensors, dict):
+        out = {k: np.asarray(v) for k, v in tensors.items()}
+        sizes = {k: len(v) for k, v in out.items()}
+        if len(set(sizes.values())) > 1:
+            raise ValueError("%s: the features' first dimensions differ: %s"
+                             % (what, sizes))
+        return out
+    return np.asarray(tensors)
+
+
+def _count(x):
+    return len(next(iter(x.values()))) if isinstance(x, dict) else len(x)
+
+
+def _index(x, idx):
+    return {k: v[idx] for k, v in x.items()} if isinstance(x, dict) else x[idx]
+
+
+def _stack(parts):
+    if parts and isinstance(parts[0], dict):
+        return {k: np.stack([np.asarray(p[k]) for p in parts]) for k in parts[0]}
+    return np.stack([np.asarray(p) for p in parts])
+
+
+def _concat(parts):
+    if parts and isinstance(parts[0], dict):
+        return {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in parts[0]}
+    return np.concatenate([np.asarray(p) for p in parts])
+
+
+def _same(a, b):
+    if isinstance(a, dict) or isinstance(b, dict):
+        return (isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys()
+                and all(_same(a[k], b[k]) for k in a))
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
+
+
 def _as_arrays(tensors):
     if isinstance(tensors, dict):
-        raise TypeError("from_tensor_slices: dict elements are not supported; "
-                        "pass an array or a (features, labels) tuple")
+        return _features_of(tensors, "from_tensor_slices"), None
     if isinstance(tensors, (tuple, list)) and len(tensors) == 2:
-        x, y = (np.asarray(t) for t in tensors)
-        if len(x) != len(y):
+        x = _features_of(tensors[0], "from_tensor_slices")
+        y = np.asarray(tensors[1])
+        if _count(x) != len(y):
             raise ValueError(
                 "from_tensor_slices: the features have %d elements and the "
-                "labels %d; both need the same first dimension" % (len(x), len(y)))
+                "labels %d; both need the same first dimension" % (_count(x), len(y)))
         return x, y
     if isinstance(tensors, (tuple, list)) and len(tensors) != 2:
-        raise ValueError("from_tensor_slices: expected an array or a "
-                         "(features, labels) pair, got a tuple of %d" % len(tensors))
+        raise ValueError("from_tensor_slices: expected an array, a dict of arrays or "
+                         "a (features, labels) pair, got a tuple of %d" % len(tensors))
     return np.asarray(tensors), None
+
+
+class AutoShardPolicy:
+    """tf.data.experimental.AutoShardPolicy."""
+    OFF, AUTO, FILE, DATA, HINT = -1, 0, 1, 2, 3
+
+
+class _DistributeOptions:
+    def __init__(self):
+        self.auto_shard_policy = AutoShardPolicy.AUTO
+        self.num_devices = None
+
+
+class Options:
+    """tf.data.Options: the auto-shard policy (strategies split the
+    examples themselves; OFF and DATA are recorded and honoured alike), and
+    the threading and optimization fields, accepted."""
+
+    def __init__(self):
+        self.experimental_distribute = _DistributeOptions()
+        self.experimental_deterministic = True
+        self.deterministic = True
+        self.experimental_optimization = None
+        self.threading = None
+
+
+class _Experimental:
+    AutoShardPolicy = AutoShardPolicy
+    AUTOTUNE = AUTOTUNE
+
+    @staticmethod
+    def cardinality(dataset):
+        return dataset.cardinality()
+
+
+experimental = _Experimental()
+INFINITE_CARDINALITY = -1
+UNKNOWN_CARDINALITY = -2
 
 
 class Dataset:
@@ -51,7 +129,7 @@ class Dataset:
     @staticmethod
     def from_tensor_slices(tensors, name=None):
         x, y = _as_arrays(tensors)
-        if x.ndim == 0:
+        if any(np.ndim(v) == 0 for v in (x.values() if isinstance(x, dict) else [x])):
             raise ValueError("from_tensor_slices: a scalar has no elements to slice")
         return Dataset(x, y)
 
@@ -75,23 +153,158 @@ class Dataset:
             return self._with(_repeat=None)
         return self._with(_repeat=None if self._repeat is None else self._repeat * int(count))
 
-    def map(self, map_func, num_parallel_calls=None, deterministic=None, name=None):
-        """Applies map_func to the whole arrays at once (vectorized over the
-        examples): map_func(x, y) -> (x, y) for labelled datasets,
-        map_func(x) -> x otherwise."""
-        if self._y is None:
-            x = np.asarray(map_func(self._x))
-            y = None
-        else:
-            out = map_func(self._x, self._y)
+    def _per_unit(self, fn, what):
+        """fn applied to each element (each batch after batch()), as
+        tf.data does, results stacked. The whole arrays are tried first in
+        one vectorized call, kept when they agree with per-element calls on a
+        sample of elements (a function of each element alone, as casts,
+        scaling and one_hot are)."""
+        n = _count(self._x)
+        unit = self._batch or 1
+        starts = list(range(0, n, unit))
+
+        def call(idx):
+            x = _index(self._x, idx)
+            return fn(x) if self._y is None else fn(x, self._y[idx])
+
+        def split(out):
+            if self._y is None:
+                return out, None
             if not isinstance(out, (tuple, list)) or len(out) != 2:
-                raise ValueError("map: map_func must return a (features, labels) pair")
-            x, y = (np.asarray(t) for t in out)
-        if len(x) != len(self._x) or (y is not None and len(y) != len(x)):
+                raise ValueError("%s: map_func must return a (features, labels) pair"
+                                 % what)
+            return out[0], out[1]
+
+        one = (lambda s: s) if unit == 1 else (lambda s: slice(s, min(s + unit, n)))
+        try:
+            whole = split(call(slice(0, n)))
+            sample = sorted({0, len(starts) - 1, len(starts) // 2, len(starts) // 3})
+            wx = whole[0]
+            rows = (_count(wx) if isinstance(wx, dict)
+                    else len(wx) if np.ndim(wx) else -1)
+            if rows == n:
+                ok = True
+                for i in sample:
+                    got = split(call(one(starts[i])))
+                    sl = one(starts[i])
+                    want = (_index(whole[0], sl),
+                            None if whole[1] is None else np.asarray(whole[1])[sl])
+                    if not (_same(got[0], want[0]) and
+                            (got[1] is None or _same(got[1], want[1]))):
+                        ok = False
+                        break
+                if ok:
+                    return whole
+        except Exception:  # noqa: BLE001 - fall back to per-element calls
+            pass
+        outs = [split(call(one(s))) for s in starts]
+        join = _stack if unit == 1 else _concat
+        x = join([o[0] for o in outs])
+        y = None if self._y is None else join([o[1] for o in outs])
+        return x, y
+
+    def map(self, map_func, num_parallel_calls=None, deterministic=None, name=None):
+        """Applies map_func to each element (each batch after batch()):
+        map_func(x, y) -> (x, y) for labelled datasets, map_func(x) -> x
+        otherwise; over numpy arrays (tf.cast, tf.reshape, ... work on
+        them)."""
+        x, y = self._per_unit(map_func, "map")
+        if not isinstance(x, dict):
+            x = np.asarray(x)
+        if y is not None:
+            y = np.asarray(y)
+        if _count(x) != _count(self._x) or (y is not None and len(y) != _count(x)):
             raise ValueError("map: map_func must keep the number of elements "
-                             "(%d)" % len(self._x))
+                             "(%d)" % _count(self._x))
         d = self._with()
         d._x, d._y = x, y
+        return d
+
+    def filter(self, predicate, name=None):
+        """The elements for which predicate(x[, y]) is true."""
+        if self._batch is not None:
+            raise ValueError("filter: filter before batch()")
+        n = _count(self._x)
+        keep = np.array([bool(predicate(_index(self._x, i)) if self._y is None
+                              else predicate(_index(self._x, i), self._y[i]))
+                         for i in range(n)], dtype=bool)
+        d = self._with()
+        d._x = _index(self._x, keep)
+        d._y = None if self._y is None else self._y[keep]
+        return d
+
+    def skip(self, count, name=None):
+        count = int(count)
+        sl = slice(count, None) if count >= 0 else slice(0, 0)  # -1: skip all
+        d = self._with()
+        d._x = _index(self._x, sl)
+        d._y = None if self._y is None else self._y[sl]
+        return d
+
+    def shard(self, num_shards, index, name=None):
+        """Every num_shards-th element from `index` (tf.data's shard)."""
+        num_shards, index = int(num_shards), int(index)
+        if num_shards < 1 or not 0 <= index < num_shards:
+            raise ValueError("shard: `index` must be in [0, num_shards), got index=%d "
+                             "num_shards=%d" % (index, num_shards))
+        d = self._with()
+        d._x = _index(self._x, slice(index, None, num_shards))
+        d._y = None if self._y is None else self._y[index::num_shards]
+        return d
+
+    @staticmethod
+    def zip(datasets, name=None):
+        """Dataset.zip((features, labels)) of two unlabelled datasets."""
+        if not isinstance(datasets, (tuple, list)) or len(datasets) != 2 or \
+                any(d._y is not None for d in datasets):
+            raise ValueError("zip: pass a (features, labels) pair of unlabelled "
+                             "datasets")
+        x, y = datasets
+        n = min(_count(x._x), _count(y._x))
+        return Dataset(_index(x._x, slice(0, n)), np.asarray(y._x)[:n])
+
+    @staticmethod
+    def from_tensors(tensors, name=None):
+        x, y = _as_arrays(tensors)
+        x = {k: v[None] for k, v in x.items()} if isinstance(x, dict) else x[None]
+        return Dataset(x, None if y is None else y[None])
+
+    @staticmethod
+    def range(*args, **kwargs):
+        kwargs.pop("name", None)
+        dtype = kwargs.pop("output_type", np.int64)
+        return Dataset(np.arange(*args).astype(dtype))
+
+    def unbatch(self, name=None):
+        if self._batch is not None:
+            return self._with(_batch=None, _drop_remainder=False)
+        x = self._x
+        if isinstance(x, dict):
+            x = {k: v.reshape((-1,) + v.shape[2:]) for k, v in x.items()}
+        else:
+            x = x.reshape((-1,) + x.shape[2:])
+        d = self._with()
+        d._x = x
+        d._y = None if self._y is None else self._y.reshape((-1,) + self._y.shape[2:])
+        return d
+
+    def padded_batch(self, batch_size, padded_shapes=None, padding_values=None,
+                     drop_remainder=False, name=None):
+        """The elements are arrays of one shape here, so padded_batch batches."""
+        return self.batch(batch_size, drop_remainder=drop_remainder)
+
+    def as_numpy_iterator(self):
+        return iter(self)
+
+    def options(self):
+        return getattr(self, "_options", None) or Options()
+
+    def with_options(self, options, name=None):
+        if not isinstance(options, Options):
+            raise TypeError("with_options: expected a tf.data.Options, got %s"
+                            % type(options).__name__)
+        d = self._with()
+        d._options = options
         return d
 
     def take(self, count, name=None):
@@ -99,7 +312,7 @@ class Dataset:
         if count < 0:
             return self
         d = self._with()
-        d._x = self._x[:count]
+        d._x = _index(self._x, slice(0, count))
         d._y = None if self._y is None else self._y[:count]
         return d
 
@@ -110,7 +323,7 @@ class Dataset:
         return self
 
     def cardinality(self):
-        n = len(self._x) * (self._repeat if self._repeat is not None else 1)
+        n = _count(self._x) * (self._repeat if self._repeat is not None else 1)
         if self._repeat is None:
             return -1  # INFINITE_CARDINALITY
         if self._batch is None:
@@ -128,8 +341,8 @@ class Dataset:
         rng = np.random.default_rng(self._seed)
         epoch = 0
         while repeat is None or epoch < repeat:
-            order = (rng.permutation(len(self._x)) if self._shuffle
-                     else np.arange(len(self._x)))
+            order = (rng.permutation(_count(self._x)) if self._shuffle
+                     else np.arange(_count(self._x)))
             step = self._batch or 1
             for start in range(0, len(order), step):
                 idx = order[start:start + step]
@@ -138,9 +351,9 @@ class Dataset:
                 if self._batch is None:
                     idx = idx[0]
                 if self._y is None:
-                    yield self._x[idx]
+                    yield _index(self._x, idx)
                 else:
-                    yield self._x[idx], self._y[idx]
+                    yield _index(self._x, idx), self._y[idx]
             epoch += 1
 
     # --- what fit reads -------------------------------------------------

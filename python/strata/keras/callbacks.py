@@ -1,10 +1,16 @@
 """strata.keras.callbacks: History, EarlyStopping, ModelCheckpoint,
-LambdaCallback, TensorBoard. Under OneDeviceStrategy and MirroredStrategy
+LambdaCallback, TensorBoard, LearningRateScheduler, ReduceLROnPlateau,
+CSVLogger, TerminateOnNaN, ProgbarLogger, BackupAndRestore. Under OneDeviceStrategy and MirroredStrategy
 ``fit`` trains epoch by epoch in C++ and calls them after each; a cluster
 strategy's fit is one cluster run, whose epochs they see as the
 coordinator reports each ended (so they can record and save, but not stop
 it early)."""
+import csv
+import inspect
+import json
+import math
 import os
+import shutil
 
 import numpy as np
 
@@ -32,6 +38,13 @@ class Callback:
         pass
 
     def on_epoch_end(self, epoch, logs=None):
+        pass
+
+    # The runtime trains whole epochs in C++: there are no batch-level calls.
+    def on_train_batch_begin(self, batch, logs=None):
+        pass
+
+    def on_train_batch_end(self, batch, logs=None):
         pass
 
 
@@ -134,6 +147,11 @@ class ModelCheckpoint(Callback):
         self.monitor = monitor
         self.verbose = verbose
         self.save_best_only = save_best_only
+        self.save_weights_only = save_weights_only
+        if not save_weights_only and not self.filepath.endswith(".keras"):
+            raise ValueError("ModelCheckpoint: a whole model saves to a .keras file "
+                             "(filepath %r); or pass save_weights_only=True"
+                             % (self.filepath,))
         self._better = _better(mode, monitor)
         self.best = None
 
@@ -147,7 +165,10 @@ class ModelCheckpoint(Callback):
                 return
             self.best = value
         path = self.filepath.format(epoch=epoch + 1, **logs)
-        self.model.save_weights(path)
+        if self.save_weights_only:
+            self.model.save_weights(path)
+        else:
+            self.model.save(path)
         if self.verbose > 0:
             print("Epoch %d: saving model to %s" % (epoch + 1, path))
 
@@ -194,3 +215,203 @@ class TensorBoard(Callback):
         for writer in self._writers.values():
             writer.close()
         self._writers = {}
+
+
+def _lr(model):
+    return float(model.optimizer.learning_rate)
+
+
+class LearningRateScheduler(Callback):
+    """Sets the learning rate before each epoch to schedule(epoch, lr) (or
+    schedule(epoch)); the logs get "lr"."""
+
+    def __init__(self, schedule, verbose=0):
+        super().__init__()
+        if not callable(schedule):
+            raise ValueError("LearningRateScheduler: `schedule` must be callable")
+        self.schedule = schedule
+        self.verbose = verbose
+        try:
+            self._two = len(inspect.signature(schedule).parameters) >= 2
+        except (TypeError, ValueError):
+            self._two = True
+
+    def on_epoch_begin(self, epoch, logs=None):
+        lr = _lr(self.model)
+        new = self.schedule(epoch, lr) if self._two else self.schedule(epoch)
+        new = float(new)
+        if not math.isfinite(new) or new <= 0:
+            raise ValueError("LearningRateScheduler: the schedule returned %r for "
+                             "epoch %d; a learning rate is finite and > 0" % (new, epoch))
+        self.model.optimizer.learning_rate = new
+        if self.verbose > 0:
+            print("\nEpoch %d: LearningRateScheduler setting learning rate to %s."
+                  % (epoch + 1, new))
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["lr"] = _lr(self.model)
+
+
+class ReduceLROnPlateau(Callback):
+    """Multiplies the learning rate by `factor` when `monitor` has not
+    improved by min_delta for `patience` epochs (Keras's arguments)."""
+
+    def __init__(self, monitor="val_loss", factor=0.1, patience=10, verbose=0,
+                 mode="auto", min_delta=1e-4, cooldown=0, min_lr=0.0, **kwargs):
+        super().__init__()
+        if factor >= 1.0:
+            raise ValueError("ReduceLROnPlateau does not support a factor >= 1.0. "
+                             "Received factor=%r" % (factor,))
+        self.monitor, self.factor, self.patience = monitor, float(factor), patience
+        self.verbose, self.min_delta, self.cooldown = verbose, min_delta, cooldown
+        self.min_lr = float(min_lr)
+        self._better = _better(mode, monitor)
+        self._min_mode = self._better(0, 1)
+
+    def on_train_begin(self, logs=None):
+        self.best = None
+        self.wait = 0
+        self.cooldown_counter = 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs if logs is not None else {}
+        logs["lr"] = _lr(self.model)
+        value = logs.get(self.monitor)
+        if value is None:
+            return
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.wait = 0
+        delta = -self.min_delta if self._min_mode else self.min_delta
+        if self.best is None or self._better(value, self.best + delta):
+            self.best = value
+            self.wait = 0
+        elif self.cooldown_counter <= 0:
+            self.wait += 1
+            if self.wait >= self.patience:
+                old = _lr(self.model)
+                if old > self.min_lr:
+                    new = max(old * self.factor, self.min_lr)
+                    self.model.optimizer.learning_rate = new
+                    if self.verbose > 0:
+                        print("\nEpoch %d: ReduceLROnPlateau reducing learning rate "
+                              "to %s." % (epoch + 1, new))
+                    self.cooldown_counter = self.cooldown
+                    self.wait = 0
+
+
+class CSVLogger(Callback):
+    """One CSV row per epoch: "epoch" and the logs' keys, sorted."""
+
+    def __init__(self, filename, separator=",", append=False):
+        super().__init__()
+        self.filename = os.fspath(filename)
+        self.sep = separator
+        self.append = append
+        self._keys = None
+
+    def on_train_begin(self, logs=None):
+        self._keys = None
+        self._append_header = not (self.append and os.path.exists(self.filename)
+                                   and os.path.getsize(self.filename) > 0)
+        self._file = open(self.filename, "a" if self.append else "w", newline="")
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if self._keys is None:
+            self._keys = sorted(logs)
+            self._writer = csv.DictWriter(self._file, fieldnames=["epoch"] + self._keys,
+                                          delimiter=self.sep)
+            if self._append_header:
+                self._writer.writeheader()
+        self._writer.writerow(dict({k: logs.get(k, "NA") for k in self._keys},
+                                   epoch=epoch))
+        self._file.flush()
+
+    def on_train_end(self, logs=None):
+        self._file.close()
+
+
+class TerminateOnNaN(Callback):
+    """Stops training when the loss is NaN or infinite (checked at the end
+    of each epoch: the runtime's steps refuse a non-finite gradient)."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(loss):
+            print("Epoch %d: Invalid loss, terminating training" % (epoch + 1))
+            self.model.stop_training = True
+
+
+class ProgbarLogger(Callback):
+    """Accepted for Keras programs that pass it: fit draws its progress bar
+    itself (verbose=1)."""
+
+    def __init__(self, count_mode="steps", stateful_metrics=None):
+        super().__init__()
+
+
+class BackupAndRestore(Callback):
+    """Keras's fault-tolerance callback: after each epoch the model's
+    weights (and the epoch reached) are written to `backup_dir`; a fit
+    started again after its process was killed restores them and goes on
+    from the next epoch. The backup is deleted when fit ends normally
+    (delete_checkpoint=True)."""
+
+    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True,
+                 save_before_preemption=False):
+        super().__init__()
+        if not backup_dir:
+            raise ValueError("BackupAndRestore: empty `backup_dir` is not allowed")
+        if save_freq != "epoch":
+            raise ValueError("BackupAndRestore: only save_freq='epoch' is supported")
+        self.backup_dir = os.fspath(backup_dir)
+        self.delete_checkpoint = delete_checkpoint
+        self._resume_epoch = None
+
+    def _latest(self):
+        """The newest complete backup's directory, or None."""
+        pointer = os.path.join(self.backup_dir, "latest")
+        if not os.path.exists(pointer):
+            return None
+        with open(pointer) as f:
+            path = os.path.join(self.backup_dir, f.read().strip())
+        return path if os.path.isdir(path) else None
+
+    def on_train_begin(self, logs=None):
+        self._resume_epoch = None
+        latest = self._latest()
+        if latest is None:
+            return
+        with open(os.path.join(latest, "training_state.json")) as f:
+            state = json.load(f)
+        self.model.load_weights(os.path.join(latest, "model.weights.h5"))
+        self.model.optimizer.learning_rate = state["learning_rate"]
+        self._resume_epoch = state["epoch"] + 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        # Each epoch's backup is a directory of its own, complete before the
+        # "latest" pointer names it (replaced atomically): a kill at any
+        # point leaves the previous backup whole.
+        os.makedirs(self.backup_dir, exist_ok=True)
+        name = "epoch-%d" % epoch
+        path = os.path.join(self.backup_dir, name)
+        shutil.rmtree(path, ignore_errors=True)
+        os.makedirs(path)
+        self.model.save_weights(os.path.join(path, "model.weights.h5"))
+        with open(os.path.join(path, "training_state.json"), "w") as f:
+            json.dump({"epoch": epoch, "learning_rate": _lr(self.model)}, f)
+        previous = self._latest()
+        pointer = os.path.join(self.backup_dir, "latest")
+        with open(pointer + ".tmp", "w") as f:
+            f.write(name)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(pointer + ".tmp", pointer)
+        if previous is not None and os.path.abspath(previous) != os.path.abspath(path):
+            shutil.rmtree(previous, ignore_errors=True)
+
+    def on_train_end(self, logs=None):
+        if self.delete_checkpoint and not self.model.stop_training:
+            shutil.rmtree(self.backup_dir, ignore_errors=True)

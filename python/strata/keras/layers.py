@@ -241,6 +241,27 @@ class Layer:
         self._outbound.append(out)
         return out
 
+    # --- weights (held by the compiled model the layer belongs to) -------
+    def _model(self, what):
+        owner = getattr(self, "_owner", None)
+        if owner is None or owner._native is None:
+            raise ValueError("%s.%s: the layer's weights live in its model: compile "
+                             "(or call) a model holding it first" % (self.name, what))
+        return owner
+
+    def get_weights(self):
+        return self._model("get_weights")._layer_weights(self.name)
+
+    def set_weights(self, weights):
+        self._model("set_weights")._set_layer_weights(self.name, list(weights))
+
+    @property
+    def weights(self):
+        return self.get_weights()
+
+    def build(self, input_shape):
+        """Keras's build: the runtime builds every layer with its model."""
+
     @property
     def output(self):
         if not self._outbound:

@@ -407,7 +407,7 @@ class Model:
         if table_type is None:
             raise ValueError("compile: an Embedding's rows train with SGD, Adam or "
                              "Adagrad; %s is not supported for them" % opt.name)
-        table_opt = {"type": table_type, "learning_rate": opt.learning_rate}
+        table_opt = {"type": table_type, "learning_rate": float(opt.learning_rate)}
         if opt._type == "adam":
             table_opt.update(beta_1=opt.beta_1, beta_2=opt.beta_2, epsilon=opt.epsilon)
         elif opt._type == "adagrad":
@@ -438,8 +438,17 @@ class Model:
             raise TypeError("compile: unexpected keyword argument(s) %s"
                             % ", ".join(sorted(kwargs)))
         if self._graph is None and not isinstance(self, Sequential):
-            # A subclassed model compiles once traced (on its first data).
-            self._ensure_built(getattr(self, "_build_x", None))
+            # A subclassed model not traced yet compiles when its first data
+            # (fit, evaluate, predict) traces it, as Keras builds it then.
+            if type(self).call is Model.call:
+                self._ensure_built()  # raises: neither functional nor subclassed
+            if loss is None:
+                raise ValueError("compile: `loss` is required")
+            _optimizers.get(optimizer)
+            _losses.get(loss)
+            self._deferred_compile = dict(optimizer=optimizer, loss=loss,
+                                          metrics=metrics)
+            return
         if not self._layers:
             raise ValueError("compile: the model has no layers")
         if loss is None:
@@ -448,6 +457,14 @@ class Model:
             raise ValueError("compile: the model has %d outputs; the runtime trains "
                              "models with one output (and one loss)"
                              % len(self._graph[2]))
+        if self._native is not None and self._pending_weights is None and (
+                getattr(self, "_inference_only", False) or
+                getattr(self, "_weights_touched", False)):
+            # Compiling again keeps the weights (Keras's compile does not
+            # reinitialize them): those a call built, fit trained, or
+            # set_weights / load_weights put there.
+            self._pending_weights = self.get_weights()
+            self._inference_only = False
         opt = _optimizers.get(optimizer)
         loss_name = _losses.get(loss)
         from_logits = _losses.from_logits(loss)
@@ -478,6 +495,7 @@ class Model:
             model = _strata.Model(json.dumps(config), self.name, _utils._seed(),
                                   self._strategy._native)
         model.compile(opt._spec(), loss_name, native_metrics, from_logits)
+        opt._bind(model)
         self._native = model
         self._config_json = config
         self._embedding = embedding
@@ -489,20 +507,45 @@ class Model:
                               "from_logits": from_logits,
                               "metrics": list(metrics or [])}
         self._fits = 0
+        for layer in self._layers:
+            layer._owner = self
         if self._pending_weights is not None:
             # Weights loaded (or set) before compile.
             weights, self._pending_weights = self._pending_weights, None
             self.set_weights(weights)
 
-    def _require(self, what):
+    def _require(self, what, x=None):
+        if self._native is None and getattr(self, "_deferred_compile", None) \
+                and x is not None:
+            self._ensure_built(x)
+            args, self._deferred_compile = self._deferred_compile, None
+            self.compile(**args)
         if self._native is None:
             raise RuntimeError("You must compile your model before %s. Call "
                                "`model.compile(optimizer, loss)`." % what)
         return self._native
 
     # --- data ------------------------------------------------------------
-    def _dataset(self, x, y, what, batch_size=None, shuffle=True):
-        """(native dataset, batch size from the dataset or None, shuffled)."""
+    def _steps_datasets(self, feats, labels, shuffled, what, batch, steps, epochs):
+        """steps_per_epoch: `epochs` native datasets of steps * batch examples
+        each, read on through the data (a new pass, reshuffled when the
+        dataset shuffles, when one ends), as Keras reads a repeated dataset."""
+        n = len(feats)
+        per_epoch = steps * batch
+        total = per_epoch * epochs
+        rng = np.random.default_rng(_utils._seed() + 7)
+        passes = -(-total // n)
+        order = np.concatenate([rng.permutation(n) if shuffled else np.arange(n)
+                                for _ in range(passes)])[:total]
+        return [self._native_dataset(feats[order[i:i + per_epoch]],
+                                     labels[order[i:i + per_epoch]], shuffled, what)
+                for i in range(0, total, per_epoch)]
+
+    def _dataset(self, x, y, what, batch_size=None, shuffle=True, steps=None,
+                 epochs=1):
+        """(native dataset, batch size from the dataset or None, shuffled,
+        examples); with `steps` (steps_per_epoch) a list of `epochs` native
+        datasets of steps batches each."""
         if isinstance(x, _distribute.DistributedDataset):
             x = x._global_dataset()
         if isinstance(x, _data.Dataset):
@@ -511,14 +554,21 @@ class Model:
                                  "dataset as input." % what)
             if x.labels is None:
                 raise ValueError("%s: the dataset holds no labels" % what)
-            if x.repeat_count is None:
-                raise ValueError("%s: the dataset repeats forever; fit reads one "
-                                 "pass per epoch (drop .repeat())" % what)
+            if x.repeat_count is None and steps is None:
+                raise ValueError("%s: the dataset repeats forever: pass "
+                                 "steps_per_epoch (or drop .repeat())" % what)
+            features = self._join_inputs(x.features, what) \
+                if isinstance(x.features, dict) else x.features
             if self._embedding is not None:
-                feats = _ids(x.features, what, self._embedding)
+                feats = _ids(features, what, self._embedding)
             else:
-                feats = _features(x.features, what)
+                feats = _features(features, what)
             labels = _labels(x.labels, what, len(feats))
+            if steps is not None:
+                batch = batch_size or x.batch_size or 32
+                return (self._steps_datasets(feats, labels, x.shuffled, what, batch,
+                                             steps, epochs),
+                        x.batch_size, x.shuffled, steps * batch)
             if x.repeat_count > 1:
                 feats = np.concatenate([feats] * x.repeat_count)
                 labels = np.concatenate([labels] * x.repeat_count)
@@ -533,6 +583,11 @@ class Model:
         else:
             feats = _features(x, what)
         labels = _labels(y, what, len(feats))
+        if steps is not None:
+            batch = batch_size or 32
+            return (self._steps_datasets(feats, labels, shuffle, what, batch, steps,
+                                         epochs),
+                    batch_size, shuffle, steps * batch)
         return (self._native_dataset(feats, labels, shuffle and what == "fit", what),
                 batch_size, True, len(feats))
 
@@ -556,11 +611,7 @@ class Model:
             class_weight=None, sample_weight=None, initial_epoch=0, steps_per_epoch=None,
             validation_steps=None, validation_batch_size=None, validation_freq=1,
             max_queue_size=10, workers=1, use_multiprocessing=False):
-        if self._native is None and self._graph is None and \
-                not isinstance(self, Sequential):
-            raise RuntimeError("You must compile your model before training/fitting. "
-                               "Call `model.compile(optimizer, loss)`.")
-        native = self._require("training/fitting")
+        native = self._require("training/fitting", x)
         epochs = _positive("fit", "epochs", epochs)
         if not isinstance(x, (_data.Dataset, _distribute.DistributedDataset)) and \
                 not (isinstance(x, tuple) and y is None):
@@ -574,8 +625,7 @@ class Model:
         if class_weight is not None or sample_weight is not None:
             raise ValueError("fit: class_weight and sample_weight are not supported")
         if steps_per_epoch is not None:
-            raise ValueError("fit: steps_per_epoch is not supported (an epoch is one "
-                             "pass over the data)")
+            steps_per_epoch = _positive("fit", "steps_per_epoch", steps_per_epoch)
         if isinstance(initial_epoch, bool) or not isinstance(initial_epoch, int) \
                 or not 0 <= initial_epoch < epochs:
             raise ValueError("fit: `initial_epoch` must be in [0, epochs), got %r"
@@ -598,7 +648,15 @@ class Model:
                 raise ValueError("fit: validation_split=%r leaves no examples to train "
                                  "or validate on" % (validation_split,))
             x, y, validation_data = xa[:cut], ya[:cut], (xa[cut:], ya[cut:])
-        train, ds_batch, _, n = self._dataset(x, y, "fit", batch_size, shuffle)
+        local = not isinstance(self._strategy, _distribute._LocalCluster)
+        # Under a cluster strategy the run is one Fit over one dataset: each
+        # epoch then reads the same steps_per_epoch batches (reshuffled).
+        train, ds_batch, _, n = self._dataset(
+            x, y, "fit", batch_size, shuffle, steps=steps_per_epoch,
+            epochs=(epochs - initial_epoch) if local else 1)
+        trains = train if isinstance(train, list) else None
+        if trains is not None:
+            train = trains[0]
         batch = batch_size or ds_batch or 32
         validation = None
         if validation_data is not None:
@@ -612,7 +670,7 @@ class Model:
                                  "dataset, got %r" % (type(validation_data),))
 
         history = _callbacks.History()
-        cbs = [history] + list(callbacks or [])
+        cbs = list(callbacks or []) + [history]  # History last, as Keras
         steps = -(-n // batch)
         for cb in cbs:
             cb.set_model(self)
@@ -620,7 +678,10 @@ class Model:
         self.stop_training = False
         for cb in cbs:
             cb.on_train_begin()
-        local = not isinstance(self._strategy, _distribute._LocalCluster)
+        for cb in cbs:  # BackupAndRestore: go on after the last backed-up epoch
+            resume = getattr(cb, "_resume_epoch", None)
+            if resume is not None and resume > initial_epoch:
+                initial_epoch = min(resume, epochs)
         base_seed = self._fits * 100003 + 17
         self._fits += 1
         bar = _Progbar(epochs, verbose)
@@ -676,7 +737,9 @@ class Model:
             # The bar needs the progress; a local strategy's one-epoch Fit
             # returns its epoch as it ends, a cluster's are reported as each
             # ends. Without them the C++ Fit runs without the hooks.
-            result = native.fit(train, n, batch, val, validation_freq, seed, 0,
+            data = train if trains is None else trains[first_epoch - initial_epoch] \
+                if local else trains[0]
+            result = native.fit(data, n, batch, val, validation_freq, seed, 0,
                                 on_progress if verbose == 1 else None,
                                 on_epoch if not local else None)
             for i, e in enumerate(result):  # any epoch not shown as it ended
@@ -697,7 +760,9 @@ class Model:
                 print("fit: under %s the whole fit is one cluster run; EarlyStopping "
                       "sees its epochs as they end but cannot stop it"
                       % type(self._strategy).__name__, file=sys.stderr)
-            run(initial_epoch, epochs - initial_epoch, validation, base_seed)
+            if epochs > initial_epoch:
+                run(initial_epoch, epochs - initial_epoch, validation, base_seed)
+        self._weights_touched = True
         for cb in cbs:
             cb.on_train_end()
         self.history = history
@@ -707,7 +772,7 @@ class Model:
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, max_queue_size=10, workers=1,
                  use_multiprocessing=False, return_dict=False):
-        native = self._require("evaluating")
+        native = self._require("evaluating", x)
         if batch_size is not None:
             batch_size = _positive("evaluate", "batch_size", batch_size)
         data, ds_batch, _, n = self._dataset(x, y, "evaluate", batch_size)
@@ -726,7 +791,7 @@ class Model:
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None,
                 max_queue_size=10, workers=1, use_multiprocessing=False):
-        native = self._require("predicting")
+        native = self._require("predicting", x)
         if batch_size is not None:
             batch_size = _positive("predict", "batch_size", batch_size)
         if isinstance(x, _distribute.DistributedDataset):
@@ -745,8 +810,37 @@ class Model:
                              "expects %d" % (feats.shape[1], native.num_features))
         return native.predict(feats, max(batch_size or 32, 1024))
 
-    def __call__(self, x):
+    def __call__(self, x, training=None, mask=None):
+        """The model's outputs for `x` (arrays), as predict. A model not
+        compiled yet is built and its weights initialized first (Keras builds
+        on the first call); compile then keeps those weights."""
+        if _layers._flatten_tensors(x) is not None:
+            raise TypeError("%s: calling a model on symbolic tensors (a nested "
+                            "model) is not supported; call its layers on the "
+                            "tensors instead" % self.name)
+        if self._native is None and getattr(self, "_deferred_compile", None):
+            self._require("predicting", x)
+        if self._native is None:
+            self._ensure_built(x)
+            self.compile(optimizer="sgd", loss="mse")
+            self._inference_only = True
         return self.predict(x, verbose=0)
+
+    def _layer_weights(self, layer_name):
+        layout = self._layout()
+        return [w for w, (l, _, _, _) in zip(self.get_weights(), layout)
+                if l == layer_name]
+
+    def _set_layer_weights(self, layer_name, weights):
+        layout = self._layout()
+        current = self.get_weights()
+        slots = [i for i, (l, _, _, _) in enumerate(layout) if l == layer_name]
+        if len(weights) != len(slots):
+            raise ValueError("%s.set_weights: the layer has %d weights, the provided "
+                             "list holds %d" % (layer_name, len(slots), len(weights)))
+        for i, w in zip(slots, weights):
+            current[i] = w
+        self.set_weights(current)
 
     # --- weights ---------------------------------------------------------
     def _keras_config(self):
@@ -807,6 +901,7 @@ class Model:
         native.set_weights(params)
         if state:
             native.set_state(state)
+        self._weights_touched = True
 
     @property
     def weights(self):
@@ -829,12 +924,16 @@ class Model:
     def save_weights(self, filepath, overwrite=True, save_format=None, options=None):
         """The weights: Keras's weights file (layers/NAME/vars/I datasets)
         for a name ending in .h5 (.weights.h5), else a numpy .npz archive
-        (names as keys, in order)."""
+        (names as keys, in order) at that exact path; a checkpoint prefix
+        (any name but .npz) is also recorded in its directory's "checkpoint"
+        index for tf.train.latest_checkpoint."""
         import os
         self._require("saving weights")
         path = str(filepath)
         if not overwrite and os.path.exists(path):
             raise FileExistsError(path)
+        if os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
         if path.endswith(".h5") or save_format == "h5":
             _saving.write_weights_h5(path, self._layout(), self.get_weights())
             return
@@ -842,6 +941,10 @@ class Model:
         with open(path, "wb") as f:
             np.savez(f, **{"%03d:%s" % (i, n): w for i, (n, w) in
                            enumerate(zip(names, self.get_weights()))})
+        if not path.endswith(".npz"):
+            # A checkpoint prefix (TensorFlow's format names no file): its
+            # directory's index, for tf.train.latest_checkpoint(dir).
+            _saving.note_checkpoint(path)
 
     def load_weights(self, filepath, skip_mismatch=False, by_name=False, options=None):
         path = str(filepath)

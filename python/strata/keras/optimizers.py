@@ -15,6 +15,24 @@ def _rate(name, arg, value, low=0.0, low_open=False, high=None):
     return value
 
 
+class LearningRate(float):
+    """An optimizer's learning rate as Keras shows it (a variable):
+    float(lr), lr.numpy(), lr.assign(value)."""
+
+    def __new__(cls, value, optimizer):
+        obj = super().__new__(cls, value)
+        obj._optimizer = optimizer
+        return obj
+
+    def numpy(self):
+        import numpy as np
+        return np.float32(self)
+
+    def assign(self, value):
+        self._optimizer.learning_rate = value
+        return self._optimizer.learning_rate
+
+
 class Optimizer:
     _type = None
 
@@ -28,11 +46,35 @@ class Optimizer:
             if kwargs.get(arg) is not None:
                 raise ValueError("%s: `%s` is not supported" % (name, arg))
         self.name = name
-        self.learning_rate = _rate(name, "learning_rate", learning_rate, low_open=True)
+        self._models = []  # the compiled native models this optimizer trains
+        self._lr = _rate(name, "learning_rate", learning_rate, low_open=True)
+
+    @property
+    def learning_rate(self):
+        """The learning rate: a float with .numpy() and .assign(value), as
+        Keras's variable. Setting it (here or by assign) takes effect from the
+        next epoch of the models compiled with this optimizer."""
+        return LearningRate(self._lr, self)
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        if callable(value) and not isinstance(value, (int, float)):
+            raise ValueError("%s: learning rate schedules are not supported; use "
+                             "callbacks.LearningRateScheduler" % self.name)
+        lr = _rate(self.name, "learning_rate", float(value), low_open=True)
+        for native in self._models:
+            native.set_learning_rate(lr)
+        self._lr = lr
+
+    lr = learning_rate
+
+    def _bind(self, native):
+        self._models = [native]
 
     def _spec(self):
-        spec = {"type": self._type}
-        spec.update({k: v for k, v in vars(self).items() if k != "name"})
+        spec = {"type": self._type, "learning_rate": self._lr}
+        spec.update({k: v for k, v in vars(self).items()
+                     if k != "name" and not k.startswith("_")})
         return spec
 
     def get_config(self):

@@ -175,6 +175,8 @@ def save_model(model, filepath, overwrite=True, save_format=None):
                          "model.save_weights('name.weights.h5')" % (path,))
     if not overwrite and os.path.exists(path):
         raise FileExistsError(path)
+    if os.path.dirname(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
     config = model._keras_config()
     if config is None:
         raise ValueError("save: a Sequential model starting with an Embedding (the "
@@ -277,3 +279,37 @@ def summary_text(model, info, line_length=None):
               "Trainable params: {:,}".format(trainable),
               "Non-trainable params: {:,}".format(total - trainable), "_" * width]
     return "\n".join(lines)
+
+
+# --- tf.train's checkpoint index -----------------------------------------------
+def note_checkpoint(path):
+    """Records `path` as its directory's newest checkpoint (the "checkpoint"
+    file of TensorFlow's format: model_checkpoint_path and
+    all_model_checkpoint_paths, relative to the directory)."""
+    directory, name = os.path.split(os.path.abspath(path))
+    index = os.path.join(directory, "checkpoint")
+    names = []
+    if os.path.exists(index):
+        for line in open(index):
+            if line.startswith("all_model_checkpoint_paths:"):
+                names.append(json.loads(line.split(":", 1)[1].strip()))
+    names = [n for n in names if n != name] + [name]
+    text = "model_checkpoint_path: %s\n" % json.dumps(name)
+    text += "".join("all_model_checkpoint_paths: %s\n" % json.dumps(n) for n in names)
+    with open(index + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(index + ".tmp", index)
+
+
+def latest_checkpoint(checkpoint_dir, latest_filename=None):
+    """tf.train.latest_checkpoint: the newest checkpoint save_weights wrote
+    into `checkpoint_dir` (its path), or None."""
+    index = os.path.join(os.fspath(checkpoint_dir), latest_filename or "checkpoint")
+    if not os.path.exists(index):
+        return None
+    for line in open(index):
+        if line.startswith("model_checkpoint_path:"):
+            name = json.loads(line.split(":", 1)[1].strip())
+            path = os.path.join(os.fspath(checkpoint_dir), name)
+            return path if os.path.exists(path) else None
+    return None

@@ -1,4 +1,6 @@
-"""strata.keras.utils."""
+"""strata.keras.utils: set_random_seed, to_categorical."""
+import numpy as np
+
 _SEED = [1]
 
 
@@ -12,3 +14,20 @@ def set_random_seed(seed):
 
 def _seed():
     return _SEED[0]
+
+
+def to_categorical(y, num_classes=None, dtype="float32"):
+    """Class labels as one-hot rows (keras.utils.to_categorical)."""
+    y = np.asarray(y, dtype="int64")
+    shape = y.shape
+    if shape and shape[-1] == 1 and len(shape) > 1:
+        shape = shape[:-1]
+    y = y.reshape(-1)
+    if num_classes is None:
+        num_classes = int(y.max()) + 1 if y.size else 0
+    if y.size and (y.min() < 0 or y.max() >= num_classes):
+        raise ValueError("to_categorical: labels must be in [0, num_classes=%d), got "
+                         "%d..%d" % (num_classes, int(y.min()), int(y.max())))
+    out = np.zeros((y.size, num_classes), dtype=dtype)
+    out[np.arange(y.size), y] = 1
+    return out.reshape(shape + (num_classes,))
