@@ -520,14 +520,17 @@ PYBIND11_MODULE(_strata, m) {
   m.def(
       "parameter_server_strategy",
       [](int num_ps, int num_workers, const std::string& update,
-         const std::string& bin_dir, const std::string& coordinator) {
+         const std::string& bin_dir, const std::string& coordinator,
+         const std::string& strategy_json) {
+        sdk::LocalClusterOptions o = ClusterOptions(
+            num_ps, num_workers, update, "ring", bin_dir, coordinator, "");
+        o.strategy_json = strategy_json;
         return std::shared_ptr<sdk::Strategy>(
-            sdk::ParameterServerStrategy::Local(
-                ClusterOptions(num_ps, num_workers, update, "ring", bin_dir,
-                               coordinator, "")));
+            sdk::ParameterServerStrategy::Local(std::move(o)));
       },
       py::arg("num_ps"), py::arg("num_workers"), py::arg("update"),
-      py::arg("bin_dir"), py::arg("coordinator") = "");
+      py::arg("bin_dir"), py::arg("coordinator") = "",
+      py::arg("strategy_json") = "");
   m.def(
       "central_storage_strategy",
       [](int num_ps, int num_workers, const std::string& bin_dir,
@@ -543,15 +546,17 @@ PYBIND11_MODULE(_strata, m) {
       "multi_worker_mirrored_strategy",
       [](int num_ps, int num_workers, const std::string& collective,
          const std::string& bin_dir, const std::string& coordinator,
-         const std::string& export_dir) {
+         const std::string& export_dir, const std::string& strategy_json) {
+        sdk::LocalClusterOptions o =
+            ClusterOptions(num_ps, num_workers, "async", collective, bin_dir,
+                           coordinator, export_dir);
+        o.strategy_json = strategy_json;
         return std::shared_ptr<sdk::Strategy>(
-            sdk::MultiWorkerMirroredStrategy::Local(
-                ClusterOptions(num_ps, num_workers, "async", collective,
-                               bin_dir, coordinator, export_dir)));
+            sdk::MultiWorkerMirroredStrategy::Local(std::move(o)));
       },
       py::arg("num_ps"), py::arg("num_workers"), py::arg("collective"),
       py::arg("bin_dir"), py::arg("coordinator") = "",
-      py::arg("export_dir") = "");
+      py::arg("export_dir") = "", py::arg("strategy_json") = "");
 
   strata::python::BindPsClient(m);
   m.def("keras_graph_info", &KerasGraphInfo, py::arg("config"));

@@ -323,9 +323,25 @@ absl::StatusOr<History> LocalClusterStrategy::Fit(
     internal::ModelState& m, const Dataset& train,
     const FitOptions& options) const {
   const LocalClusterOptions& c = options_;
-  const internal::ClusterPlan how = Plan();
+  internal::ClusterPlan how = Plan();
   const bool running = !c.coordinator.empty();
   STRATA_RETURN_IF_ERROR(CheckOptions(c, how.min_ps));
+  if (!c.strategy_json.empty()) {
+    const json extra =
+        json::parse(c.strategy_json, nullptr, /*allow_exceptions=*/false);
+    if (!extra.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LocalClusterOptions.strategy_json: expected a JSON object, got ",
+          c.strategy_json));
+    }
+    for (auto it = extra.begin(); it != extra.end(); ++it) {
+      if (it.key() == "type") {
+        return absl::InvalidArgumentError(
+            "LocalClusterOptions.strategy_json: 'type' is the strategy's own");
+      }
+      how.strategy[it.key()] = it.value();
+    }
+  }
   if (running && !how.read_from_ps && c.export_dir.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "LocalClusterOptions.export_dir: ",

@@ -802,6 +802,12 @@ struct LocalClusterOptions {
   // parameter_server: axis-0 shards per variable (a fixed partitioner),
   // placed round-robin over the PS tasks. 0: num_ps.
   int num_shards = 0;
+  // More of the job's "strategy" object, as a JSON object merged over the
+  // strategy's own fields: "partitioner" (parameter_server; replaces
+  // num_shards' fixed one), "pack_bytes" and "timeout_seconds"
+  // (multi_worker_mirrored's collective), ... Checked as job fields: an
+  // unknown or bad one is INVALID_ARGUMENT naming "job.strategy.<field>".
+  std::string strategy_json;
   // Where strata-coordinator, strata-ps and strata-worker live. Empty: the
   // directory of the running executable (/proc/self/exe), as in build/bin.
   std::string bin_dir;

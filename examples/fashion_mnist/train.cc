@@ -45,6 +45,10 @@ ABSL_FLAG(int, workers, 2, "Replicas: worker tasks of a cluster strategy, "
 ABSL_FLAG(std::string, update, "async", "parameter_server: async or sync");
 ABSL_FLAG(std::string, collective, "ring", "multi_worker_mirrored: ring "
           "(all-reduce between the workers) or ps (through a PS task)");
+ABSL_FLAG(std::string, model, "mlp",
+          "mlp (the reference model) or cnn (the CNN of TensorFlow's "
+          "distributed-training guide: Conv2D(32, 3, relu), MaxPooling2D, "
+          "Flatten, Dense(64, relu), Dense(10) logits)");
 ABSL_FLAG(int, epochs, 10, "Training epochs");
 ABSL_FLAG(int64_t, batch_size, 128, "Examples per step");
 ABSL_FLAG(int64_t, limit_train, 0, "Use only the first N training examples "
@@ -84,8 +88,8 @@ strata::CliSpec Cli() {
   cli.groups = {
       {"Strategy",
        {"strategy", "workers", "ps", "update", "collective", "bin_dir"}},
-      {"Training", {"epochs", "batch_size", "limit_train", "limit_test",
-                    "data_dir"}}};
+      {"Training", {"model", "epochs", "batch_size", "limit_train",
+                    "limit_test", "data_dir"}}};
   return cli;
 }
 
@@ -137,12 +141,26 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
+  const std::string model_name = absl::GetFlag(FLAGS_model);
+  if (model_name != "mlp" && model_name != "cnn") {
+    std::cerr << "fashion_mnist_train: --model must be mlp or cnn; got '"
+              << model_name << "'\n";
+    return 2;
+  }
+  const bool cnn = model_name == "cnn";
   auto scope = strategy->Scope();
-  sdk::Sequential model({sdk::Dense(128, "relu", /*input_dim=*/784),
-                         sdk::Dense(10, "softmax")},
-                        {/*name=*/"fashion-mnist-mlp", /*seed=*/1});
+  sdk::Sequential model(
+      cnn ? std::vector<sdk::Layer>{sdk::Reshape({28, 28, 1}, {784}),
+                                    sdk::Conv2D(32, 3, "relu"),
+                                    sdk::MaxPooling2D(2), sdk::Flatten(),
+                                    sdk::Dense(64, "relu"), sdk::Dense(10)}
+          : std::vector<sdk::Layer>{sdk::Dense(128, "relu", /*input_dim=*/784),
+                                    sdk::Dense(10, "softmax")},
+      {/*name=*/cnn ? "fashion-mnist-cnn" : "fashion-mnist-mlp", /*seed=*/1});
   absl::Status compiled = model.Compile(
-      sdk::Adam(0.001), "sparse_categorical_crossentropy", {"accuracy"});
+      sdk::Adam(0.001),
+      sdk::Loss("sparse_categorical_crossentropy", /*logits=*/cnn),
+      {"accuracy"});
   if (!compiled.ok()) return Fail("compile", compiled);
   if (absl::StatusOr<std::string> summary = model.Summary(); summary.ok()) {
     std::cout << *summary;

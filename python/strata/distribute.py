@@ -413,8 +413,18 @@ class ParameterServerStrategy(_LocalCluster):
         self.cluster_resolver = cluster_resolver
         num_ps, num_workers = _sizes(cluster_resolver, 2, 2)
         coordinator = _coordinator(cluster_resolver)
+        extra = {}
+        if variable_partitioner is not None:
+            if not isinstance(variable_partitioner, experimental.partitioners.Partitioner):
+                raise TypeError("ParameterServerStrategy: `variable_partitioner` must be "
+                                "a tf.distribute.experimental.partitioners object "
+                                "(FixedShardsPartitioner, MinSizePartitioner, "
+                                "MaxSizePartitioner), got %r" % (variable_partitioner,))
+            extra["partitioner"] = variable_partitioner._spec()
+        self.variable_partitioner = variable_partitioner
         super().__init__(_strata.parameter_server_strategy(
-            num_ps, num_workers, "async", bin_dir(), coordinator=coordinator),
+            num_ps, num_workers, "async", bin_dir(), coordinator=coordinator,
+            strategy_json=json.dumps(extra) if extra else ""),
             num_ps, num_workers, coordinator or None)
 
 
@@ -441,10 +451,118 @@ class MultiWorkerMirroredStrategy(_LocalCluster):
         _, num_workers = _sizes(cluster_resolver, 0,
                                 _env_int("STRATA_NUM_WORKERS", 2))
         coordinator = _coordinator(cluster_resolver)
+        extra = {}
+        if communication_options is not None:
+            if not isinstance(communication_options, experimental.CommunicationOptions):
+                raise TypeError("MultiWorkerMirroredStrategy: `communication_options` "
+                                "must be a tf.distribute.experimental."
+                                "CommunicationOptions, got %r" % (communication_options,))
+            extra = communication_options._spec()
+        self.communication_options = communication_options
         super().__init__(_strata.multi_worker_mirrored_strategy(
             1, num_workers, "ring", bin_dir(), coordinator=coordinator,
-            export_dir=os.environ.get("STRATA_EXPORT_DIR", "") if coordinator else ""),
+            export_dir=os.environ.get("STRATA_EXPORT_DIR", "") if coordinator else "",
+            strategy_json=json.dumps(extra) if extra else ""),
             0, num_workers, coordinator or None)
 
 
+class _Partitioners:
+    """tf.distribute.experimental.partitioners: how ParameterServerStrategy
+    splits each variable along axis 0 over the PS tasks (the job's
+    strategy.partitioner)."""
+
+    class Partitioner:
+        def _spec(self):
+            raise NotImplementedError
+
+    class FixedShardsPartitioner(Partitioner):
+        def __init__(self, num_shards):
+            if isinstance(num_shards, bool) or not isinstance(num_shards, int) or \
+                    num_shards < 1:
+                raise ValueError("FixedShardsPartitioner: `num_shards` must be a "
+                                 "positive integer, got %r" % (num_shards,))
+            self.num_shards = num_shards
+
+        def _spec(self):
+            return {"type": "fixed", "num_shards": self.num_shards}
+
+    class MinSizePartitioner(Partitioner):
+        def __init__(self, min_shard_bytes=256 << 10, max_shards=1, bytes_per_string=16):
+            if min_shard_bytes < 1:
+                raise ValueError("MinSizePartitioner: `min_shard_bytes` must be "
+                                 "positive, got %r" % (min_shard_bytes,))
+            if max_shards < 1:
+                raise ValueError("MinSizePartitioner: `max_shards` must be positive, "
+                                 "got %r" % (max_shards,))
+            self.min_shard_bytes, self.max_shards = int(min_shard_bytes), int(max_shards)
+
+        def _spec(self):
+            return {"type": "min_size", "min_shard_bytes": self.min_shard_bytes,
+                    "max_shards": self.max_shards}
+
+    class MaxSizePartitioner(Partitioner):
+        def __init__(self, max_shard_bytes, max_shards=None, bytes_per_string=16):
+            if max_shard_bytes < 1:
+                raise ValueError("MaxSizePartitioner: `max_shard_bytes` must be "
+                                 "positive, got %r" % (max_shard_bytes,))
+            if max_shards is not None and max_shards < 1:
+                raise ValueError("MaxSizePartitioner: `max_shards` must be positive, "
+                                 "got %r" % (max_shards,))
+            self.max_shard_bytes = int(max_shard_bytes)
+            self.max_shards = max_shards
+
+        def _spec(self):
+            return {"type": "max_size", "max_shard_bytes": self.max_shard_bytes,
+                    "max_shards": int(self.max_shards or 0)}
+
+
+class _CommunicationImplementation(enum.Enum):
+    AUTO = "AUTO"
+    RING = "RING"
+    NCCL = "NCCL"
+
+
+class _CommunicationOptions:
+    """tf.distribute.experimental.CommunicationOptions for
+    MultiWorkerMirroredStrategy's all-reduce: bytes_per_pack (the
+    collective's pack size), timeout_seconds, implementation (AUTO and RING:
+    the ring between the workers; NCCL: the ring too, over the GPUs' NCCL
+    where the workers have them)."""
+
+    def __init__(self, bytes_per_pack=0, timeout_seconds=None,
+                 implementation=_CommunicationImplementation.AUTO):
+        if bytes_per_pack < 0:
+            raise ValueError("CommunicationOptions: `bytes_per_pack` must be "
+                             "non-negative, got %r" % (bytes_per_pack,))
+        if not isinstance(implementation, _CommunicationImplementation):
+            raise ValueError("CommunicationOptions: `implementation` must be a "
+                             "CommunicationImplementation, got %r" % (implementation,))
+        self.bytes_per_pack = int(bytes_per_pack)
+        self.timeout_seconds = timeout_seconds
+        self.implementation = implementation
+
+    def _spec(self):
+        spec = {}
+        if self.bytes_per_pack:
+            spec["pack_bytes"] = self.bytes_per_pack
+        if self.timeout_seconds is not None:
+            spec["timeout_seconds"] = float(self.timeout_seconds)
+        return spec
+
+
+class _Experimental:
+    """tf.distribute.experimental."""
+    partitioners = _Partitioners
+    CommunicationOptions = _CommunicationOptions
+    CommunicationImplementation = _CommunicationImplementation
+    CollectiveCommunication = _CommunicationImplementation
+
+
+experimental = _Experimental()
+
+
 from . import cluster_resolver  # noqa: E402  (tf.distribute.cluster_resolver)
+
+experimental.ParameterServerStrategy = ParameterServerStrategy
+experimental.CentralStorageStrategy = CentralStorageStrategy
+experimental.MultiWorkerMirroredStrategy = MultiWorkerMirroredStrategy

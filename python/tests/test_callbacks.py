@@ -14,11 +14,11 @@ import pytest
 
 import strata as tf
 
+import _helpers
+
 
 def toy(n=1000, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.random((n, 2)).astype(np.float32)
-    return x, (x[:, 0] > x[:, 1]).astype(np.int32)
+    return _helpers.toy(n, seed)
 
 
 def model_with(optimizer=None):

@@ -10,12 +10,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GUIDES_DIR = os.path.join(HERE, "..", "..", "examples", "python", "guides")
 sys.path.insert(0, GUIDES_DIR)
 import run_guides  # noqa: E402
+from _helpers import needs_fashion  # noqa: E402
 
-FASHION = "/usr/share/datasets/fashion-mnist"
 
-
-@pytest.mark.skipif(not os.path.exists(os.path.join(FASHION, "train-images-idx3-ubyte.gz")),
-                    reason="Fashion-MNIST is not installed")
+@needs_fashion
 @pytest.mark.parametrize("program,what,full,short", run_guides.GUIDES,
                          ids=[g[0][:-3] for g in run_guides.GUIDES])
 def test_guide_runs_unchanged(program, what, full, short):

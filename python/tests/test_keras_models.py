@@ -2,7 +2,6 @@
 models, every runtime layer under keras.layers with Keras's arguments, the
 summary, to_json / model_from_json, and saving (.keras, .weights.h5)."""
 import json
-import os
 
 import numpy as np
 import pytest
@@ -10,18 +9,10 @@ import pytest
 import strata as tf
 from strata import errors
 
+from _helpers import needs_fashion, toy
+
 keras = tf.keras
 layers = tf.keras.layers
-FASHION = "/usr/share/datasets/fashion-mnist"
-needs_fashion = pytest.mark.skipif(
-    not os.path.exists(os.path.join(FASHION, "train-images-idx3-ubyte.gz")),
-    reason="Fashion-MNIST is not installed")
-
-
-def toy(n=2000, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.random((n, 2)).astype(np.float32)
-    return x, (x[:, 0] > x[:, 1]).astype(np.int32)
 
 
 def two_input_model():

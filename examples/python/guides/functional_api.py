@@ -6,8 +6,6 @@ UpSampling2D) and nested models, multiple outputs, variable-length inputs
 (see README "Python")."""
 import os
 
-import numpy as np
-
 import strata as tf
 
 keras = tf.keras

@@ -7,8 +7,6 @@ Fashion-MNIST in place of MNIST. Custom layers with their own weights
 (add_weight, add_loss) are not supported (README "Python")."""
 import os
 
-import numpy as np
-
 import strata as tf
 
 keras = tf.keras

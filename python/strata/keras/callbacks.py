@@ -12,8 +12,6 @@ import math
 import os
 import shutil
 
-import numpy as np
-
 from . import tensorboard as _tensorboard
 
 

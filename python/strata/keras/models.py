@@ -5,7 +5,6 @@ The model is bound to the strategy current when it was built (inside
 ``fit`` / ``evaluate`` / ``predict`` run there.
 """
 import json
-import math
 import numbers
 import sys
 import time
@@ -611,6 +610,12 @@ class Model:
             class_weight=None, sample_weight=None, initial_epoch=0, steps_per_epoch=None,
             validation_steps=None, validation_batch_size=None, validation_freq=1,
             max_queue_size=10, workers=1, use_multiprocessing=False):
+        if isinstance(x, _utils.DatasetCreator):
+            if steps_per_epoch is None:
+                raise ValueError("fit: When using a `tf.keras.utils.experimental."
+                                 "DatasetCreator`, `steps_per_epoch` argument must be "
+                                 "provided in `Model.fit`.")
+            x = self._strategy.distribute_datasets_from_function(x.dataset_fn)
         native = self._require("training/fitting", x)
         epochs = _positive("fit", "epochs", epochs)
         if not isinstance(x, (_data.Dataset, _distribute.DistributedDataset)) and \

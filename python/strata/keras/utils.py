@@ -31,3 +31,22 @@ def to_categorical(y, num_classes=None, dtype="float32"):
     out = np.zeros((y.size, num_classes), dtype=dtype)
     out[np.arange(y.size), y] = 1
     return out.reshape(shape + (num_classes,))
+
+
+class DatasetCreator:
+    """tf.keras.utils.experimental.DatasetCreator: `dataset_fn(input_context)`
+    builds the dataset where fit needs it (with steps_per_epoch, as Keras
+    requires), given a tf.distribute.InputContext."""
+
+    def __init__(self, dataset_fn, input_options=None):
+        if not callable(dataset_fn):
+            raise TypeError("`dataset_fn` for `DatasetCreator` must be a `callable`.")
+        self.dataset_fn = dataset_fn
+        self.input_options = input_options
+
+    def __call__(self, *args, **kwargs):
+        return self.dataset_fn(*args, **kwargs)
+
+
+class experimental:  # noqa: N801 - tf.keras.utils.experimental
+    DatasetCreator = DatasetCreator
