@@ -297,3 +297,19 @@ def test_save_and_load_round_trip_under_a_strategy(tmp_path, make):
                                atol=1e-6)
     for a, b in zip(loaded.get_weights(), model.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_train_test_and_predict_on_batch():
+    model = two_input_model()
+    model.compile(keras.optimizers.SGD(0.5),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    x, y = toy(256)
+    xs = [x[:, :1], x[:, 1:]]
+    before = model.test_on_batch(xs, y, return_dict=True)
+    assert set(before) == {"loss", "accuracy"}
+    losses = [model.train_on_batch(xs, y)[0] for _ in range(30)]
+    assert losses[-1] < losses[0]
+    after = model.test_on_batch(xs, y)
+    assert after[0] < before["loss"]
+    assert model.predict_on_batch(xs).shape == (256, 2)

@@ -794,6 +794,43 @@ class Model:
         values = list(logs.values())
         return values[0] if len(values) == 1 else values
 
+    def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None,
+                       reset_metrics=True, return_dict=False):
+        """One optimizer step on the batch (x, y); returns its loss and
+        metrics as Keras does. In-process strategies only (a cluster
+        strategy's fit is a whole cluster run)."""
+        if isinstance(self._strategy, _distribute._LocalCluster):
+            raise ValueError("train_on_batch: under %s each fit is a cluster run; use "
+                             "fit" % type(self._strategy).__name__)
+        if sample_weight is not None or class_weight is not None:
+            raise ValueError("train_on_batch: sample_weight and class_weight are not "
+                             "supported")
+        native = self._require("training", x)
+        data, _, _, n = self._dataset(x, y, "train_on_batch", shuffle=False)
+        self._fits += 1
+        [e] = native.fit(data, 1, max(n, 1), None, 1, self._fits * 100003 + 17, 0,
+                         None, None)
+        self._weights_touched = True
+        logs = {"loss": e["loss"]}
+        for name in self._metric_names:
+            logs[name] = e["accuracy"]
+        return self._logs_out(logs, return_dict)
+
+    def test_on_batch(self, x, y=None, sample_weight=None, reset_metrics=True,
+                      return_dict=False):
+        """Loss and metrics on the batch (x, y), with the current weights."""
+        return self.evaluate(x, y, batch_size=None, verbose=0, return_dict=return_dict)
+
+    def predict_on_batch(self, x):
+        return self.predict(x, verbose=0)
+
+    @staticmethod
+    def _logs_out(logs, return_dict):
+        if return_dict:
+            return logs
+        values = list(logs.values())
+        return values[0] if len(values) == 1 else values
+
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None,
                 max_queue_size=10, workers=1, use_multiprocessing=False):
         native = self._require("predicting", x)
