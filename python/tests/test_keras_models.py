@@ -313,3 +313,40 @@ def test_train_test_and_predict_on_batch():
     after = model.test_on_batch(xs, y)
     assert after[0] < before["loss"]
     assert model.predict_on_batch(xs).shape == (256, 2)
+
+
+def test_metrics_computed_over_the_predictions():
+    x, y = toy(2000)
+    xt, yt = toy(500, 3)
+    model = keras.Sequential([layers.Dense(16, activation="relu", input_shape=(2,)),
+                              layers.Dense(1, activation="sigmoid")])
+    model.compile(keras.optimizers.Adam(0.01), "binary_crossentropy",
+                  metrics=["accuracy", keras.metrics.AUC(), "precision",
+                           keras.metrics.Recall(), keras.metrics.BinaryAccuracy(
+                               threshold=0.9, name="sure")])
+    h = model.fit(x, y, epochs=3, verbose=0, validation_data=(xt, yt))
+    assert {"auc", "precision", "recall", "sure", "val_auc", "val_recall"} <= set(h.history)
+    assert len(h.history["val_auc"]) == 3 and h.history["auc"][-1] > 0.95
+    logs = model.evaluate(xt, yt, verbose=0, return_dict=True)
+    p = model.predict(xt).reshape(-1)
+    pos, neg = p[yt == 1], p[yt == 0]
+    auc = float(np.mean(pos[:, None] > neg[None, :]) +
+                0.5 * np.mean(pos[:, None] == neg[None, :]))
+    assert logs["auc"] == pytest.approx(auc, abs=1e-9)
+    tp = np.sum((p > 0.5) & (yt == 1))
+    assert logs["precision"] == pytest.approx(tp / np.sum(p > 0.5))
+    assert logs["recall"] == pytest.approx(tp / np.sum(yt == 1))
+    assert logs["sure"] == pytest.approx(np.mean((p > 0.9) == (yt == 1)))
+    # Top-k and errors of a softmax model (from logits: through the softmax).
+    m = keras.Sequential([layers.Dense(3, input_shape=(2,))])
+    m.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=[keras.metrics.SparseTopKCategoricalAccuracy(k=2), "mse"])
+    logs = m.evaluate(x[:100], y[:100], verbose=0, return_dict=True)
+    z = m.predict(x[:100])
+    probs = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    top2 = np.argsort(-probs, axis=1)[:, :2]
+    assert logs["sparse_top_k_categorical_accuracy"] == pytest.approx(
+        np.mean((top2 == y[:100, None]).any(axis=1)))
+    assert logs["mse"] == pytest.approx(np.mean((probs - np.eye(3)[y[:100]]) ** 2))
+    with pytest.raises(ValueError, match="Could not interpret metric"):
+        m.compile("adam", "mse", metrics=["f1_typo"])

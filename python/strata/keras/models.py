@@ -213,6 +213,7 @@ class Model:
 
     def _base_init(self, name):
         self.name = name
+        self._py_metrics = []
         self._layers = []
         self._graph = None
         self._pending_weights = None
@@ -476,10 +477,17 @@ class Model:
         else:
             specs, embedding = None, None
         self._metric_names = []
+        self._py_metrics = []  # (shown name, metric computed here)
         native_metrics = []
         for m in metrics or []:
-            native, shown = _metrics.get(m)
-            if native not in native_metrics:
+            native, shown, computed = _metrics.get(m)
+            if computed is not None:
+                if self._graph_config() is None and any(
+                        isinstance(l, _layers.Embedding) for l in self._layers):
+                    raise ValueError("compile: metric %r: a model with the embedding "
+                                     "front end reports accuracy only" % (shown,))
+                self._py_metrics.append((shown, computed))
+            elif native not in native_metrics:
                 native_metrics.append(native)
                 self._metric_names.append(shown)
         native_embedding = None
@@ -512,6 +520,26 @@ class Model:
             # Weights loaded (or set) before compile.
             weights, self._pending_weights = self._pending_weights, None
             self.set_weights(weights)
+
+    def _probabilities(self, feats):
+        """The model's outputs for `feats` as probabilities (a from_logits
+        model's logits through its sigmoid / softmax)."""
+        out = np.asarray(self._native.predict(feats, 1024), dtype=np.float64)
+        if getattr(self, "_compile_args", {}).get("from_logits"):
+            if out.shape[1] == 1:
+                out = 1.0 / (1.0 + np.exp(-out))
+            else:
+                out = np.exp(out - out.max(axis=1, keepdims=True))
+                out /= out.sum(axis=1, keepdims=True)
+        return out
+
+    def _computed_metrics(self, arrays, prefix=""):
+        """The metrics computed here over (features, labels)."""
+        if not self._py_metrics or arrays is None:
+            return {}
+        feats, labels = arrays
+        probs = self._probabilities(feats)
+        return {prefix + name: m.compute(labels, probs) for name, m in self._py_metrics}
 
     def _require(self, what, x=None):
         if self._native is None and getattr(self, "_deferred_compile", None) \
@@ -563,6 +591,7 @@ class Model:
             else:
                 feats = _features(features, what)
             labels = _labels(x.labels, what, len(feats))
+            self._last_arrays = (feats, labels)
             if steps is not None:
                 batch = batch_size or x.batch_size or 32
                 return (self._steps_datasets(feats, labels, x.shuffled, what, batch,
@@ -582,6 +611,7 @@ class Model:
         else:
             feats = _features(x, what)
         labels = _labels(y, what, len(feats))
+        self._last_arrays = (feats, labels)
         if steps is not None:
             batch = batch_size or 32
             return (self._steps_datasets(feats, labels, shuffle, what, batch, steps,
@@ -659,11 +689,13 @@ class Model:
         train, ds_batch, _, n = self._dataset(
             x, y, "fit", batch_size, shuffle, steps=steps_per_epoch,
             epochs=(epochs - initial_epoch) if local else 1)
+        train_arrays = self._last_arrays
         trains = train if isinstance(train, list) else None
         if trains is not None:
             train = trains[0]
         batch = batch_size or ds_batch or 32
         validation = None
+        validation_arrays = None
         if validation_data is not None:
             if isinstance(validation_data, (_data.Dataset, _distribute.DistributedDataset)):
                 validation = self._dataset(validation_data, None, "fit validation_data")[0]
@@ -673,6 +705,7 @@ class Model:
             else:
                 raise ValueError("fit: `validation_data` must be a (x, y) tuple or a "
                                  "dataset, got %r" % (type(validation_data),))
+            validation_arrays = self._last_arrays
 
         history = _callbacks.History()
         cbs = list(callbacks or []) + [history]  # History last, as Keras
@@ -691,14 +724,21 @@ class Model:
         self._fits += 1
         bar = _Progbar(epochs, verbose)
 
-        def logs_of(e, evaluated):
+        def logs_of(e, evaluated, last):
             logs = {"loss": e["loss"]}
             for name in self._metric_names:
                 logs[name] = e["accuracy"]
+            # Metrics computed here need the epoch's weights: every epoch
+            # in this process, the last one's after a cluster run.
+            computed = local or last
+            if computed:
+                logs.update(self._computed_metrics(train_arrays))
             if evaluated:
                 logs["val_loss"] = e["test_loss"]
                 for name in self._metric_names:
                     logs["val_" + name] = e["test_accuracy"]
+                if computed:
+                    logs.update(self._computed_metrics(validation_arrays, "val_"))
             return logs
 
         begun = set()
@@ -718,7 +758,7 @@ class Model:
             begin(epoch)
             ended.add(epoch)
             evaluated = validation is not None and e["evaluated"]
-            logs = logs_of(e, evaluated)
+            logs = logs_of(e, evaluated, epoch == epochs - 1)
             bar.end_epoch(epoch, e["steps"], e["seconds"], logs)
             for cb in cbs:
                 cb.on_epoch_end(epoch, logs)
@@ -737,7 +777,10 @@ class Model:
                 bar.update(epoch, step, steps, logs)
 
             def on_epoch(e):
-                report(first_epoch + e["epoch"] - 1, e)
+                epoch = first_epoch + e["epoch"] - 1
+                if epoch == epochs - 1 and self._py_metrics:
+                    return  # reported once the trained weights are read back
+                report(epoch, e)
 
             # The bar needs the progress; a local strategy's one-epoch Fit
             # returns its epoch as it ends, a cluster's are reported as each
@@ -787,6 +830,7 @@ class Model:
         logs = {"loss": loss}
         for name in self._metric_names:
             logs[name] = accuracy
+        logs.update(self._computed_metrics(self._last_arrays))
         if verbose == "auto" or verbose:
             print(_Progbar.line(-(-n // batch), time.monotonic() - start, logs))
         if return_dict:
