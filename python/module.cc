@@ -429,6 +429,36 @@ class PyModel {
   }
   std::string Summary() const { return Value(model_->Summary()); }
   void SetLearningRate(double lr) { Check(model_->SetLearningRate(lr)); }
+
+  // (iterations, slot names, [weight][slot] float32 arrays).
+  py::tuple GetOptimizerState() const {
+    sdk::OptimizerState st = Value(model_->GetOptimizerState());
+    py::list weights;
+    for (const auto& per_weight : st.slots) {
+      py::list slots;
+      for (const std::vector<float>& slot : per_weight) {
+        py::array_t<float> a(static_cast<py::ssize_t>(slot.size()));
+        std::copy(slot.begin(), slot.end(), a.mutable_data());
+        slots.append(a);
+      }
+      weights.append(slots);
+    }
+    return py::make_tuple(st.iterations, st.slot_names, weights);
+  }
+  void SetOptimizerState(int64_t iterations,
+                         const std::vector<std::string>& slot_names,
+                         const std::vector<std::vector<FloatArray>>& slots) {
+    sdk::OptimizerState st;
+    st.iterations = iterations;
+    st.slot_names = slot_names;
+    for (const auto& per_weight : slots) {
+      st.slots.emplace_back();
+      for (const FloatArray& a : per_weight) {
+        st.slots.back().emplace_back(a.data(), a.data() + a.size());
+      }
+    }
+    Check(model_->SetOptimizerState(st));
+  }
   double learning_rate() const { return model_->learning_rate(); }
   bool compiled() const { return model_->compiled(); }
   int64_t num_features() const { return model_->num_features(); }
@@ -592,6 +622,9 @@ PYBIND11_MODULE(_strata, m) {
       .def("get_state", &PyModel::GetState)
       .def("set_state", &PyModel::SetState, py::arg("state"))
       .def("summary", &PyModel::Summary)
+      .def("get_optimizer_state", &PyModel::GetOptimizerState)
+      .def("set_optimizer_state", &PyModel::SetOptimizerState,
+           py::arg("iterations"), py::arg("slot_names"), py::arg("slots"))
       .def("set_learning_rate", &PyModel::SetLearningRate,
            py::arg("learning_rate"))
       .def_property_readonly("learning_rate", &PyModel::learning_rate)

@@ -386,18 +386,12 @@ absl::StatusOr<History> MirroredStrategy::Fit(internal::ModelState& m,
                           ::strata::Optimizer::Create(fit.job.optimizer));
   if (!m.mirrored.has_value()) {
     // The first Fit since Compile starts from the compiled weights.
+    // The trainer's optimizer state too (its initial values, or a loaded
+    // model's): the same optimizer, so the same slots.
     internal::ModelState::ReplicaState state;
     state.params = m.trainer->params();
     state.iterations = m.trainer->iterations();
-    const std::vector<std::string> slot_names = optimizer->SlotNames();
-    state.slots.resize(state.params.size());
-    for (size_t v = 0; v < state.params.size(); ++v) {
-      for (size_t k = 0; k < slot_names.size(); ++k) {
-        state.slots[v].emplace_back(
-            state.params[v].size(),
-            static_cast<float>(optimizer->SlotInitialValue(k)));
-      }
-    }
+    state.slots = m.trainer->slots();
     m.mirrored = std::move(state);
   }
   std::unique_ptr<collective::NcclGroup> nccl;

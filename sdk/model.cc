@@ -544,6 +544,48 @@ absl::Status Sequential::SetLearningRate(double learning_rate) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<OptimizerState> Sequential::GetOptimizerState() const {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "GetOptimizerState"));
+  const internal::ModelState& s = *state_;
+  if (s.cluster_params) {
+    return absl::FailedPreconditionError(
+        "GetOptimizerState: the model was trained on a cluster; its "
+        "optimizer's slots stay there");
+  }
+  OptimizerState out;
+  out.slot_names = s.local_layers().SlotNames();
+  if (s.mirrored) {
+    out.iterations = s.mirrored->iterations;
+    out.slots = s.mirrored->slots;
+  } else {
+    out.iterations = s.local_layers().iterations();
+    out.slots = s.local_layers().slots();
+  }
+  return out;
+}
+
+absl::Status Sequential::SetOptimizerState(const OptimizerState& state) {
+  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "SetOptimizerState"));
+  internal::ModelState& s = *state_;
+  if (state.slot_names != s.local_layers().SlotNames()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SetOptimizerState: slots [", absl::StrJoin(state.slot_names, ", "),
+        "] are not the compiled optimizer's [",
+        absl::StrJoin(s.local_layers().SlotNames(), ", "), "]"));
+  }
+  absl::Status st =
+      s.local_layers().SetOptimizerState(state.iterations, state.slots);
+  if (!st.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SetOptimizerState: ", st.message()));
+  }
+  if (s.mirrored) {
+    s.mirrored->iterations = state.iterations;
+    s.mirrored->slots = state.slots;
+  }
+  return absl::OkStatus();
+}
+
 double Sequential::learning_rate() const {
   return state_->compiled ? state_->local_layers().learning_rate() : 0.0;
 }

@@ -420,6 +420,15 @@ struct KerasModel {
   std::string config_json;
 };
 
+// A Keras optimizer's state: the updates applied, and per trainable weight
+// (GetWeights order) its slots in `slot_names` order (Adam "m", "v";
+// SGD with momentum "momentum"; ...).
+struct OptimizerState {
+  int64_t iterations = 0;
+  std::vector<std::string> slot_names;
+  std::vector<std::vector<std::vector<float>>> slots;  // [weight][slot]
+};
+
 struct ModelOptions {
   std::string name = "sequential";  // the job name: [A-Za-z0-9._-]+
   uint64_t seed = 1;  // initializers (and dropout) derive from it
@@ -503,6 +512,15 @@ class Sequential {
   // before Compile; INVALID_ARGUMENT naming the weight whose size differs
   // or that holds a non-finite value (nothing changes then).
   absl::Status SetWeights(std::vector<std::vector<float>> weights);
+
+  // The optimizer's state held in this process (as Keras saves it with a
+  // model), and its replacement (a loaded model's). Errors:
+  // FAILED_PRECONDITION before Compile, or after a cluster Fit (the slots
+  // stay on the cluster's PS tasks or workers); SetOptimizerState
+  // INVALID_ARGUMENT naming the weight and slot whose size differs (nothing
+  // changes then).
+  absl::StatusOr<OptimizerState> GetOptimizerState() const;
+  absl::Status SetOptimizerState(const OptimizerState& state);
 
   // Keras's `optimizer.learning_rate = lr` between Fits: the rate of the
   // steps that follow, under every strategy (a cluster Fit starts its

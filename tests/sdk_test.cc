@@ -523,6 +523,56 @@ TEST(SdkTest, KerasConfigModelTrainsWithFromLogitsAndExposesItsState) {
                                   "Keras model config"));
 }
 
+// The optimizer's state goes with the weights: a model given another's
+// weights and optimizer state trains on exactly as the other does; the
+// learning rate set between Fits is the one the steps use.
+TEST(SdkTest, OptimizerStateAndLearningRateCarryOver) {
+  Sequential a = ToyModel();
+  ASSERT_TRUE(a.Compile(Adam(0.01), "sparse_categorical_crossentropy").ok());
+  FitOptions fit;
+  fit.verbose = 0;
+  ASSERT_TRUE(a.Fit(ToyData(500, 1), fit).ok());
+  absl::StatusOr<OptimizerState> state = a.GetOptimizerState();
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->slot_names, (std::vector<std::string>{"m", "v"}));
+  EXPECT_EQ(state->iterations, 16);  // ceil(500 / 32) steps
+  Sequential b = ToyModel();
+  ASSERT_TRUE(b.Compile(Adam(0.01), "sparse_categorical_crossentropy").ok());
+  // An epoch of other data first: the next Fit shuffles as a's next one
+  // (epoch 1's order); the weights and state are then replaced by a's.
+  ASSERT_TRUE(b.Fit(ToyData(300, 9), fit).ok());
+  ASSERT_TRUE(b.SetWeights(*a.GetWeights()).ok());
+  ASSERT_TRUE(b.SetOptimizerState(*state).ok());
+  ASSERT_TRUE(a.Fit(ToyData(200, 2), fit).ok());
+  ASSERT_TRUE(b.Fit(ToyData(200, 2), fit).ok());
+  EXPECT_EQ(*a.GetWeights(), *b.GetWeights());
+  // Refused: another optimizer's slots, a wrong size (nothing changes).
+  OptimizerState bad = *state;
+  bad.slot_names = {"momentum"};
+  EXPECT_THAT(b.SetOptimizerState(bad),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "not the compiled optimizer's"));
+  bad = *state;
+  bad.slots[1][0].pop_back();
+  EXPECT_THAT(b.SetOptimizerState(bad),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "slot 'm' of variable"));
+  // A learning rate of ~0 from now on: the next Fit leaves the weights.
+  EXPECT_THAT(b.SetLearningRate(-1),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "learning_rate"));
+  ASSERT_TRUE(b.SetLearningRate(1e-30).ok());
+  EXPECT_EQ(b.learning_rate(), 1e-30);
+  const std::vector<std::vector<float>> before = *b.GetWeights();
+  ASSERT_TRUE(b.Fit(ToyData(200, 3), fit).ok());
+  const std::vector<std::vector<float>> after = *b.GetWeights();
+  for (size_t i = 0; i < before.size(); ++i) {
+    for (size_t j = 0; j < before[i].size(); ++j) {
+      EXPECT_NEAR(after[i][j], before[i][j], 1e-12);
+    }
+  }
+}
+
 // --- Strategies and scopes -------------------------------------------------
 
 TEST(SdkTest, ScopeNestingRestoresThePreviousStrategy) {

@@ -1,4 +1,5 @@
 // LocalTrainer (worker/model.h): single-process training over a Model.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -118,6 +119,51 @@ absl::StatusOr<StepStats> LocalTrainer::TrainEpoch(
     epoch_stats.accuracy = correct / static_cast<double>(epoch_stats.examples);
   }
   return epoch_stats;
+}
+
+absl::Status LocalTrainer::SetOptimizerState(
+    int64_t iterations,
+    const std::vector<std::vector<std::vector<float>>>& slots) {
+  if (iterations < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("iterations must be >= 0, got ", iterations));
+  }
+  const std::vector<VariableDef>& vars = model_.variables();
+  const std::vector<std::string> names = optimizer_->SlotNames();
+  if (slots.size() != slots_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the optimizer has slots for ", slots_.size(),
+                     " variables, got ", slots.size()));
+  }
+  for (size_t v = 0; v < slots.size(); ++v) {
+    if (slots[v].size() != names.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable '", vars[v].name, "' has ", names.size(),
+          " slots, got ", slots[v].size()));
+    }
+    for (size_t k = 0; k < slots[v].size(); ++k) {
+      if (slots[v][k].size() != slots_[v][k].size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "slot '", names[k], "' of variable '", vars[v].name, "' has ",
+            slots_[v][k].size(), " values, got ", slots[v][k].size()));
+      }
+      for (float value : slots[v][k]) {
+        if (!std::isfinite(value)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("slot '", names[k], "' of variable '",
+                           vars[v].name, "' holds a non-finite value"));
+        }
+      }
+    }
+  }
+  // Copied into the buffers: slot_ptrs_ point at them.
+  for (size_t v = 0; v < slots.size(); ++v) {
+    for (size_t k = 0; k < slots[v].size(); ++k) {
+      std::copy(slots[v][k].begin(), slots[v][k].end(), slots_[v][k].begin());
+    }
+  }
+  iterations_ = iterations;
+  return absl::OkStatus();
 }
 
 absl::Status LocalTrainer::SetParams(std::vector<std::vector<float>> params) {

@@ -299,6 +299,20 @@ class LocalTrainer {
   double learning_rate() const { return optimizer_->config().learning_rate; }
   // Updates applied so far (the last step + 1).
   int64_t iterations() const { return iterations_; }
+  // The optimizer's slots, [variable][slot] in Optimizer::SlotNames order.
+  const std::vector<std::vector<std::vector<float>>>& slots() const {
+    return slots_;
+  }
+  std::vector<std::string> SlotNames() const {
+    return optimizer_->SlotNames();
+  }
+  // Replaces the optimizer's state (a restored Keras optimizer: its
+  // iterations and slots). Errors: INVALID_ARGUMENT naming the variable and
+  // slot whose count or size differs, a non-finite value or iterations < 0;
+  // nothing changes then.
+  absl::Status SetOptimizerState(
+      int64_t iterations,
+      const std::vector<std::vector<std::vector<float>>>& slots);
   // The workspace Step and Evaluate use; it holds the model's
   // non-trainable state (Model::GetState / SetState).
   ModelWorkspace* workspace() { return &workspace_; }

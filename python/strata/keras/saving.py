@@ -192,6 +192,7 @@ def save_model(model, filepath, overwrite=True, save_format=None):
     with h5py.File(buf, "w") as f:
         if model._native is not None:
             _write_h5(f, model._layout(), model.get_weights())
+            _write_optimizer(f, model)
         else:
             f.create_group("layers")
     with zipfile.ZipFile(path, "w") as z:
@@ -228,7 +229,59 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
         if cc.get("from_logits"):
             loss = _losses.get_class(loss)(from_logits=True)
         model.compile(optimizer=opt, loss=loss, metrics=cc.get("metrics") or None)
+        if weights_blob is not None:
+            h5py = _h5py()
+            import io
+            with h5py.File(io.BytesIO(weights_blob), "r") as f:
+                _read_optimizer(f, model, path)
     return model
+
+
+# --- the optimizer's state ---------------------------------------------------
+def _write_optimizer(f, model):
+    """Keras's optimizer variables under optimizer/vars/I: iterations, the
+    learning rate, then each trainable weight's slots (Keras's order: per
+    weight, Adam's m then v); "slot_names" names the slots. A model trained
+    on a cluster has its slots there: none are written."""
+    try:
+        iterations, slot_names, slots = model._native.get_optimizer_state()
+    except Exception:  # noqa: BLE001 - FailedPrecondition after a cluster fit
+        return
+    by_name = dict(zip(model._native.weight_names(), slots))
+    group = f.create_group("optimizer").create_group("vars", track_order=True)
+    group.attrs["slot_names"] = json.dumps(list(slot_names))
+    values = [np.asarray(iterations, dtype=np.int64),
+              np.asarray(float(model.optimizer.learning_rate), dtype=np.float32)]
+    for layer, name, shape, trainable in model._layout():
+        if trainable:
+            values += [np.asarray(s, dtype=np.float32).reshape(shape)
+                       for s in by_name["%s/%s" % (layer, name)]]
+    for i, v in enumerate(values):
+        group.create_dataset(str(i), data=v)
+
+
+def _read_optimizer(f, model, where):
+    """Restores what _write_optimizer wrote, when the file holds it and the
+    compiled optimizer has the same slots."""
+    if "optimizer/vars" not in f:
+        return
+    group = f["optimizer/vars"]
+    slot_names = json.loads(group.attrs.get("slot_names", "[]"))
+    trainable = [(l, n, sh) for l, n, sh, t in model._layout() if t]
+    want = 2 + len(trainable) * len(slot_names)
+    if len(group) != want:
+        raise ValueError("load_model: %s: the optimizer's state holds %d values; the "
+                         "model's optimizer has %d" % (where, len(group), want))
+    iterations = int(np.asarray(group["0"]))
+    slots = {}
+    i = 2
+    for layer, name, shape in trainable:
+        slots["%s/%s" % (layer, name)] = [
+            np.asarray(group[str(i + k)], dtype=np.float32).reshape(-1)
+            for k in range(len(slot_names))]
+        i += len(slot_names)
+    model._native.set_optimizer_state(
+        iterations, slot_names, [slots[n] for n in model._native.weight_names()])
 
 
 # --- summary ---------------------------------------------------------------
