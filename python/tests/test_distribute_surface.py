@@ -124,3 +124,26 @@ def test_multi_worker_mirrored_takes_communication_options():
     assert h.history["val_sparse_top_k_categorical_accuracy"][-1] == pytest.approx(
         model.evaluate(xt, yt, verbose=0, return_dict=True)[
             "sparse_top_k_categorical_accuracy"])
+
+
+@needs_fashion
+@pytest.mark.parametrize("make", [
+    lambda: tf.distribute.experimental.CentralStorageStrategy(),
+    lambda: tf.distribute.MultiWorkerMirroredStrategy(),
+], ids=["central_storage", "multi_worker_mirrored"])
+def test_a_cluster_trained_model_saves_and_loads(tmp_path, make):
+    (x, y), (xt, yt) = fashion(2000)
+    strategy = make()
+    with strategy.scope():
+        model = functional_cnn()
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.fit(x, y, batch_size=64, epochs=1, verbose=0)
+    path = str(tmp_path / "cluster.keras")
+    model.save(path)
+    with strategy.scope():
+        loaded = keras.models.load_model(path)
+    np.testing.assert_allclose(loaded.predict(xt[:20]), model.predict(xt[:20]),
+                               rtol=1e-5, atol=1e-6)
+    assert loaded.evaluate(xt, yt, verbose=0)[1] == pytest.approx(
+        model.evaluate(xt, yt, verbose=0)[1], abs=1e-6)
