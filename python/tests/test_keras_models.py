@@ -378,3 +378,27 @@ def test_save_keeps_the_optimizer_state(tmp_path):
     for i in range(3):
         fresh.train_on_batch([a[i:i + 1] for a in xs], y[i:i + 1])
     assert np.abs(fresh.get_weights()[0] - model.get_weights()[0]).max() > 1e-4
+
+
+def test_metric_objects_standalone():
+    acc = keras.metrics.SparseCategoricalAccuracy()
+    acc.update_state([0, 1], [[0.9, 0.1], [0.8, 0.2]])
+    acc.update_state([1], [[0.1, 0.9]])
+    assert acc.result() == pytest.approx(2 / 3)
+    acc.reset_state()
+    assert acc.result() == 0
+    mean = keras.metrics.Mean(name="train_loss")
+    mean.update_state(2.0)
+    mean(np.array([4.0, 6.0]))
+    assert mean.result() == pytest.approx(4.0)
+    auc = keras.metrics.AUC()
+    auc.update_state([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+    assert auc.result() == pytest.approx(0.75)
+    assert keras.metrics.BinaryAccuracy()([1, 0], [0.7, 0.2]) == 1.0
+    with pytest.raises(ValueError, match="sample_weight"):
+        acc.update_state([0], [[1.0, 0.0]], sample_weight=[2.0])
+    model = keras.Sequential([layers.Dense(2, input_shape=(2,))])
+    model.compile(keras.optimizers.SGD(0.1), "mse")
+    keras.backend.set_value(model.optimizer.lr, 0.05)
+    assert keras.backend.get_value(model.optimizer.lr) == pytest.approx(0.05)
+    assert model._native.learning_rate == pytest.approx(0.05)

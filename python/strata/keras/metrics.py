@@ -14,7 +14,9 @@ import numpy as np
 class Metric:
     """A metric by Keras's class; `_native` names what the runtime
     computes ("accuracy"), else `compute` gives it from labels and
-    probabilities."""
+    probabilities. Standalone, as Keras's: update_state(y_true, y_pred)
+    accumulates (y_pred probabilities, one row per example), result()
+    gives the metric over everything accumulated, reset_state() empties."""
 
     name = "accuracy"
     _native = "accuracy"
@@ -22,9 +24,69 @@ class Metric:
     def __init__(self, name=None, dtype=None):
         if name:
             self.name = name
+        self._seen = []
 
     def compute(self, labels, probs):
-        raise NotImplementedError
+        labels = np.asarray(labels).reshape(-1)
+        if probs.shape[1] == 1:
+            return float(np.mean((probs[:, 0] > 0.5) == (labels == 1)))
+        return float(np.mean(np.argmax(probs, axis=1) == labels))
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        if sample_weight is not None:
+            raise ValueError("%s.update_state: `sample_weight` is not supported"
+                             % type(self).__name__)
+        y_true = np.asarray(y_true)
+        y_pred = np.asarray(y_pred, dtype=np.float64)
+        if y_pred.ndim == 1:
+            y_pred = y_pred[:, None]
+        if y_true.ndim == 2 and y_true.shape[1] > 1:
+            y_true = y_true.argmax(axis=1)  # one-hot labels
+        self._seen.append((y_true.reshape(-1).astype(np.int64), y_pred))
+
+    def result(self):
+        if not self._seen:
+            return np.float32(0.0)
+        labels = np.concatenate([l for l, _ in self._seen])
+        probs = np.concatenate([p for _, p in self._seen])
+        return np.float32(self.compute(labels, probs))
+
+    def reset_state(self):
+        self._seen = []
+
+    reset_states = reset_state
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        self.update_state(y_true, y_pred, sample_weight)
+        return self.result()
+
+
+class Mean(Metric):
+    """The running mean of the values given to update_state (a loss in a
+    custom loop)."""
+
+    _native = None
+
+    def __init__(self, name="mean", dtype=None):
+        super().__init__(name, dtype)
+        self._total, self._count = 0.0, 0
+
+    def update_state(self, values, sample_weight=None):
+        v = np.asarray(values, dtype=np.float64)
+        self._total += float(v.sum())
+        self._count += int(v.size)
+
+    def result(self):
+        return np.float32(self._total / self._count if self._count else 0.0)
+
+    def reset_state(self):
+        self._total, self._count = 0.0, 0
+
+    reset_states = reset_state
+
+    def __call__(self, values, sample_weight=None):
+        self.update_state(values, sample_weight)
+        return self.result()
 
 
 class Accuracy(Metric):
@@ -44,9 +106,9 @@ class CategoricalAccuracy(Metric):
 class BinaryAccuracy(Metric):
     def __init__(self, name="binary_accuracy", dtype=None, threshold=0.5):
         super().__init__(name, dtype)
+        self.threshold = float(threshold)
         if threshold != 0.5:
             self._native = None
-            self.threshold = float(threshold)
 
     def compute(self, labels, probs):
         return float(np.mean((_positive_prob(probs) > self.threshold) == (labels == 1)))
@@ -179,6 +241,10 @@ def get(identifier):
     object computing it here or None)."""
     if isinstance(identifier, type) and issubclass(identifier, Metric):
         identifier = identifier()
+    if isinstance(identifier, Mean):
+        raise ValueError("compile: metric Mean (%r) is a standalone running mean "
+                         "(update_state / result), not a model metric"
+                         % identifier.name)
     if isinstance(identifier, Metric):
         if identifier._native:
             return identifier._native, identifier.name, None
