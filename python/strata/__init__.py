@@ -17,6 +17,7 @@ from . import distribute
 from . import keras
 from .ps_client import PsClient
 from . import train
+from .tape import GradientTape, Variable, add_n, nn
 from .ops import (DType, as_dtype, cast, clip_by_value, concat, constant,
                   convert_to_tensor, expand_dims, fill, function, identity, math,
                   one_hot, ones, ones_like, random, rank, reshape, shape, size,

@@ -43,14 +43,6 @@ def _concat(parts):
     return np.concatenate([np.asarray(p) for p in parts])
 
 
-def _same(a, b):
-    if isinstance(a, dict) or isinstance(b, dict):
-        return (isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys()
-                and all(_same(a[k], b[k]) for k in a))
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
-
-
 def _as_arrays(tensors):
     if isinstance(tensors, dict):
         return _features_of(tensors, "from_tensor_slices"), None
@@ -155,10 +147,7 @@ class Dataset:
 
     def _per_unit(self, fn, what):
         """fn applied to each element (each batch after batch()), as
-        tf.data does, results stacked. The whole arrays are tried first in
-        one vectorized call, kept when they agree with per-element calls on a
-        sample of elements (a function of each element alone, as casts,
-        scaling and one_hot are)."""
+        tf.data does, results stacked."""
         n = _count(self._x)
         unit = self._batch or 1
         starts = list(range(0, n, unit))
@@ -176,27 +165,6 @@ class Dataset:
             return out[0], out[1]
 
         one = (lambda s: s) if unit == 1 else (lambda s: slice(s, min(s + unit, n)))
-        try:
-            whole = split(call(slice(0, n)))
-            sample = sorted({0, len(starts) - 1, len(starts) // 2, len(starts) // 3})
-            wx = whole[0]
-            rows = (_count(wx) if isinstance(wx, dict)
-                    else len(wx) if np.ndim(wx) else -1)
-            if rows == n:
-                ok = True
-                for i in sample:
-                    got = split(call(one(starts[i])))
-                    sl = one(starts[i])
-                    want = (_index(whole[0], sl),
-                            None if whole[1] is None else np.asarray(whole[1])[sl])
-                    if not (_same(got[0], want[0]) and
-                            (got[1] is None or _same(got[1], want[1]))):
-                        ok = False
-                        break
-                if ok:
-                    return whole
-        except Exception:  # noqa: BLE001 - fall back to per-element calls
-            pass
         outs = [split(call(one(s))) for s in starts]
         join = _stack if unit == 1 else _concat
         x = join([o[0] for o in outs])
@@ -231,14 +199,6 @@ class Dataset:
         d = self._with()
         d._x = _index(self._x, keep)
         d._y = None if self._y is None else self._y[keep]
-        return d
-
-    def skip(self, count, name=None):
-        count = int(count)
-        sl = slice(count, None) if count >= 0 else slice(0, 0)  # -1: skip all
-        d = self._with()
-        d._x = _index(self._x, sl)
-        d._y = None if self._y is None else self._y[sl]
         return d
 
     def shard(self, num_shards, index, name=None):
@@ -307,14 +267,65 @@ class Dataset:
         d._options = options
         return d
 
+    def _first_pass_order(self):
+        """The order of the examples in the dataset's first pass: its
+        shuffle (drawn once per dataset object, so that take and skip of one
+        dataset split the same permutation) or the stored order."""
+        n = _count(self._x)
+        if not self._shuffle:
+            return np.arange(n)
+        if "_perm" not in self.__dict__:
+            self.__dict__["_perm"] = np.random.default_rng(self._seed).permutation(n)
+        return self.__dict__["_perm"]
+
+    def _cut(self, start, stop, what):
+        """The examples [start, stop) of the dataset's stream (its passes
+        one after the other), as a new unrepeated dataset that keeps the
+        batch size; the order is fixed (an earlier shuffle drawn once)."""
+        n = _count(self._x)
+        order = self._first_pass_order()
+        passes = self._repeat
+        if stop is None:
+            if passes is None:
+                raise ValueError("%s: the dataset repeats forever" % what)
+            stop = n * passes
+        if passes is not None:
+            stop = min(stop, n * passes)
+        start = min(start, stop)
+        reps = -(-stop // n) if n else 0
+        idx = np.concatenate([order] * max(reps, 1))[start:stop] if n else order[:0]
+        d = self._with(_repeat=1, _shuffle=0)
+        d._x = _index(self._x, idx)
+        d._y = None if self._y is None else self._y[idx]
+        d.__dict__.pop("_perm", None)
+        return d
+
     def take(self, count, name=None):
+        """The first `count` elements (batches, after batch()), in the
+        dataset's order (an earlier shuffle applied once)."""
         count = int(count)
         if count < 0:
             return self
-        d = self._with()
-        d._x = _index(self._x, slice(0, count))
-        d._y = None if self._y is None else self._y[:count]
-        return d
+        unit = self._batch or 1
+        return self._cut(0, count * unit, "take")
+
+    def skip(self, count, name=None):
+        """All but the first `count` elements (batches after batch()); -1
+        skips all."""
+        count = int(count)
+        unit = self._batch or 1
+        if count < 0:
+            return self._cut(0, 0, "skip")
+        if self._repeat is None:
+            # An infinite stream stays infinite: one pass, rotated.
+            n = _count(self._x)
+            order = np.roll(self._first_pass_order(), -((count * unit) % max(n, 1)))
+            d = self._with(_shuffle=0)
+            d._x = _index(self._x, order)
+            d._y = None if self._y is None else self._y[order]
+            d.__dict__.pop("_perm", None)
+            return d
+        return self._cut(count * unit, None, "skip")
 
     def prefetch(self, buffer_size, name=None):
         return self  # the C++ runtime feeds its own steps

@@ -337,17 +337,24 @@ def test_metrics_computed_over_the_predictions():
     assert logs["precision"] == pytest.approx(tp / np.sum(p > 0.5))
     assert logs["recall"] == pytest.approx(tp / np.sum(yt == 1))
     assert logs["sure"] == pytest.approx(np.mean((p > 0.9) == (yt == 1)))
-    # Top-k and errors of a softmax model (from logits: through the softmax).
+    # Top-k and errors of a logits model: on the outputs as they are, as
+    # Keras's metrics see them.
     m = keras.Sequential([layers.Dense(3, input_shape=(2,))])
     m.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
               metrics=[keras.metrics.SparseTopKCategoricalAccuracy(k=2), "mse"])
     logs = m.evaluate(x[:100], y[:100], verbose=0, return_dict=True)
     z = m.predict(x[:100])
-    probs = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
-    top2 = np.argsort(-probs, axis=1)[:, :2]
+    top2 = np.argsort(-z, axis=1)[:, :2]
     assert logs["sparse_top_k_categorical_accuracy"] == pytest.approx(
         np.mean((top2 == y[:100, None]).any(axis=1)))
-    assert logs["mse"] == pytest.approx(np.mean((probs - np.eye(3)[y[:100]]) ** 2))
+    assert logs["mse"] == pytest.approx(np.mean((z - np.eye(3)[y[:100]]) ** 2))
+    # A threshold on logits: BinaryAccuracy(threshold=0.0) of a from_logits model.
+    b = keras.Sequential([layers.Dense(1, input_shape=(2,))])
+    b.compile("adam", keras.losses.BinaryCrossentropy(from_logits=True),
+              metrics=keras.metrics.BinaryAccuracy(threshold=0.0))
+    logs = b.evaluate(x[:100], y[:100], verbose=0, return_dict=True)
+    zb = b.predict(x[:100]).reshape(-1)
+    assert logs["binary_accuracy"] == pytest.approx(np.mean((zb > 0) == (y[:100] == 1)))
     with pytest.raises(ValueError, match="Could not interpret metric"):
         m.compile("adam", "mse", metrics=["f1_typo"])
 
@@ -402,3 +409,62 @@ def test_metric_objects_standalone():
     keras.backend.set_value(model.optimizer.lr, 0.05)
     assert keras.backend.get_value(model.optimizer.lr) == pytest.approx(0.05)
     assert model._native.learning_rate == pytest.approx(0.05)
+
+
+def test_review_fixes_keras_semantics(tmp_path):
+    x, y = toy(600)
+    # A feature extractor of a trained model's layer starts from its weights.
+    inp = keras.Input(shape=(2,))
+    feat = layers.Dense(8, activation="relu", name="feat")(inp)
+    m = keras.Model(inp, layers.Dense(2)(feat))
+    m.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    m.fit(x, y, epochs=1, verbose=0)
+    kernel, bias = m.get_layer("feat").get_weights()
+    sub = keras.Model(m.inputs, m.get_layer("feat").output)
+    np.testing.assert_allclose(sub(x[:5]), np.maximum(x[:5] @ kernel + bias, 0),
+                               atol=1e-5)
+    np.testing.assert_array_equal(m.get_layer("feat").get_weights()[0], kernel)
+    # pop / add keep the remaining layers' trained weights.
+    s = keras.Sequential([layers.Dense(8, activation="relu", input_shape=(2,)),
+                          layers.Dense(2)])
+    s.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    s.fit(x, y, epochs=1, verbose=0)
+    base = s.layers[0].get_weights()[0].copy()
+    s.pop()
+    s.add(layers.Dense(3))
+    s.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    np.testing.assert_array_equal(s.layers[0].get_weights()[0], base)
+    # One metric as such; metrics_names and logs in compile order; the
+    # learning rate and metric objects survive save / load.
+    b = keras.Sequential([layers.Dense(4, activation="relu", input_shape=(2,)),
+                          layers.Dense(1, activation="sigmoid")])
+    b.compile(keras.optimizers.Adam(0.01), "binary_crossentropy",
+              metrics=[keras.metrics.AUC(), "accuracy",
+                       keras.metrics.BinaryAccuracy(threshold=0.7, name="sure")])
+    assert b.metrics_names == ["loss", "auc", "accuracy", "sure"]
+    assert list(b.evaluate(x, y, verbose=0, return_dict=True)) == b.metrics_names
+    b.optimizer.learning_rate = 0.5
+    b.save(str(tmp_path / "b.keras"))
+    again = keras.models.load_model(str(tmp_path / "b.keras"))
+    assert float(again.optimizer.learning_rate) == pytest.approx(0.5)
+    assert again.metrics_names == b.metrics_names
+    assert again.evaluate(x, y, verbose=0, return_dict=True)["sure"] == pytest.approx(
+        b.evaluate(x, y, verbose=0, return_dict=True)["sure"])
+    one = keras.Sequential([layers.Dense(2, input_shape=(2,), activation="softmax")])
+    one.compile("adam", "sparse_categorical_crossentropy", metrics="accuracy")
+    assert one.metrics_names == ["loss", "accuracy"]
+    # Loaded without compile: predict and weights need none.
+    plain = keras.models.load_model(str(tmp_path / "b.keras"), compile=False)
+    np.testing.assert_allclose(plain.predict(x[:5]), b.predict(x[:5]), rtol=1e-6)
+    # A whole-model checkpoint by default for a .keras path.
+    ck = tf.keras.callbacks.ModelCheckpoint(str(tmp_path / "c{epoch}.keras"))
+    one.fit(x, y, epochs=1, verbose=0, callbacks=[ck])
+    assert keras.models.load_model(str(tmp_path / "c1.keras")).count_params() == 6
+    # Dict inputs keyed as the model's inputs were given.
+    p, q = keras.Input(shape=(1,), name="zz_p"), keras.Input(shape=(1,), name="aa_q")
+    dm = keras.Model({"p": p, "q": q},
+                     layers.Dense(2)(layers.concatenate([p, q])))
+    dm.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    out = dm.predict({"p": x[:4, :1], "q": x[:4, 1:]})
+    kernel, bias = dm.get_weights()
+    np.testing.assert_allclose(out, x[:4, [0, 1]] @ kernel + bias, atol=1e-5)

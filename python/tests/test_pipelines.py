@@ -124,3 +124,21 @@ def test_multi_input_model_trains_on_a_dataset_of_named_features():
     ds = tf.data.Dataset.from_tensor_slices(({"a": x[:, :1], "b": x[:, 1:]}, y)).batch(32)
     h = model.fit(ds, epochs=4, verbose=0)
     assert h.history["accuracy"][-1] > 0.9
+
+
+def test_take_and_skip_count_batches_after_shuffle_and_repeat():
+    x = np.arange(1000)
+    ds = tf.data.Dataset.from_tensor_slices((x, x % 2))
+    assert len(ds.batch(32).take(10).features) == 320
+    assert ds.batch(32).take(10).cardinality() == 10
+    assert len(ds.batch(32).skip(2).features) == 1000 - 64
+    shuffled = ds.shuffle(1000, seed=0)
+    head, rest = shuffled.take(500), shuffled.skip(500)
+    assert not np.array_equal(head.features, np.arange(500))  # shuffled first
+    assert sorted(np.concatenate([head.features, rest.features])) == list(range(1000))
+    assert len(ds.repeat(3).take(2500).features) == 2500
+    # map means each element: a per-element reduction is not the whole array's.
+    y = np.ones((10, 2))
+    y[1] = [0.5, 1.0]
+    m = tf.data.Dataset.from_tensor_slices(y).map(lambda e: e / tf.reduce_max(e))
+    np.testing.assert_allclose(m.features[1], [0.5, 1.0])

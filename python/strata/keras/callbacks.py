@@ -120,7 +120,7 @@ class EarlyStopping(Callback):
                 self.best_weights = self.model.get_weights()
             return
         self.wait += 1
-        if self.wait > self.patience:
+        if self.wait >= self.patience and epoch > 0:  # Keras's rule
             self.stopped_epoch = epoch
             self.model.stop_training = True
             if self.restore_best_weights and self.best_weights is not None:
@@ -137,7 +137,7 @@ class ModelCheckpoint(Callback):
     {epoch} and the logs' keys, formatted as Keras does."""
 
     def __init__(self, filepath, monitor="val_loss", verbose=0, save_best_only=False,
-                 save_weights_only=True, mode="auto", save_freq="epoch", **kwargs):
+                 save_weights_only=None, mode="auto", save_freq="epoch", **kwargs):
         super().__init__()
         if save_freq != "epoch":
             raise ValueError("ModelCheckpoint: only save_freq='epoch' is supported")
@@ -145,6 +145,10 @@ class ModelCheckpoint(Callback):
         self.monitor = monitor
         self.verbose = verbose
         self.save_best_only = save_best_only
+        if save_weights_only is None:
+            # Keras's default is the whole model: a .keras path gets it;
+            # any other path (a prefix, .weights.h5, .npz) the weights.
+            save_weights_only = not self.filepath.endswith(".keras")
         self.save_weights_only = save_weights_only
         if not save_weights_only and not self.filepath.endswith(".keras"):
             raise ValueError("ModelCheckpoint: a whole model saves to a .keras file "
@@ -411,5 +415,5 @@ class BackupAndRestore(Callback):
             shutil.rmtree(previous, ignore_errors=True)
 
     def on_train_end(self, logs=None):
-        if self.delete_checkpoint and not self.model.stop_training:
+        if self.delete_checkpoint:  # the fit ended (early stopping too)
             shutil.rmtree(self.backup_dir, ignore_errors=True)

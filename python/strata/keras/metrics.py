@@ -256,3 +256,18 @@ def get(identifier):
         return None, identifier if identifier not in ("AUC",) else "auc", m
     raise ValueError("Could not interpret metric identifier: %r (supported: %s)"
                      % (identifier, ", ".join(_NAMES + tuple(sorted(_BY_NAME)))))
+
+
+def from_saved(entry):
+    """A metric object from what a .keras file's compile_config holds for it
+    ({"class_name", "name"})."""
+    cls = globals().get(entry.get("class_name"))
+    if not (isinstance(cls, type) and issubclass(cls, Metric)) or cls is Mean:
+        raise ValueError("load_model: unknown metric %r" % (entry,))
+    kwargs = {"name": entry.get("name")}
+    if "k" in entry:
+        kwargs["k"] = entry["k"]
+    if "threshold" in entry:
+        kwargs["thresholds" if issubclass(cls, Precision) else "threshold"] = \
+            entry["threshold"]
+    return cls(**kwargs)

@@ -15,6 +15,7 @@ from .. import _strata
 from .. import data as _data
 from .. import distribute as _distribute
 from .. import errors as _errors
+from .. import tape as _tape
 from . import callbacks as _callbacks
 from . import saving as _saving
 from . import layers as _layers
@@ -310,6 +311,9 @@ class Model:
         if not self._multi_input:
             return x
         names = self._input_names
+        keys = getattr(self, "_input_keys", None)
+        if isinstance(x, dict) and keys and all(k in x for k in keys):
+            names = keys  # keyed as the inputs were given: Model({"a": ...}, ...)
         if isinstance(x, dict):
             missing = [n for n in names if n not in x]
             if missing:
@@ -457,17 +461,35 @@ class Model:
             raise ValueError("compile: the model has %d outputs; the runtime trains "
                              "models with one output (and one loss)"
                              % len(self._graph[2]))
+        # Compiling again keeps the weights (Keras's compile does not
+        # reinitialize them): those a call built, fit trained, or set_weights
+        # / load_weights put there, by layer (a Sequential that popped or
+        # added layers keeps the others'); layers another compiled model holds
+        # start from that model's weights (a feature extractor of a trained
+        # model's layers), as Keras's shared variables would.
+        carry = dict(getattr(self, "_carry", None) or {})
+        self._carry = None
         if self._native is not None and self._pending_weights is None and (
                 getattr(self, "_inference_only", False) or
                 getattr(self, "_weights_touched", False)):
-            # Compiling again keeps the weights (Keras's compile does not
-            # reinitialize them): those a call built, fit trained, or
-            # set_weights / load_weights put there.
-            self._pending_weights = self.get_weights()
-            self._inference_only = False
+            carry.update(self._weights_by_layer())
+        self._inference_only = False
+        for layer in self._layers:
+            owner = getattr(layer, "_owner", None)
+            if owner is not None and owner is not self and owner._native is not None \
+                    and layer.name not in carry:
+                try:
+                    carry[layer.name] = owner._layer_weights(layer.name)
+                except Exception:  # noqa: BLE001 - the owner cannot give them
+                    pass
         opt = _optimizers.get(optimizer)
         loss_name = _losses.get(loss)
         from_logits = _losses.from_logits(loss)
+        if isinstance(loss, _losses.Loss) and \
+                loss.reduction not in ("auto", "sum_over_batch_size"):
+            raise ValueError("compile: the loss's `reduction` %r is not supported by "
+                             "fit (the runtime's loss is the batch mean: 'auto')"
+                             % (loss.reduction,))
         config = self._graph_config()
         if config is None:
             specs, embedding = self._split_embedding(opt)
@@ -479,8 +501,14 @@ class Model:
         self._metric_names = []
         self._py_metrics = []  # (shown name, metric computed here)
         native_metrics = []
+        if isinstance(metrics, (str, _metrics.Metric)) or (
+                isinstance(metrics, type) and issubclass(metrics, _metrics.Metric)):
+            metrics = [metrics]  # one metric, as Keras takes it
+        self._metric_order = []
         for m in metrics or []:
             native, shown, computed = _metrics.get(m)
+            if shown not in self._metric_order:
+                self._metric_order.append(shown)
             if computed is not None:
                 if self._graph_config() is None and any(
                         isinstance(l, _layers.Embedding) for l in self._layers):
@@ -515,23 +543,57 @@ class Model:
                               "metrics": list(metrics or [])}
         self._fits = 0
         for layer in self._layers:
-            layer._owner = self
+            owner = getattr(layer, "_owner", None)
+            if owner is None or owner is self or owner._native is None:
+                layer._owner = self  # else it stays with its first model
         if self._pending_weights is not None:
             # Weights loaded (or set) before compile.
             weights, self._pending_weights = self._pending_weights, None
             self.set_weights(weights)
+        elif carry:
+            self._restore_by_layer(carry)
+
+    @property
+    def metrics_names(self):
+        return ["loss"] + list(getattr(self, "_metric_order", []))
+
+    def _ordered(self, logs):
+        """The logs in Keras's order: loss, the metrics as compiled, then
+        their val_ entries, then anything else (a callback's "lr")."""
+        names = self.metrics_names
+        keys = [k for k in names if k in logs]
+        keys += ["val_" + k for k in names if "val_" + k in logs]
+        keys += [k for k in logs if k not in keys]
+        return {k: logs[k] for k in keys}
+
+    def _weights_by_layer(self):
+        """{layer name: its weights in Keras's order} from the compiled model."""
+        out = {}
+        for (layer, _, _, _), w in zip(self._layout(), self.get_weights()):
+            out.setdefault(layer, []).append(w)
+        return out
+
+    def _restore_by_layer(self, carry):
+        """Sets each layer's weights from `carry` where the layer is there
+        with the same shapes; the others keep their initial values."""
+        layout = self._layout()
+        current = self.get_weights()
+        index = {}
+        for i, (layer, _, shape, _) in enumerate(layout):
+            index.setdefault(layer, []).append(i)
+        for layer, slots in index.items():
+            given = carry.get(layer)
+            if given is None or len(given) != len(slots) or any(
+                    tuple(np.shape(g)) != tuple(layout[i][2]) for g, i in zip(given, slots)):
+                continue
+            for g, i in zip(given, slots):
+                current[i] = g
+        self.set_weights(current)
 
     def _probabilities(self, feats):
-        """The model's outputs for `feats` as probabilities (a from_logits
-        model's logits through its sigmoid / softmax)."""
-        out = np.asarray(self._native.predict(feats, 1024), dtype=np.float64)
-        if getattr(self, "_compile_args", {}).get("from_logits"):
-            if out.shape[1] == 1:
-                out = 1.0 / (1.0 + np.exp(-out))
-            else:
-                out = np.exp(out - out.max(axis=1, keepdims=True))
-                out /= out.sum(axis=1, keepdims=True)
-        return out
+        """The model's outputs for `feats`, as Keras's metrics see them (a
+        from_logits model's logits: thresholds apply to them as given)."""
+        return np.asarray(self._native.predict(feats, 1024), dtype=np.float64)
 
     def _computed_metrics(self, arrays, prefix=""):
         """The metrics computed here over (features, labels)."""
@@ -541,12 +603,19 @@ class Model:
         probs = self._probabilities(feats)
         return {prefix + name: m.compute(labels, probs) for name, m in self._py_metrics}
 
-    def _require(self, what, x=None):
+    def _require(self, what, x=None, inference=False):
         if self._native is None and getattr(self, "_deferred_compile", None) \
                 and x is not None:
             self._ensure_built(x)
             args, self._deferred_compile = self._deferred_compile, None
             self.compile(**args)
+        if self._native is None and inference and self._layers and \
+                not any(isinstance(l, _layers.Embedding) for l in self._layers) and \
+                (self._graph is not None or isinstance(self, Sequential)):
+            # Weights and predictions need no compile in Keras: the model is
+            # built for inference (a later compile keeps these weights).
+            self.compile(optimizer="sgd", loss="mse")
+            self._inference_only = True
         if self._native is None:
             raise RuntimeError("You must compile your model before %s. Call "
                                "`model.compile(optimizer, loss)`." % what)
@@ -739,7 +808,7 @@ class Model:
                     logs["val_" + name] = e["test_accuracy"]
                 if computed:
                     logs.update(self._computed_metrics(validation_arrays, "val_"))
-            return logs
+            return self._ordered(logs)
 
         begun = set()
         ended = set()
@@ -831,6 +900,7 @@ class Model:
         for name in self._metric_names:
             logs[name] = accuracy
         logs.update(self._computed_metrics(self._last_arrays))
+        logs = self._ordered(logs)
         if verbose == "auto" or verbose:
             print(_Progbar.line(-(-n // batch), time.monotonic() - start, logs))
         if return_dict:
@@ -858,7 +928,8 @@ class Model:
         logs = {"loss": e["loss"]}
         for name in self._metric_names:
             logs[name] = e["accuracy"]
-        return self._logs_out(logs, return_dict)
+        logs.update(self._computed_metrics(self._last_arrays))
+        return self._logs_out(self._ordered(logs), return_dict)
 
     def test_on_batch(self, x, y=None, sample_weight=None, reset_metrics=True,
                       return_dict=False):
@@ -877,7 +948,7 @@ class Model:
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None,
                 max_queue_size=10, workers=1, use_multiprocessing=False):
-        native = self._require("predicting", x)
+        native = self._require("predicting", x, inference=True)
         if batch_size is not None:
             batch_size = _positive("predict", "batch_size", batch_size)
         if isinstance(x, _distribute.DistributedDataset):
@@ -910,7 +981,33 @@ class Model:
             self._ensure_built(x)
             self.compile(optimizer="sgd", loss="mse")
             self._inference_only = True
-        return self.predict(x, verbose=0)
+        out = self.predict(x, verbose=0)
+        if _tape.recording():
+            # Inside a GradientTape: the output remembers the batch, for the
+            # gradient of a loss on it.
+            joined = self._join_inputs(x, "call")
+            return _tape.model_output(out, self, _features(joined, "call"))
+        return out
+
+    @property
+    def trainable_variables(self):
+        """The trainable variables (for tape.gradient and apply_gradients)."""
+        return [_tape.Variable(self, l, n, sh, t) for l, n, sh, t in self._layout() if t]
+
+    @property
+    def non_trainable_variables(self):
+        return [_tape.Variable(self, l, n, sh, t) for l, n, sh, t in self._layout()
+                if not t]
+
+    @property
+    def variables(self):
+        return [_tape.Variable(self, l, n, sh, t) for l, n, sh, t in self._layout()]
+
+    @property
+    def losses(self):
+        """Keras's added losses: none (kernel regularizers are part of the
+        runtime's loss)."""
+        return []
 
     def _layer_weights(self, layer_name):
         layout = self._layout()
@@ -961,13 +1058,13 @@ class Model:
         return out
 
     def get_weights(self):
-        native = self._require("reading weights")
+        native = self._require("reading weights", inference=True)
         values = dict(zip(native.weight_names(), native.get_weights()))
         values.update(zip(native.state_names(), native.get_state()))
         return [values["%s/%s" % (l, w)] for l, w, _, _ in self._layout()]
 
     def set_weights(self, weights):
-        native = self._require("setting weights")
+        native = self._require("setting weights", inference=True)
         layout = self._layout()
         weights = list(weights)
         if len(weights) != len(layout):
@@ -1014,7 +1111,7 @@ class Model:
         (any name but .npz) is also recorded in its directory's "checkpoint"
         index for tf.train.latest_checkpoint."""
         import os
-        self._require("saving weights")
+        self._require("saving weights", inference=True)
         path = str(filepath)
         if not overwrite and os.path.exists(path):
             raise FileExistsError(path)
@@ -1121,14 +1218,23 @@ class Sequential(Model):
         if self._layers and layer.input_shape is not None:
             raise ValueError("Sequential: only the first layer may have an "
                              "`input_shape` (layer %d has one)" % len(self._layers))
+        self._keep_weights()
         self._layers.append(layer)
         self._native = None
 
     def pop(self):
         if not self._layers:
             raise TypeError("There are no layers in the model.")
+        self._keep_weights()
         self._layers.pop()
         self._native = None
+
+    def _keep_weights(self):
+        """Before the layers change: the trained layers' weights, for the
+        next compile (Keras keeps each layer's variables)."""
+        if self._native is not None and (getattr(self, "_weights_touched", False) or
+                                         getattr(self, "_inference_only", False)):
+            self._carry = self._weights_by_layer()
 
     def _graph_config(self):
         if any(isinstance(l, _layers.Embedding) for l in self._layers) or \

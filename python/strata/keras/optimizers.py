@@ -71,6 +71,25 @@ class Optimizer:
     def _bind(self, native):
         self._models = [native]
 
+    def apply_gradients(self, grads_and_vars, name=None,
+                        skip_gradients_aggregation=False, **kwargs):
+        """Applies the gradients a GradientTape gave for a model's
+        trainable variables: one optimizer step in the runtime on the
+        recorded batch (under several replicas, on all of theirs once each
+        has applied)."""
+        from .. import tape as _tape
+        return _tape.apply_gradients(self, grads_and_vars)
+
+    @property
+    def iterations(self):
+        native = self._models[0] if self._models else None
+        if native is None:
+            return 0
+        try:
+            return native.get_optimizer_state()[0]
+        except Exception:  # noqa: BLE001 - trained on a cluster
+            return 0
+
     def _spec(self):
         spec = {"type": self._type, "learning_rate": self._lr}
         spec.update({k: v for k, v in vars(self).items()

@@ -27,6 +27,9 @@ def _write_h5(f, layout, weights):
     """Keras's layout: layers/<layer name>/vars/<i>, per layer in order."""
     f.create_group("vars")
     group = f.create_group("layers", track_order=True)
+    # The layers in the model's order, for a model whose layers are named
+    # otherwise (automatic names differ between sessions).
+    group.attrs["layer_order"] = json.dumps(list(dict.fromkeys(l for l, _, _, _ in layout)))
     counts = {}
     for (layer, _, _, _), w in zip(layout, weights):
         vars_group = group.require_group(layer).require_group("vars")
@@ -50,12 +53,14 @@ def _read_h5(f, layout, where):
     # The file's layers by name, or, when the model's layers are named
     # otherwise (automatic names differ between sessions), by position.
     model_layers = list(dict.fromkeys(l for l, _, _, _ in layout))
-    file_layers = [k for k in f["layers"].keys() if "vars" in f["layers"][k]
-                   and len(f["layers"][k]["vars"])]
     rename = {}
-    if not all(l in f["layers"] for l in model_layers) and \
-            len(file_layers) == len(model_layers):
-        rename = dict(zip(model_layers, file_layers))
+    order = f["layers"].attrs.get("layer_order")
+    if order is not None and not all(l in f["layers"] for l in model_layers):
+        # Written here: matched by position in the writer's layer order
+        # (a file from elsewhere is matched by name only).
+        file_layers = [l for l in json.loads(order) if l in f["layers"]]
+        if len(file_layers) == len(model_layers):
+            rename = dict(zip(model_layers, file_layers))
     for layer, name, shape, _ in layout:
         i = counts.get(layer, 0)
         counts[layer] = i + 1
@@ -181,9 +186,19 @@ def save_model(model, filepath, overwrite=True, save_format=None):
     if config is None:
         raise ValueError("save: a Sequential model starting with an Embedding (the "
                          "dynamic tables' front end) has no Keras config to save")
+    if model._native is None:
+        model._require("saving the model", inference=True)  # its weights
     entry = dict(config, keras_version=_KERAS_VERSION, backend="tensorflow")
-    if model._native is not None:
-        entry["compile_config"] = model._compile_args
+    if model._native is not None and not getattr(model, "_inference_only", False):
+        cc = dict(model._compile_args)
+        # The optimizer as it is now (a learning rate set since compile).
+        cc["optimizer"] = model.optimizer.get_config()
+        cc["metrics"] = [
+            m if isinstance(m, str) else
+            dict({"class_name": type(m).__name__, "name": m.name},
+                 **{k: getattr(m, k) for k in ("threshold", "k") if hasattr(m, k)})
+            for m in cc["metrics"]]
+        entry["compile_config"] = cc
     metadata = {"keras_version": _KERAS_VERSION, "saved_by": "strata",
                 "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S")}
     h5py = _h5py()
@@ -195,10 +210,13 @@ def save_model(model, filepath, overwrite=True, save_format=None):
             _write_optimizer(f, model)
         else:
             f.create_group("layers")
-    with zipfile.ZipFile(path, "w") as z:
+    # Written aside, then renamed: a failure leaves no half-written archive.
+    tmp = path + ".tmp"
+    with zipfile.ZipFile(tmp, "w") as z:
         z.writestr("metadata.json", json.dumps(metadata))
         z.writestr("config.json", json.dumps(entry))
         z.writestr("model.weights.h5", buf.getvalue())
+    os.replace(tmp, path)
 
 
 def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
@@ -228,7 +246,10 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
         loss = cc["loss"]
         if cc.get("from_logits"):
             loss = _losses.get_class(loss)(from_logits=True)
-        model.compile(optimizer=opt, loss=loss, metrics=cc.get("metrics") or None)
+        from . import metrics as _metrics
+        metrics = [m if isinstance(m, str) else _metrics.from_saved(m)
+                   for m in cc.get("metrics") or []]
+        model.compile(optimizer=opt, loss=loss, metrics=metrics or None)
         if weights_blob is not None:
             h5py = _h5py()
             import io
@@ -366,3 +387,25 @@ def latest_checkpoint(checkpoint_dir, latest_filename=None):
             path = os.path.join(os.fspath(checkpoint_dir), name)
             return path if os.path.exists(path) else None
     return None
+
+
+# --- tf.train.Checkpoint ------------------------------------------------------
+def write_checkpoint(model, path):
+    """The model's weights and its optimizer's state in Keras's weights
+    layout, at `path` exactly."""
+    model._require("saving a checkpoint")
+    h5py = _h5py()
+    with h5py.File(path, "w") as f:
+        _write_h5(f, model._layout(), model.get_weights())
+        _write_optimizer(f, model)
+
+
+def read_checkpoint(model, path):
+    h5py = _h5py()
+    with h5py.File(path, "r") as f:
+        weights = _read_h5(f, model._layout(), path)
+        if model._native is None:
+            model._pending_weights = weights
+            return
+        model.set_weights(weights)
+        _read_optimizer(f, model, path)
