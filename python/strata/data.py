@@ -47,6 +47,14 @@ def _as_arrays(tensors):
     if isinstance(tensors, dict):
         return _features_of(tensors, "from_tensor_slices"), None
     if isinstance(tensors, (tuple, list)) and len(tensors) == 2:
+        if isinstance(tensors[0], (tuple, list)) and tensors[0] and \
+                all(np.ndim(t) >= 1 for t in tensors[0]) and \
+                len({len(t) for t in tensors[0]}) == 1 and len(tensors[0]) != \
+                len(np.asarray(tensors[1])):
+            raise ValueError("from_tensor_slices: features given as a tuple of %d "
+                             "arrays; name them instead, as a dict ({'input_a': ..., "
+                             "'input_b': ...}) keyed by the model's inputs"
+                             % len(tensors[0]))
         x = _features_of(tensors[0], "from_tensor_slices")
         y = np.asarray(tensors[1])
         if _count(x) != len(y):
@@ -136,8 +144,10 @@ class Dataset:
         if self._batch is not None:
             raise ValueError("batch: this dataset is batched already "
                              "(nested batches are not supported)")
-        if int(batch_size) < 1:
-            raise ValueError("batch: batch_size must be >= 1, got %r" % (batch_size,))
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+                or batch_size < 1:
+            raise ValueError("batch: `batch_size` must be a positive integer, got %r"
+                             % (batch_size,))
         return self._with(_batch=int(batch_size), _drop_remainder=bool(drop_remainder))
 
     def repeat(self, count=None, name=None):

@@ -142,3 +142,16 @@ def test_take_and_skip_count_batches_after_shuffle_and_repeat():
     y[1] = [0.5, 1.0]
     m = tf.data.Dataset.from_tensor_slices(y).map(lambda e: e / tf.reduce_max(e))
     np.testing.assert_allclose(m.features[1], [0.5, 1.0])
+
+
+def test_bad_arguments_are_named():
+    ds = tf.data.Dataset.from_tensor_slices((np.zeros((4, 2)), np.zeros(4)))
+    with pytest.raises(ValueError, match="`batch_size`"):
+        ds.batch("x")
+    with pytest.raises(ValueError, match="as a dict"):
+        tf.data.Dataset.from_tensor_slices(((np.zeros((4, 1)), np.zeros((4, 1)),
+                                             np.zeros((4, 1))), np.zeros(4)))
+    with pytest.raises(ValueError, match="`threshold`"):
+        tf.keras.metrics.BinaryAccuracy(threshold="high")
+    with pytest.raises(ValueError, match="`thresholds`"):
+        tf.keras.metrics.Precision(thresholds=[0.3, 0.7])

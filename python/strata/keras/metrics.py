@@ -103,10 +103,17 @@ class CategoricalAccuracy(Metric):
         super().__init__(name, dtype)
 
 
+def _threshold(cls, arg, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)):
+        raise ValueError("%s: `%s` must be a number (one threshold), got %r"
+                         % (cls, arg, value))
+    return float(value)
+
+
 class BinaryAccuracy(Metric):
     def __init__(self, name="binary_accuracy", dtype=None, threshold=0.5):
         super().__init__(name, dtype)
-        self.threshold = float(threshold)
+        self.threshold = _threshold("BinaryAccuracy", "threshold", threshold)
         if threshold != 0.5:
             self._native = None
 
@@ -160,7 +167,8 @@ class Precision(Metric):
         if top_k is not None or class_id is not None:
             raise ValueError("%s: `top_k` and `class_id` are not supported"
                              % type(self).__name__)
-        self.threshold = 0.5 if thresholds is None else float(thresholds)
+        self.threshold = 0.5 if thresholds is None else \
+            _threshold(type(self).__name__, "thresholds", thresholds)
 
     def _counts(self, labels, probs):
         pred = _positive_prob(probs) > self.threshold
