@@ -206,6 +206,10 @@ absl::Status PullWholeWeights(const std::vector<std::string>& addresses,
                               const JobSpec& job, const Model& model,
                               std::vector<std::vector<float>>* params);
 
+// FAILED_PRECONDITION naming `method` unless the model is compiled.
+absl::Status RequireCompiled(const ModelState& state,
+                             absl::string_view method);
+
 // The model's layers as the job's "model" object (with `inputs`, the
 // input-columns form: its dense features, categorical columns and
 // embeddings). Errors: INVALID_ARGUMENT for a missing input shape or one on

@@ -55,16 +55,6 @@ json EmbeddingJson(const Embedding& e) {
               {"optimizer", TableOptimizerJson(e.optimizer)}};
 }
 
-absl::Status RequireCompiled(const internal::ModelState& state,
-                             absl::string_view method) {
-  if (!state.compiled) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        method, ": the model is not compiled; call Compile(optimizer, loss, "
-                "metrics) first"));
-  }
-  return absl::OkStatus();
-}
-
 std::string KerasTypeName(absl::string_view type) {
   if (type == "dense") return "Dense";
   if (type == "dropout") return "Dropout";
@@ -202,6 +192,16 @@ Optimizer RMSprop(double learning_rate, double rho, double momentum,
 // Job JSON -------------------------------------------------------------------
 
 namespace internal {
+
+absl::Status RequireCompiled(const ModelState& state,
+                             absl::string_view method) {
+  if (!state.compiled) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        method, ": the model is not compiled; call Compile(optimizer, loss, "
+                "metrics) first"));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<json> ModelJson(const std::vector<Layer>& layers,
                                const std::optional<Inputs>& inputs) {
@@ -387,13 +387,13 @@ absl::Status Sequential::Compile(Optimizer optimizer, Loss loss,
 
 absl::StatusOr<History> Sequential::Fit(const Dataset& train,
                                         const FitOptions& options) {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "Fit"));
+  STRATA_RETURN_IF_ERROR(internal::RequireCompiled(*state_, "Fit"));
   return state_->strategy->Fit(*state_, train, options);
 }
 
 absl::StatusOr<EvalResult> Sequential::Evaluate(const Dataset& data,
                                                 int64_t batch_size) const {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "Evaluate"));
+  STRATA_RETURN_IF_ERROR(internal::RequireCompiled(*state_, "Evaluate"));
   if (batch_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("Evaluate: batch_size must be >= 1, got ", batch_size));
@@ -432,7 +432,7 @@ absl::StatusOr<EvalResult> Sequential::Evaluate(const Dataset& data,
 
 absl::StatusOr<std::vector<float>> Sequential::Predict(
     const Dataset& data, int64_t batch_size) const {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "Predict"));
+  STRATA_RETURN_IF_ERROR(internal::RequireCompiled(*state_, "Predict"));
   if (batch_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("Predict: batch_size must be >= 1, got ", batch_size));
@@ -472,7 +472,7 @@ absl::StatusOr<std::vector<float>> Sequential::Predict(
 
 absl::StatusOr<std::vector<float>> Sequential::Predict(
     absl::Span<const float> x) const {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "Predict"));
+  STRATA_RETURN_IF_ERROR(internal::RequireCompiled(*state_, "Predict"));
   if (state_->inputs.has_value()) {
     return absl::InvalidArgumentError(
         "Predict: a model with embeddings takes categorical ids beside the "
@@ -502,140 +502,8 @@ absl::StatusOr<std::vector<float>> Sequential::Predict(
   return out;
 }
 
-absl::StatusOr<std::vector<std::vector<float>>> Sequential::GetWeights()
-    const {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "GetWeights"));
-  return state_->params();
-}
-
-absl::Status Sequential::SetWeights(std::vector<std::vector<float>> weights) {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "SetWeights"));
-  internal::ModelState& s = *state_;
-  // Checked (and, without a cluster's or the replicas' copy, applied) by
-  // the trainer.
-  std::vector<std::vector<float>> checked = weights;
-  absl::Status st = s.local_layers().SetParams(std::move(checked));
-  if (!st.ok()) return absl::InvalidArgumentError(
-      absl::StrCat("SetWeights: ", st.message()));
-  if (s.cluster_params) s.cluster_params = weights;
-  if (s.mirrored) s.mirrored->params = std::move(weights);
-  s.weights_set = true;
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<std::string>> Sequential::WeightNames() const {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "WeightNames"));
-  std::vector<std::string> names;
-  for (const VariableDef& v : state_->model().variables()) {
-    names.push_back(v.name);
-  }
-  return names;
-}
-
-absl::Status Sequential::SetLearningRate(double learning_rate) {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "SetLearningRate"));
-  if (!std::isfinite(learning_rate) || learning_rate <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SetLearningRate: learning_rate must be finite and > 0, got ",
-        learning_rate));
-  }
-  state_->local_layers().SetLearningRate(learning_rate);
-  state_->optimizer_json["learning_rate"] = learning_rate;
-  return absl::OkStatus();
-}
-
-absl::StatusOr<OptimizerState> Sequential::GetOptimizerState() const {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "GetOptimizerState"));
-  const internal::ModelState& s = *state_;
-  if (s.cluster_params) {
-    return absl::FailedPreconditionError(
-        "GetOptimizerState: the model was trained on a cluster; its "
-        "optimizer's slots stay there");
-  }
-  OptimizerState out;
-  out.slot_names = s.local_layers().SlotNames();
-  if (s.mirrored) {
-    out.iterations = s.mirrored->iterations;
-    out.slots = s.mirrored->slots;
-  } else {
-    out.iterations = s.local_layers().iterations();
-    out.slots = s.local_layers().slots();
-  }
-  return out;
-}
-
-absl::Status Sequential::SetOptimizerState(const OptimizerState& state) {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "SetOptimizerState"));
-  internal::ModelState& s = *state_;
-  if (state.slot_names != s.local_layers().SlotNames()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SetOptimizerState: slots [", absl::StrJoin(state.slot_names, ", "),
-        "] are not the compiled optimizer's [",
-        absl::StrJoin(s.local_layers().SlotNames(), ", "), "]"));
-  }
-  absl::Status st =
-      s.local_layers().SetOptimizerState(state.iterations, state.slots);
-  if (!st.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SetOptimizerState: ", st.message()));
-  }
-  if (s.mirrored) {
-    s.mirrored->iterations = state.iterations;
-    s.mirrored->slots = state.slots;
-  }
-  return absl::OkStatus();
-}
-
-double Sequential::learning_rate() const {
-  return state_->compiled ? state_->local_layers().learning_rate() : 0.0;
-}
-
-absl::StatusOr<std::vector<std::vector<int64_t>>> Sequential::WeightShapes()
-    const {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "WeightShapes"));
-  std::vector<std::vector<int64_t>> shapes;
-  for (const VariableDef& v : state_->model().variables()) {
-    shapes.push_back(v.shape);
-  }
-  return shapes;
-}
-
-absl::StatusOr<std::vector<std::string>> Sequential::StateNames() const {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "StateNames"));
-  std::vector<std::string> names;
-  for (const VariableDef& v : state_->model().state_variables()) {
-    names.push_back(v.name);
-  }
-  return names;
-}
-
-absl::StatusOr<std::vector<std::vector<int64_t>>> Sequential::StateShapes()
-    const {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "StateShapes"));
-  std::vector<std::vector<int64_t>> shapes;
-  for (const VariableDef& v : state_->model().state_variables()) {
-    shapes.push_back(v.shape);
-  }
-  return shapes;
-}
-
-absl::StatusOr<std::vector<std::vector<float>>> Sequential::GetState() const {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "GetState"));
-  return state_->model().GetState(state_->local_layers().workspace());
-}
-
-absl::Status Sequential::SetState(std::vector<std::vector<float>> state) {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "SetState"));
-  absl::Status st = state_->model().SetState(
-      state_->local_layers().workspace(), std::move(state));
-  if (!st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("SetState: ", st.message()));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::string> Sequential::Summary() const {
-  STRATA_RETURN_IF_ERROR(RequireCompiled(*state_, "Summary"));
+  STRATA_RETURN_IF_ERROR(internal::RequireCompiled(*state_, "Summary"));
   const internal::ModelState& s = *state_;
   bool dense_chain = !s.keras.has_value();
   for (const Layer& l : s.layers) {
