@@ -231,7 +231,8 @@ absl::Status ParseStrategy(const json& value, StrategySpec* s) {
       o.CheckKeys({"type", "update", "partitioner", "sync_replicas",
                    "collective", "replicas", "pack_bytes", "timeout_seconds",
                    "gradient_compression", "ps_replication", "staleness_lr",
-                   "staleness_tolerance"}));
+                   "staleness_tolerance", "staleness_compensation",
+                   "dc_lambda", "dc_mean_square_decay", "dc_versions"}));
   // The names are the policy registry's (strategies/placement_policy.h).
   STRATA_RETURN_IF_ERROR(o.String("type", true, &s->type, /*allow_empty=*/true));
   if (!IsPlacementPolicyName(s->type)) {
@@ -309,6 +310,48 @@ absl::Status ParseStrategy(const json& value, StrategySpec* s) {
                      "needs staleness_lr 'inverse' (it is the staleness "
                      "that learning rate scaling tolerates)");
   }
+  STRATA_RETURN_IF_ERROR(o.Enum("staleness_compensation", false,
+                                {"none", "dc", "dc_adaptive"},
+                                &s->staleness_compensation));
+  if (s->staleness_compensation != "none" && !async_ps) {
+    return PathError(
+        o.Path("staleness_compensation"),
+        absl::StrCat(Quote(s->staleness_compensation),
+                     " corrects stale gradients, which only "
+                     "parameter_server with update 'async' applies; ",
+                     s->type, " with update '", s->update,
+                     "' applies every gradient to the values it was "
+                     "computed from"));
+  }
+  const bool dc = s->staleness_compensation != "none";
+  for (const char* field :
+       {"dc_lambda", "dc_mean_square_decay", "dc_versions"}) {
+    if (o.Has(field) && !dc) {
+      return PathError(o.Path(field),
+                       "needs staleness_compensation 'dc' or "
+                       "'dc_adaptive'");
+    }
+  }
+  if (o.Has("dc_mean_square_decay") &&
+      s->staleness_compensation != "dc_adaptive") {
+    return PathError(o.Path("dc_mean_square_decay"),
+                     "needs staleness_compensation 'dc_adaptive' (the "
+                     "mean square only the adaptive variant keeps)");
+  }
+  s->dc_lambda = s->staleness_compensation == "dc_adaptive" ? 2.0 : 0.04;
+  STRATA_RETURN_IF_ERROR(
+      o.Number("dc_lambda", false, 0, 1e6, false, &s->dc_lambda));
+  if (s->dc_lambda == 0) {
+    return PathError(o.Path("dc_lambda"),
+                     "must be > 0 (staleness_compensation 'none' turns "
+                     "the correction off)");
+  }
+  STRATA_RETURN_IF_ERROR(o.Number("dc_mean_square_decay", false, 0, 1,
+                                  /*max_open=*/true,
+                                  &s->dc_mean_square_decay));
+  int64_t versions = s->dc_versions;
+  STRATA_RETURN_IF_ERROR(o.Int("dc_versions", false, 1, 1024, &versions));
+  s->dc_versions = static_cast<int>(versions);
   if (o.Has("partitioner")) {
     STRATA_RETURN_IF_ERROR(ParsePartitioner(
         o.At("partitioner"), o.Path("partitioner"), &s->partitioner));

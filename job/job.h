@@ -238,6 +238,19 @@ struct StrategySpec {
   // staleness_tolerance)) (staleness_tolerance >= 0, default 0).
   std::string staleness_lr = "none";
   int staleness_tolerance = 0;
+  // parameter_server with update "async": delay compensation of stale
+  // gradients on the PS (DC-ASGD; kernels/delay_compensation.h): "none"
+  // (the default), "dc" (the gradient corrected by dc_lambda * g * g *
+  // (w_now - w_base)) or "dc_adaptive" (dc_lambda divided by the root mean
+  // square of the gradients, decaying by dc_mean_square_decay). dc_lambda
+  // > 0 (default 0.04 for "dc", 2 for "dc_adaptive", the paper's);
+  // dc_mean_square_decay in [0, 1) (default 0.95); dc_versions in [1,
+  // 1024] (default 8): the values each PS variable keeps for it, which
+  // costs dc_versions times the model's bytes of PS memory.
+  std::string staleness_compensation = "none";
+  double dc_lambda = 0;
+  double dc_mean_square_decay = 0.95;
+  int dc_versions = 8;
   nlohmann::json options = nlohmann::json::object();
 };
 

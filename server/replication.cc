@@ -327,8 +327,21 @@ absl::Status ApplyReplicationEntry(VariableStore* store,
   if (e.has_base_version()) meta.base_version = e.base_version();
   switch (e.kind()) {
     case Entry::PUSH_DENSE: {
+      // With delay compensation the backup applies the gradient its
+      // primary corrected, so that the two stay equal to the bit.
+      ReplicatedCorrection correction;
+      if (e.delay_compensated()) {
+        if (e.compensated().size() != e.data().size()) {
+          return absl::DataLossError(absl::StrCat(
+              "replicated push to variable '", e.variable(), "' has a ",
+              e.compensated().size(), "-byte compensated gradient for a ",
+              e.data().size(), "-byte gradient"));
+        }
+        correction.compensated = e.compensated().data();
+      }
       absl::StatusOr<PushOutcome> outcome = (*v)->PushDense(
-          meta, e.data().data(), e.data().size(), /*checked=*/true);
+          meta, e.data().data(), e.data().size(), /*checked=*/true,
+          /*staged=*/nullptr, &correction);
       // Counted as on the primary (bytes: the float32 gradient's), so that
       // a promoted backup's statistics, the staleness among them, cover
       // the pushes from before it took over.

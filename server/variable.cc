@@ -50,6 +50,10 @@ Variable::Variable(const v1::VariableSpec& spec, DType dtype, Shape shape,
       staleness_(spec.update_mode().staleness()),
       scale_by_staleness_(spec.update_mode().scale_by_staleness()),
       staleness_tolerance_(spec.update_mode().staleness_tolerance()),
+      dc_(DelayCompensationFromProto(
+          spec.update_mode().delay_compensation())),
+      dc_versions_(
+          DelayCompensationVersions(spec.update_mode().delay_compensation())),
       device_(device),
       pending_(dtype_, num_elements_, row_width_, num_replicas_) {}
 
@@ -139,8 +143,18 @@ absl::StatusOr<std::shared_ptr<Variable>> Variable::CreateOnHost(
         absl::StrCat("variable ", Quote(spec.name()),
                      ": initializer: ", filled.message()));
   }
+  if (v->delay_compensated() && device.is_cuda()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "variable ", Quote(spec.name()),
+        ": update_mode.delay_compensation runs on the host; this PS holds "
+        "its variables on ", device.Name()));
+  }
   absl::MutexLock lock(&v->mu_);
   v->value_ = std::move(value);
+  if (v->delay_compensated()) {
+    v->dc_scratch_ = Buffer::Allocate(v->byte_size_, /*zero=*/false);
+    if (v->dc_.adaptive) v->dc_mean_square_ = Buffer::Allocate(v->byte_size_);
+  }
   std::vector<std::string> slot_names = v->optimizer_->SlotNames();
   for (size_t i = 0; i < slot_names.size(); ++i) {
     auto slot = Buffer::Allocate(v->byte_size_);
@@ -269,7 +283,9 @@ void Variable::AdvanceClockLocked(const PushMeta& meta) {
 absl::StatusOr<PushOutcome> Variable::PushDense(const PushMeta& meta,
                                                 const char* grad, size_t size,
                                                 bool checked,
-                                                StagedDense* staged) {
+                                                StagedDense* staged,
+                                                const ReplicatedCorrection*
+                                                    replicated) {
   if (size != byte_size_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "variable ", Quote(name()), ": gradient has ", size,
@@ -282,7 +298,7 @@ absl::StatusOr<PushOutcome> Variable::PushDense(const PushMeta& meta,
         dtype_, grad, num_elements_,
         absl::StrCat("gradient for variable ", Quote(name()))));
   }
-  return TakePush(meta, grad, {}, nullptr, staged);
+  return TakePush(meta, grad, {}, nullptr, staged, replicated);
 }
 
 double Variable::LrScaleLocked(const PushMeta& meta,
@@ -350,14 +366,14 @@ absl::StatusOr<PushOutcome> Variable::PushRows(const PushMeta& meta,
   return TakePush(meta, nullptr, unique_ids, summed->data());
 }
 
-absl::StatusOr<PushOutcome> Variable::TakePush(const PushMeta& meta,
-                                               const char* dense,
-                                               absl::Span<const int64_t> ids,
-                                               const char* rows,
-                                               StagedDense* staged) {
+absl::StatusOr<PushOutcome> Variable::TakePush(
+    const PushMeta& meta, const char* dense, absl::Span<const int64_t> ids,
+    const char* rows, StagedDense* staged,
+    const ReplicatedCorrection* replicated) {
   Ready ready;
   PushOutcome out;
   uint64_t ticket = 0;
+  const char* compensated = nullptr;
   {
     absl::MutexLock lock(&mu_);
     STRATA_ASSIGN_OR_RETURN(bool seen, dedup_.SeenBefore(meta, name()));
@@ -379,6 +395,9 @@ absl::StatusOr<PushOutcome> Variable::TakePush(const PushMeta& meta,
         dedup_.Record(meta);
         STRATA_ASSIGN_OR_RETURN(out.applied, ApplyCompleteStepsLocked());
       } else {
+        // Delay compensation keeps the value this push replaces.
+        std::shared_ptr<Buffer> before =
+            delay_compensated() ? value_ : nullptr;
         if (dense == nullptr) {
           STRATA_RETURN_IF_ERROR(ApplyRowsLocked(ids, rows));
         } else {
@@ -392,16 +411,24 @@ absl::StatusOr<PushOutcome> Variable::TakePush(const PushMeta& meta,
             ++changes_;
             out.staged = PushOutcome::Staged::kPublished;
           } else {
-            STRATA_RETURN_IF_ERROR(ApplyDenseLocked(dense, lr_scale));
+            const char* apply = dense;
+            if (delay_compensated()) {
+              bool corrected = false;
+              STRATA_ASSIGN_OR_RETURN(
+                  apply, CompensateLocked(meta, dense, replicated, &corrected));
+              if (corrected) compensated = apply;
+            }
+            STRATA_RETURN_IF_ERROR(ApplyDenseLocked(apply, lr_scale));
           }
         }
+        if (before != nullptr) RememberVersionLocked(version_, std::move(before));
         ++version_;
         dedup_.Record(meta);
         AdvanceClockLocked(meta);
         out.applied = true;
       }
       out.version = version_;
-      ticket = ReplicatePushLocked(meta, dense, ids, rows);
+      ticket = ReplicatePushLocked(meta, dense, ids, rows, compensated);
       PublishLocked(&ready);
     }
   }
@@ -413,7 +440,8 @@ absl::StatusOr<PushOutcome> Variable::TakePush(const PushMeta& meta,
 uint64_t Variable::ReplicatePushLocked(const PushMeta& meta,
                                        const char* dense,
                                        absl::Span<const int64_t> ids,
-                                       const char* rows) {
+                                       const char* rows,
+                                       const char* compensated) {
   if (sink_ == nullptr || !sink_->active()) return 0;
   v1::ReplicationEntry e;
   e.set_kind(dense != nullptr ? v1::ReplicationEntry::PUSH_DENSE
@@ -429,6 +457,10 @@ uint64_t Variable::ReplicatePushLocked(const PushMeta& meta,
   if (dense != nullptr) {
     e.set_data(dense, byte_size_);
     if (meta.base_version >= 0) e.set_base_version(meta.base_version);
+    if (compensated != nullptr) {
+      e.set_delay_compensated(true);
+      e.set_compensated(compensated, byte_size_);
+    }
   } else {
     e.mutable_ids()->Add(ids.begin(), ids.end());
     e.set_data(rows, ids.size() * row_width_ * DTypeSize(dtype_));
@@ -478,11 +510,13 @@ absl::StatusOr<int64_t> Variable::Assign(const char* data, size_t size) {
   uint64_t ticket = 0;
   {
     absl::MutexLock lock(&mu_);
+    std::shared_ptr<Buffer> before = delay_compensated() ? value_ : nullptr;
     if (on_device_ != nullptr) {
       STRATA_RETURN_IF_ERROR(on_device_->Assign(data, &value_));
     } else {
       value_ = std::move(fresh);
     }
+    if (before != nullptr) RememberVersionLocked(version_, std::move(before));
     // A sync variable's version counts steps; an assignment does not move it.
     if (mode_ != v1::UpdateMode::SYNC) ++version_;
     ++changes_;

@@ -5,6 +5,7 @@
 #define STRATA_SERVER_VARIABLE_H_
 
 #include <atomic>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -22,6 +23,7 @@
 #include "absl/types/span.h"
 #include "common/buffer_pool.h"
 #include "common/tensor.h"
+#include "kernels/delay_compensation.h"
 #include "kernels/initializers.h"
 #include "kernels/optimizers.h"
 #include "nlohmann/json.hpp"
@@ -55,6 +57,15 @@ struct PushOutcome {
 };
 
 class Variable;
+
+// How a backup applies a replicated dense push of a variable with delay
+// compensation: as its primary corrected it (`compensated`: the gradient
+// the primary applied), or uncorrected (null: the primary had nothing to
+// correct); the backup never corrects on its own, so its value stays equal
+// to the primary's to the bit.
+struct ReplicatedCorrection {
+  const char* compensated = nullptr;
+};
 
 // Which stagings of one variable may begin (see Variable::StageDense):
 // one at a time, and after a staged copy lost to another update, the next
@@ -190,16 +201,23 @@ class Variable {
   // `staged`: the push's StagedDense (see there), published in place of
   // the optimizer step when it is complete and the variable unchanged
   // since it began.
-  absl::StatusOr<PushOutcome> PushDense(const PushMeta& meta,
-                                        const char* grad, size_t size,
-                                        bool checked = false,
-                                        StagedDense* staged = nullptr);
+  // With delay compensation (UpdateMode.delay_compensation), a push whose
+  // base version is older than the variable's is corrected before the
+  // optimizer applies it (kernels/delay_compensation.h), from the value
+  // at its base version (or the oldest of the kept versions after it);
+  // `replicated` (a backup's apply) gives the primary's correction instead.
+  absl::StatusOr<PushOutcome> PushDense(
+      const PushMeta& meta, const char* grad, size_t size,
+      bool checked = false, StagedDense* staged = nullptr,
+      const ReplicatedCorrection* replicated = nullptr);
 
   // Begins a staged dense push of `meta` (base_version included): buffers
   // for the copy of the value and slots come from `pool`. Null where
   // staging does not apply: a SYNC variable (its pushes are summed, not
   // stepped), a CUDA device, a variable of no elements, a push the
-  // exactly-once window already took or refuses; and while the gate says
+  // exactly-once window already took or refuses, a variable with delay
+  // compensation (its correction needs the value at the push's apply);
+  // and while the gate says
   // no (StageGate: another staging of this variable is live, or recent
   // ones lost to other updates).
   // The copy is at most `max_bytes` (value and slots together), or there
@@ -332,11 +350,25 @@ class Variable {
   // mirrors and fires the waiters now ready. Errors: ABORTED from dedup_,
   // those of pending_.Add and of the optimizer or device.
   // `staged`: see PushDense.
-  absl::StatusOr<PushOutcome> TakePush(const PushMeta& meta,
-                                       const char* dense,
-                                       absl::Span<const int64_t> ids,
-                                       const char* rows,
-                                       StagedDense* staged = nullptr);
+  absl::StatusOr<PushOutcome> TakePush(
+      const PushMeta& meta, const char* dense, absl::Span<const int64_t> ids,
+      const char* rows, StagedDense* staged = nullptr,
+      const ReplicatedCorrection* replicated = nullptr);
+  // Delay compensation (server/variable_dc.cc). The gradient to apply for
+  // the dense push `meta` of `grad` at the current version: `grad` itself,
+  // or the corrected gradient in dc_scratch_ (then *corrected is set).
+  // The adaptive variant's mean square moves with `grad` either way.
+  // `replicated`: as PushDense.
+  absl::StatusOr<const char*> CompensateLocked(
+      const PushMeta& meta, const char* grad,
+      const ReplicatedCorrection* replicated, bool* corrected)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps `value`, the value at `version`, for later corrections (the
+  // newest dc_.versions of them).
+  void RememberVersionLocked(int64_t version,
+                             std::shared_ptr<Buffer> value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool delay_compensated() const { return dc_.lambda > 0; }
   // The learning-rate scale and staleness of an ASYNC or STALENESS dense
   // push of `meta` at the current version.
   double LrScaleLocked(const PushMeta& meta, int64_t* staleness) const
@@ -381,9 +413,12 @@ class Variable {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The replication entry of a taken push (`dense`, or rows `ids`), or 0
   // when nothing is replicated now; the ticket to wait for.
+  // `compensated`: the corrected gradient applied in place of `dense`,
+  // if any (delay compensation).
   uint64_t ReplicatePushLocked(const PushMeta& meta, const char* dense,
                                absl::Span<const int64_t> ids,
-                               const char* rows)
+                               const char* rows,
+                               const char* compensated = nullptr)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Waits for `ticket` (see ReplicationSink::Wait); OK for 0.
   absl::Status WaitReplicated(uint64_t ticket) const;
@@ -410,6 +445,10 @@ class Variable {
   // ASYNC: UpdateMode.scale_by_staleness and staleness_tolerance.
   const bool scale_by_staleness_;
   const int64_t staleness_tolerance_;
+  // ASYNC: UpdateMode.delay_compensation (lambda 0: off), and the number
+  // of versions kept for it.
+  const DelayCompensationConfig dc_;
+  const int dc_versions_;
   const PsDevice device_;
   ReplicationSink* sink_ = nullptr;
 
@@ -432,6 +471,13 @@ class Variable {
   // Changes of the value (updates and assignments; a SYNC variable's
   // assignment does not move its version).
   int64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Delay compensation: the values at the last dc_versions_ versions
+  // (oldest first), the adaptive variant's mean square of the gradients,
+  // and the buffer the corrected gradient is written to.
+  std::deque<std::pair<int64_t, std::shared_ptr<const Buffer>>> dc_history_
+      ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Buffer> dc_mean_square_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Buffer> dc_scratch_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace strata

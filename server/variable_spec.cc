@@ -104,6 +104,35 @@ absl::StatusOr<std::unique_ptr<Optimizer>> ValidateOptimizer(
   return optimizer;
 }
 
+absl::Status ValidateDelayCompensation(const v1::UpdateMode& mode,
+                                       const std::string& var) {
+  if (!mode.has_delay_compensation()) return absl::OkStatus();
+  const v1::DelayCompensation& dc = mode.delay_compensation();
+  const std::string field = var + ": update_mode.delay_compensation.";
+  if (!std::isfinite(dc.lambda()) || dc.lambda() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, "lambda must be finite and >= 0, got ", dc.lambda()));
+  }
+  if (!std::isfinite(dc.mean_square_decay()) || dc.mean_square_decay() < 0 ||
+      dc.mean_square_decay() >= 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, "mean_square_decay must be in [0, 1), got ",
+                     dc.mean_square_decay()));
+  }
+  if (dc.versions() < 0 || dc.versions() > kMaxDelayCompensationVersions) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, "versions must be in [0, ",
+                     kMaxDelayCompensationVersions, "], got ", dc.versions()));
+  }
+  if (dc.lambda() > 0 && mode.kind() != v1::UpdateMode::ASYNC) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, "lambda is for ASYNC variables only (their gradients are "
+        "applied to newer values than they were computed from), got ",
+        v1::UpdateMode::Kind_Name(mode.kind())));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateUpdateMode(const v1::UpdateMode& mode,
                                 const std::string& var) {
   if (mode.first_step() != 0 && mode.kind() != v1::UpdateMode::SYNC) {
@@ -126,6 +155,7 @@ absl::Status ValidateUpdateMode(const v1::UpdateMode& mode,
         var, ": update_mode.staleness_tolerance must be >= 0, got ",
         mode.staleness_tolerance()));
   }
+  STRATA_RETURN_IF_ERROR(ValidateDelayCompensation(mode, var));
   switch (mode.kind()) {
     case v1::UpdateMode::ASYNC:
       return absl::OkStatus();
@@ -236,6 +266,20 @@ absl::StatusOr<ValidatedVariableSpec> ValidateVariableSpec(
   }
   out.initializer = *init;
   return out;
+}
+
+DelayCompensationConfig DelayCompensationFromProto(
+    const v1::DelayCompensation& dc) {
+  DelayCompensationConfig c;
+  c.lambda = dc.lambda();
+  c.adaptive = dc.adaptive();
+  c.mean_square_decay =
+      dc.mean_square_decay() > 0 ? dc.mean_square_decay() : 0.95;
+  return c;
+}
+
+int DelayCompensationVersions(const v1::DelayCompensation& dc) {
+  return dc.versions() > 0 ? dc.versions() : kDefaultDelayCompensationVersions;
 }
 
 }  // namespace strata

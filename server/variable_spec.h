@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/tensor.h"
+#include "kernels/delay_compensation.h"
 #include "kernels/initializers.h"
 #include "kernels/optimizers.h"
 #include "strata/v1/parameter_server.pb.h"
@@ -24,6 +25,14 @@ absl::StatusOr<InitializerSpec> InitializerFromProto(
     const v1::Initializer& init);
 absl::StatusOr<OptimizerConfig> OptimizerFromProto(const v1::OptimizerSpec& o);
 
+// UpdateMode.delay_compensation with its defaults filled in: the
+// kernel's settings, and the versions a variable keeps for it.
+inline constexpr int kDefaultDelayCompensationVersions = 8;
+inline constexpr int kMaxDelayCompensationVersions = 1024;
+DelayCompensationConfig DelayCompensationFromProto(
+    const v1::DelayCompensation& dc);
+int DelayCompensationVersions(const v1::DelayCompensation& dc);
+
 // What ValidateVariableSpec derives from a valid spec.
 struct ValidatedVariableSpec {
   DType dtype = DType::kInvalid;
@@ -36,7 +45,9 @@ struct ValidatedVariableSpec {
 // optimizer number is finite; the dtype; the shape (at most `max_bytes`)
 // with its full shape and row offset; the optimizer (only assign_add and
 // assign for integer dtypes); the update mode (num_replicas >= 1 and
-// staleness >= 0 for SYNC and STALENESS); the initializer. Errors:
+// staleness >= 0 for SYNC and STALENESS; delay compensation: lambda finite
+// and >= 0, > 0 only for ASYNC, mean_square_decay in [0, 1), versions in
+// [0, kMaxDelayCompensationVersions]); the initializer. Errors:
 // INVALID_ARGUMENT naming the variable and the field; RESOURCE_EXHAUSTED
 // for a value over `max_bytes`.
 absl::StatusOr<ValidatedVariableSpec> ValidateVariableSpec(

@@ -14,6 +14,7 @@ std::unique_ptr<StagedDense> Variable::StageDense(const PushMeta& meta,
                                                   BufferPool* pool,
                                                   uint64_t max_bytes) {
   if (mode_ == v1::UpdateMode::SYNC || device_.is_cuda() ||
+      delay_compensated() ||
       num_elements_ == 0 || pool == nullptr || byte_size_ > max_bytes) {
     return nullptr;
   }

@@ -240,6 +240,50 @@ TEST(PsReplicationTest, StalenessScaledPushesEndEqualOnTheBackup) {
   ExpectSameState(&primary, backup.store());
 }
 
+// Stale pushes under delay compensation (fixed and adaptive), from two
+// threads, some before the backup attaches (a state transfer, which
+// carries no kept versions) and some after: the backup applies the
+// gradients its primary corrected and ends equal to the bit.
+TEST(PsReplicationTest, DelayCompensatedPushesEndEqualOnTheBackup) {
+  for (bool adaptive : {false, true}) {
+    SCOPED_TRACE(adaptive ? "dc_adaptive" : "dc");
+    Logger logger("primary");
+    VariableStore primary({});
+    ReplicationLog log(&primary, &logger, LogOptions());
+    primary.set_replication(&log);
+    v1::VariableSpec spec = Spec("dc", {32, 4}, "adam");
+    spec.mutable_update_mode()->set_num_replicas(0);
+    v1::DelayCompensation* dc =
+        spec.mutable_update_mode()->mutable_delay_compensation();
+    dc->set_lambda(adaptive ? 2.0 : 50.0);
+    dc->set_adaptive(adaptive);
+    dc->set_versions(3);
+    STRATA_ASSERT_OK(primary.Create(spec));
+    auto var = *primary.Get("dc");
+    auto push = [&](int w, int step) {
+      auto g = Grad(32 * 4, 0.01f * (w + 1) + 0.001f * step);
+      PushMeta meta = Meta(w, step);
+      meta.base_version = std::max<int64_t>(0, var->version() - step % 5);
+      auto pushed = var->PushDense(
+          meta, reinterpret_cast<const char*>(g.data()), g.size() * 4);
+      EXPECT_TRUE(pushed.ok()) << pushed.status();
+    };
+    for (int step = 0; step < 6; ++step) push(0, step);
+    Backup backup;
+    STRATA_ASSERT_OK(log.Attach(backup.address(), "backup-1"));
+    std::vector<std::thread> threads;
+    for (int w = 0; w < 2; ++w) {
+      threads.emplace_back([&, w] {
+        for (int step = 6; step < 36; ++step) push(w, step);
+      });
+    }
+    for (auto& t : threads) t.join();
+    STRATA_ASSERT_OK(log.Wait(log.Tail()));
+    EXPECT_EQ(log.acknowledged(), log.position());
+    ExpectSameState(&primary, backup.store());
+  }
+}
+
 // Pushes stepped chunk by chunk on staged copies (the Lane's chunked
 // apply) and published, racing plain pushes: the backup, which steps each
 // whole gradient, ends equal to the bit.

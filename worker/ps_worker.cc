@@ -63,6 +63,15 @@ std::vector<v1::VariableSpec> PsVariableSpecs(const JobSpec& job,
       spec.mutable_update_mode()->set_staleness_tolerance(
           job.strategy.staleness_tolerance);
     }
+    if (job.strategy.update != "sync" &&
+        job.strategy.staleness_compensation != "none") {
+      v1::DelayCompensation* dc =
+          spec.mutable_update_mode()->mutable_delay_compensation();
+      dc->set_lambda(job.strategy.dc_lambda);
+      dc->set_adaptive(job.strategy.staleness_compensation == "dc_adaptive");
+      dc->set_mean_square_decay(job.strategy.dc_mean_square_decay);
+      dc->set_versions(job.strategy.dc_versions);
+    }
     specs.push_back(std::move(spec));
   }
   return specs;
