@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/hash.h"
 #include "common/status_macros.h"
 
 namespace strata {
@@ -24,24 +25,6 @@ constexpr double kTwoPi = 6.283185307179586476925286766559;
 // Re-draws of truncated_normal before giving up (each accepts with p=0.954,
 // so the fallback is never reached in practice; it keeps the loop bounded).
 constexpr uint64_t kMaxTruncatedDraws = 64;
-
-// SplitMix64's finalizer: a bijective 64-bit mix.
-uint64_t Mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// FNV-1a: stable across platforms and runs, unlike std::hash.
-uint64_t HashName(absl::string_view name) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : name) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 // Counter-based generator: every output is a pure function of (key, global
 // element index, draw number), so shards can compute any element on their own.

@@ -15,6 +15,7 @@
 #include "collective/collective.h"
 #include "collective/in_process.h"
 #include "collective/nccl.h"
+#include "common/hash.h"
 #include "common/status_macros.h"
 #include "kernels/optimizers.h"
 #include "sdk/internal.h"
@@ -30,13 +31,6 @@ namespace {
 // SplitMix64's finalizer, as worker/model.cc derives LocalTrainer's dropout
 // seeds: replica 0 uses LocalTrainer's seed for each step, so one mirrored
 // replica trains exactly as OneDeviceStrategy does.
-uint64_t Mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 // The replicas of one Fit. Replica 0 trains the model's persistent state
 // (ModelState::mirrored) in place; the others train copies of it, kept
 // identical by applying the same all-reduced gradients. Each replica is

@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "common/hash.h"
 #include "common/status_macros.h"
 #include "worker/criteo_data.h"
 
@@ -281,13 +282,6 @@ int NumClasses(const std::vector<int32_t>& labels) {
 }
 
 // SplitMix64's finalizer.
-uint64_t Mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 absl::Status CheckFeatures(const JobSpec& job, const Dataset& data,
                            absl::string_view split) {
   const int64_t expected = NumElements(job.model.input_shape);

@@ -78,7 +78,7 @@ __device__ __forceinline__ int64_t GridStride() {
   return static_cast<int64_t>(blockDim.x) * gridDim.x;
 }
 
-// SplitMix64's finalizer, as worker/model.cc's Mix64.
+// SplitMix64's finalizer, as common/hash.h's Mix64.
 __device__ __forceinline__ uint64_t Mix64(uint64_t z) {
   z += 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "common/hash.h"
 #include "gtest/gtest.h"
 
 namespace strata {
@@ -336,12 +337,6 @@ TEST_F(DenseKernelsTest, SoftmaxRowsSumToOneForLargeLogits) {
 // Dropout --------------------------------------------------------------------
 
 // worker/model.cc's FillDropoutMask, repeated.
-uint64_t Mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 std::vector<float> RefMask(uint64_t seed, uint64_t layer, double rate,
                            int64_t n) {
   const uint64_t key = Mix64(seed ^ Mix64(layer + 0x5bd1e995ULL));
