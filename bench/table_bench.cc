@@ -40,7 +40,7 @@
 #include "client/ps_client.h"
 #include "common/logging.h"
 #include "kernels/row_optimizers.h"
-#include "server/dynamic_table.h"
+#include "tables/dynamic_table.h"
 #include "server/ps_server.h"
 #include "tools/process.h"
 #include "tools/zipf_sampler.h"

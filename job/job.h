@@ -77,7 +77,7 @@ struct LayerSpec {
 // An embedding over categorical columns (issue 15): the ids of `columns`
 // (0-based among the model's categorical_columns) are looked up in the
 // dynamic table `table` (int64 ids, no vocabulary, rows of output_dim
-// floats; server/dynamic_table.h) and combined as `combiner`: "concat"
+// floats; tables/dynamic_table.h) and combined as `combiner`: "concat"
 // (each column its own output_dim values), "sum" or "mean" (the bag of the
 // columns' ids: one output_dim slice). Embeddings naming the same table
 // share it (their output_dim and table options must agree). JSON: {"table"

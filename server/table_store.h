@@ -27,7 +27,7 @@
 #include "absl/types/span.h"
 #include "kernels/row_optimizers.h"
 #include "server/checkpoint.h"
-#include "server/dynamic_table.h"
+#include "tables/dynamic_table.h"
 #include "server/exactly_once.h"
 #include "strata/v1/parameter_server.pb.h"
 

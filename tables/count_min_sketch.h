@@ -8,13 +8,15 @@
 // Hashing is seeded and platform-independent (SplitMix64), so two sketches
 // with the same seed and the same additions hold the same counts.
 // Thread-compatible.
-#ifndef STRATA_SERVER_COUNT_MIN_SKETCH_H_
-#define STRATA_SERVER_COUNT_MIN_SKETCH_H_
+#ifndef STRATA_TABLES_COUNT_MIN_SKETCH_H_
+#define STRATA_TABLES_COUNT_MIN_SKETCH_H_
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
+
+#include "common/hash.h"
 
 namespace strata {
 
@@ -56,14 +58,6 @@ class CountMinSketch {
 
   size_t bytes() const { return counters_.size() * sizeof(uint32_t); }
 
-  // SplitMix64's finalizer: a bijective 64-bit mix.
-  static uint64_t Mix64(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-
  private:
   size_t Index(int d, int64_t key) const {
     const uint64_t h =
@@ -80,4 +74,4 @@ class CountMinSketch {
 
 }  // namespace strata
 
-#endif  // STRATA_SERVER_COUNT_MIN_SKETCH_H_
+#endif  // STRATA_TABLES_COUNT_MIN_SKETCH_H_

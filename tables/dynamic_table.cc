@@ -1,4 +1,4 @@
-#include "server/dynamic_table.h"
+#include "tables/dynamic_table.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/hash.h"
 
 namespace strata {
 namespace {
@@ -27,18 +28,6 @@ constexpr int64_t kRowOverheadBytes =
 // Salts that keep the shard hash independent of the initializer's.
 constexpr uint64_t kShardSalt = 0x5d588b656c078965ULL;
 constexpr uint64_t kIdSalt = 0x2545f4914f6cdd1dULL;
-
-uint64_t Mix64(uint64_t z) { return CountMinSketch::Mix64(z); }
-
-// FNV-1a: stable across platforms and runs, unlike std::hash.
-uint64_t HashName(absl::string_view name) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : name) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 absl::Status CheckOptions(const DynamicTableOptions& o) {
   auto bad = [&o](auto&&... parts) {

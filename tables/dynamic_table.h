@@ -16,8 +16,8 @@
 // Time comes from the injected clock and the caller's step counter, never
 // from the wall clock. Thread-safe: every method may be called concurrently;
 // one mutex guards the table, and no callback runs while it is held.
-#ifndef STRATA_SERVER_DYNAMIC_TABLE_H_
-#define STRATA_SERVER_DYNAMIC_TABLE_H_
+#ifndef STRATA_TABLES_DYNAMIC_TABLE_H_
+#define STRATA_TABLES_DYNAMIC_TABLE_H_
 
 #include <cstdint>
 #include <functional>
@@ -37,7 +37,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "kernels/row_optimizers.h"
-#include "server/count_min_sketch.h"
+#include "tables/count_min_sketch.h"
 
 namespace strata {
 
@@ -222,4 +222,4 @@ class DynamicTable {
 
 }  // namespace strata
 
-#endif  // STRATA_SERVER_DYNAMIC_TABLE_H_
+#endif  // STRATA_TABLES_DYNAMIC_TABLE_H_

@@ -1,4 +1,4 @@
-#include "server/dynamic_table.h"
+#include "tables/dynamic_table.h"
 
 #include <algorithm>
 #include <cmath>

@@ -23,7 +23,7 @@
 #include "absl/types/span.h"
 #include "job/job.h"
 #include "kernels/row_optimizers.h"
-#include "server/dynamic_table.h"
+#include "tables/dynamic_table.h"
 #include "worker/auc.h"
 #include "worker/criteo_data.h"
 #include "worker/model.h"

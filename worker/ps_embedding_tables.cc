@@ -10,7 +10,7 @@
 #include "client/push_tag.h"
 #include "common/status_macros.h"
 #include "kernels/row_optimizers.h"
-#include "server/dynamic_table.h"
+#include "tables/dynamic_table.h"
 
 namespace strata {
 
