@@ -17,13 +17,12 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/metadata_keys.h"
 #include "common/tls.h"
 #include "strata/v1/coordinator.grpc.pb.h"
 
 namespace strata {
 
-// The initial metadata in which an elected coordinator sends its epoch.
-inline constexpr char kCoordinatorEpochHeader[] = "strata-coordinator-epoch";
 inline constexpr absl::Duration kReplicaCallDeadline = absl::Seconds(2);
 // The longest pause between attempts while the coordinator does not
 // answer (calls' retries, the membership agent's missed beats).

@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "client/coordinator_client.h"
 #include "common/grpc_status.h"
+#include "common/metadata_keys.h"
 #include "common/status_macros.h"
 
 namespace strata {

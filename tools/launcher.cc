@@ -633,19 +633,7 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
     }
     summary["epochs_detail"] = nlohmann::json::array();
     for (const auto& e : status.epochs()) {
-      nlohmann::json row = {{"epoch", e.epoch() + 1},
-                            {"steps", e.steps()},
-                            {"loss", e.loss()},
-                            {"accuracy", e.accuracy()},
-                            {"examples_per_second", e.examples_per_second()},
-                            {"elapsed_seconds", e.elapsed_seconds()}};
-      if (e.evaluated() && !e.evaluation_missing()) {
-        row["test_loss"] = e.test_loss();
-        row["test_accuracy"] = e.test_accuracy();
-        if (e.has_test_auc()) row["test_auc"] = e.test_auc();
-      }
-      if (e.evaluation_missing()) row["evaluation_missing"] = true;
-      summary["epochs_detail"].push_back(row);
+      summary["epochs_detail"].push_back(EpochRow(e));
     }
     if (!job_failed) {
       out << absl::StrFormat("Test accuracy: %.4f (test loss %.4f)",

@@ -35,6 +35,22 @@ void AddTrainThroughput(const v1::JobStatus& status, nlohmann::json* summary) {
   (*summary)["train_examples_per_second"] =
       seconds > 0 ? static_cast<double>(examples) / seconds : 0.0;
 }
+nlohmann::json EpochRow(const v1::EpochResult& e) {
+  nlohmann::json row = {{"epoch", e.epoch() + 1},
+                        {"steps", e.steps()},
+                        {"loss", e.loss()},
+                        {"accuracy", e.accuracy()},
+                        {"examples_per_second", e.examples_per_second()},
+                        {"elapsed_seconds", e.elapsed_seconds()}};
+  if (e.evaluated() && !e.evaluation_missing()) {
+    row["test_loss"] = e.test_loss();
+    row["test_accuracy"] = e.test_accuracy();
+    if (e.has_test_auc()) row["test_auc"] = e.test_auc();
+  }
+  if (e.evaluation_missing()) row["evaluation_missing"] = true;
+  return row;
+}
+
 void AddCheckpointSummary(const v1::JobStatus& status,
                           nlohmann::json* summary) {
   (*summary)["checkpoints"] = {
@@ -309,22 +325,12 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
     std::optional<double> test_auc;
   nlohmann::json epochs = nlohmann::json::array();
   for (const auto& e : status.epochs()) {
-    nlohmann::json row = {{"epoch", e.epoch() + 1},
-                          {"steps", e.steps()},
-                          {"loss", e.loss()},
-                          {"accuracy", e.accuracy()},
-                          {"examples_per_second", e.examples_per_second()},
-                          {"elapsed_seconds", e.elapsed_seconds()}};
     if (e.evaluated() && !e.evaluation_missing()) {
       test_accuracy = e.test_accuracy();
       test_loss = e.test_loss();
       if (e.has_test_auc()) test_auc = e.test_auc();
-      row["test_loss"] = e.test_loss();
-      row["test_accuracy"] = e.test_accuracy();
-      if (e.has_test_auc()) row["test_auc"] = e.test_auc();
     }
-    if (e.evaluation_missing()) row["evaluation_missing"] = true;
-    epochs.push_back(row);
+    epochs.push_back(EpochRow(e));
   }
   result = {
       {"job", job.name},

@@ -24,6 +24,12 @@ namespace strata {
 // local_train measures a single process) to a run summary.
 void AddTrainThroughput(const v1::JobStatus& status, nlohmann::json* summary);
 
+// One epoch's row of a summary's "epochs_detail" (`strata launch` and
+// `strata submit` write the same): epoch (from 1), steps, loss, accuracy,
+// examples_per_second, elapsed_seconds, and test_loss, test_accuracy and
+// test_auc where it was evaluated, or evaluation_missing.
+nlohmann::json EpochRow(const v1::EpochResult& e);
+
 // Adds the job's checkpoint record to a run summary: "checkpoints" with
 // "saved", "failed", "failures_in_a_row", "last_error", "last" (the
 // newest kept checkpoint), "last_step" and "skipped" (those a restore
