@@ -244,7 +244,7 @@ absl::StatusOr<v1::GroupAssignment> CoordinatorClient::JoinGroup(
   return resp;
 }
 
-MembershipAgent::MembershipAgent(CoordinatorClient* client, v1::TaskId task,
+MembershipAgent::MembershipAgent(Coordinator* client, v1::TaskId task,
                                  std::string address, std::string incarnation,
                                  Logger* logger)
     : client_(client),

@@ -28,6 +28,35 @@ inline constexpr absl::Duration kReplicaCallDeadline = absl::Seconds(2);
 // answer (calls' retries, the membership agent's missed beats).
 inline constexpr absl::Duration kMaxRetryPause = absl::Milliseconds(250);
 
+// The coordinator's calls as its tasks make them: CoordinatorClient over
+// gRPC, or a fake in tests (tests/ps_worker_recovery_test.cc). The worker
+// (PsWorker, WorkFeed, the group trainer) and MembershipAgent take this.
+// Implementations are thread-safe; the errors are the service's
+// (docs/PROTOCOL.md), UNAVAILABLE when the coordinator cannot be reached.
+class Coordinator {
+ public:
+  virtual ~Coordinator() = default;
+
+  virtual absl::StatusOr<v1::RegisterResponse> Register(
+      const v1::RegisterRequest& r) = 0;
+  virtual absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
+      const v1::HeartbeatRequest& r) = 0;
+  virtual absl::Status Deregister(const v1::DeregisterRequest& r) = 0;
+  virtual absl::StatusOr<v1::GetClusterSpecResponse> GetClusterSpec() = 0;
+  virtual absl::StatusOr<v1::SubmitJobResponse> SubmitJob(
+      const v1::SubmitJobRequest& r) = 0;
+  virtual absl::StatusOr<v1::JobStatus> GetJob() = 0;
+  virtual absl::StatusOr<v1::WorkItem> GetWork(const v1::GetWorkRequest& r) = 0;
+  virtual absl::StatusOr<v1::ReportWorkResponse> ReportWork(
+      const v1::ReportWorkRequest& r) = 0;
+  virtual absl::StatusOr<v1::ReportWorkBatchResponse> ReportWorkBatch(
+      const v1::ReportWorkBatchRequest& r) = 0;
+  virtual absl::StatusOr<v1::GroupAssignment> JoinGroup(
+      const v1::JoinGroupRequest& r) = 0;
+  // Where the coordinator is, for logs.
+  virtual const std::string& target() const = 0;
+};
+
 // Thread-safe. Each call has a deadline; UNAVAILABLE is retried with
 // backoff for up to `retry_for` (the coordinator may be restarting).
 //
@@ -40,7 +69,7 @@ inline constexpr absl::Duration kMaxRetryPause = absl::Milliseconds(250);
 // With several replicas each attempt's deadline is at most
 // kReplicaCallDeadline, so that a leader that hangs (paused) is passed over
 // soon (every coordinator call answers at once; none is a long wait).
-class CoordinatorClient {
+class CoordinatorClient : public Coordinator {
  public:
   // `security`: TLS and the bearer token of every call (plaintext, none by
   // default); `call_deadline`: of each attempt.
@@ -49,23 +78,23 @@ class CoordinatorClient {
       const ClientSecurity& security = {},
       absl::Duration call_deadline = absl::Seconds(10));
 
-  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& r);
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& r) override;
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
-      const v1::HeartbeatRequest& r);
-  absl::Status Deregister(const v1::DeregisterRequest& r);
-  absl::StatusOr<v1::GetClusterSpecResponse> GetClusterSpec();
+      const v1::HeartbeatRequest& r) override;
+  absl::Status Deregister(const v1::DeregisterRequest& r) override;
+  absl::StatusOr<v1::GetClusterSpecResponse> GetClusterSpec() override;
   absl::StatusOr<v1::SubmitJobResponse> SubmitJob(
-      const v1::SubmitJobRequest& r);
-  absl::StatusOr<v1::JobStatus> GetJob();
-  absl::StatusOr<v1::WorkItem> GetWork(const v1::GetWorkRequest& r);
+      const v1::SubmitJobRequest& r) override;
+  absl::StatusOr<v1::JobStatus> GetJob() override;
+  absl::StatusOr<v1::WorkItem> GetWork(const v1::GetWorkRequest& r) override;
   absl::StatusOr<v1::ReportWorkResponse> ReportWork(
-      const v1::ReportWorkRequest& r);
+      const v1::ReportWorkRequest& r) override;
   absl::StatusOr<v1::ReportWorkBatchResponse> ReportWorkBatch(
-      const v1::ReportWorkBatchRequest& r);
+      const v1::ReportWorkBatchRequest& r) override;
   absl::StatusOr<v1::GroupAssignment> JoinGroup(
-      const v1::JoinGroupRequest& r);
+      const v1::JoinGroupRequest& r) override;
 
-  const std::string& target() const { return target_; }
+  const std::string& target() const override { return target_; }
   // The highest coordinator epoch seen in an answer (0: none elected).
   int64_t epoch() const { return epoch_.load(); }
 
@@ -105,7 +134,7 @@ std::string NewIncarnation();
 // restarted, or declared this task failed). Thread-safe.
 class MembershipAgent {
  public:
-  MembershipAgent(CoordinatorClient* client, v1::TaskId task,
+  MembershipAgent(Coordinator* client, v1::TaskId task,
                   std::string address, std::string incarnation,
                   Logger* logger);
   ~MembershipAgent();
@@ -139,7 +168,7 @@ class MembershipAgent {
   void Loop();
   absl::Status RegisterOnce();
 
-  CoordinatorClient* const client_;
+  Coordinator* const client_;
   const v1::TaskId task_;
   const std::string address_;
   const std::string incarnation_;

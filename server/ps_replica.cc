@@ -13,7 +13,7 @@ namespace strata {
 using ReplicaRole = v1::ReplicaStatusResponse;
 
 absl::StatusOr<std::unique_ptr<PsReplica>> PsReplica::Start(
-    PsServer* server, CoordinatorClient* coordinator, PsReplicaOptions options,
+    PsServer* server, Coordinator* coordinator, PsReplicaOptions options,
     Logger* logger) {
   const int n = static_cast<int>(options.replication_addresses.size());
   if (n < 2 || options.replica < 0 || options.replica >= n) {
@@ -90,7 +90,7 @@ absl::StatusOr<std::unique_ptr<PsReplica>> PsReplica::Start(
   return r;
 }
 
-PsReplica::PsReplica(PsServer* server, CoordinatorClient* coordinator,
+PsReplica::PsReplica(PsServer* server, Coordinator* coordinator,
                      PsReplicaOptions options, Logger* logger)
     : server_(server),
       coordinator_(coordinator),

@@ -68,7 +68,7 @@ class PsReplica {
   // Errors: UNAVAILABLE when the replication address cannot be bound;
   // INVALID_ARGUMENT for bad options.
   static absl::StatusOr<std::unique_ptr<PsReplica>> Start(
-      PsServer* server, CoordinatorClient* coordinator,
+      PsServer* server, Coordinator* coordinator,
       PsReplicaOptions options, Logger* logger);
   ~PsReplica();
 
@@ -83,7 +83,7 @@ class PsReplica {
   bool WaitUntilBackup(absl::Duration timeout) const;
 
  private:
-  PsReplica(PsServer* server, CoordinatorClient* coordinator,
+  PsReplica(PsServer* server, Coordinator* coordinator,
             PsReplicaOptions options, Logger* logger);
   void Run();
   // Asks the other replicas to attach this one (as `incarnation`).
@@ -95,7 +95,7 @@ class PsReplica {
   bool Sleep(absl::Duration d);
 
   PsServer* const server_;
-  CoordinatorClient* const coordinator_;
+  Coordinator* const coordinator_;
   const PsReplicaOptions options_;
   Logger* const logger_;
   std::unique_ptr<ReplicationServiceImpl> service_;

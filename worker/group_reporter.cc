@@ -5,7 +5,7 @@
 
 namespace strata {
 
-GroupReporter::GroupReporter(CoordinatorClient* coordinator, Logger* logger,
+GroupReporter::GroupReporter(Coordinator* coordinator, Logger* logger,
                              std::function<void(int64_t)> on_group,
                              GroupReporterOptions options)
     : coordinator_(coordinator),

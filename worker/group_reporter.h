@@ -42,7 +42,7 @@ class GroupReporter {
  public:
   // `on_group` receives the newest group id of each answer (from the
   // reporter's thread). `coordinator` and `logger` are borrowed.
-  GroupReporter(CoordinatorClient* coordinator, Logger* logger,
+  GroupReporter(Coordinator* coordinator, Logger* logger,
                 std::function<void(int64_t)> on_group,
                 GroupReporterOptions options = {});
   ~GroupReporter();
@@ -61,7 +61,7 @@ class GroupReporter {
  private:
   void Loop();
 
-  CoordinatorClient* const coordinator_;
+  Coordinator* const coordinator_;
   Logger* const logger_;
   const std::function<void(int64_t)> on_group_;
   const GroupReporterOptions options_;

@@ -48,7 +48,7 @@ namespace worker_internal {
 // Trains one job in groups (see RunGroupTraining).
 class GroupTrainer {
  public:
-  GroupTrainer(CoordinatorClient* coordinator, Logger* logger,
+  GroupTrainer(Coordinator* coordinator, Logger* logger,
                MembershipAgent* agent, GroupWorkerOptions options)
       : coordinator_(coordinator),
         logger_(logger),
@@ -149,7 +149,7 @@ class GroupTrainer {
   }
   void Pause(absl::Duration d) const { absl::SleepFor(d); }
 
-  CoordinatorClient* const coordinator_;
+  Coordinator* const coordinator_;
   Logger* const logger_;
   MembershipAgent* const agent_;
   const GroupWorkerOptions options_;

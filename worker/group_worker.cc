@@ -499,7 +499,7 @@ absl::Status GroupTrainer::ExportState() {
 
 }  // namespace worker_internal
 
-absl::Status RunGroupTraining(CoordinatorClient* coordinator, Logger* logger,
+absl::Status RunGroupTraining(Coordinator* coordinator, Logger* logger,
                               MembershipAgent* agent,
                               const v1::JobStatus& status,
                               const GroupWorkerOptions& options) {

@@ -54,7 +54,7 @@ struct GroupWorkerOptions {
 // task (agent) until the job ends. Errors: INVALID_ARGUMENT /
 // FAILED_PRECONDITION for a job this loop cannot run (including mirrored on
 // GPUs this machine or build does not have); CANCELLED when stopped.
-absl::Status RunGroupTraining(CoordinatorClient* coordinator, Logger* logger,
+absl::Status RunGroupTraining(Coordinator* coordinator, Logger* logger,
                               MembershipAgent* agent,
                               const v1::JobStatus& status,
                               const GroupWorkerOptions& options);

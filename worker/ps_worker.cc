@@ -166,7 +166,7 @@ absl::StatusOr<std::vector<PlacementPolicy::Shard>> PlaceFor(
   return policy->Place(shape, DType::kFloat32, num_ps);
 }
 
-PsWorker::PsWorker(CoordinatorClient* coordinator, Logger* logger,
+PsWorker::PsWorker(Coordinator* coordinator, Logger* logger,
                    PsWorkerOptions options)
     : coordinator_(coordinator), logger_(logger), options_(std::move(options)) {}
 

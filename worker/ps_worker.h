@@ -105,7 +105,7 @@ absl::Status RetrySetup(absl::string_view what,
 // (one per task); several may run as threads in one process.
 class PsWorker {
  public:
-  PsWorker(CoordinatorClient* coordinator, Logger* logger,
+  PsWorker(Coordinator* coordinator, Logger* logger,
            PsWorkerOptions options);
 
   // Registers, waits for a job, trains, returns when the job is over.
@@ -165,7 +165,7 @@ class PsWorker {
   }
   bool Stopping() const;
 
-  CoordinatorClient* const coordinator_;
+  Coordinator* const coordinator_;
   Logger* const logger_;
   const PsWorkerOptions options_;
   std::unique_ptr<MembershipAgent> agent_;

@@ -5,7 +5,7 @@
 
 namespace strata {
 
-WorkFeed::WorkFeed(CoordinatorClient* coordinator, v1::TaskId task,
+WorkFeed::WorkFeed(Coordinator* coordinator, v1::TaskId task,
                    std::string incarnation, WorkFeedOptions options)
     : coordinator_(coordinator),
       task_(std::move(task)),

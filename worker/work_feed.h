@@ -44,7 +44,7 @@ struct WorkFeedOptions {
 // stops it.
 class WorkFeed {
  public:
-  WorkFeed(CoordinatorClient* coordinator, v1::TaskId task,
+  WorkFeed(Coordinator* coordinator, v1::TaskId task,
            std::string incarnation, WorkFeedOptions options);
   ~WorkFeed();
   WorkFeed(const WorkFeed&) = delete;
@@ -73,7 +73,7 @@ class WorkFeed {
   // Makes one call (releasing mu_ meanwhile).
   absl::Status CallLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  CoordinatorClient* const coordinator_;
+  Coordinator* const coordinator_;
   const v1::TaskId task_;
   const std::string incarnation_;
   const WorkFeedOptions options_;
