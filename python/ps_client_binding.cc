@@ -13,9 +13,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "client/ps_client.h"
 #include "client/push_tag.h"
+#include "codec/spec_codec.h"
 #include "common/tensor.h"
 #include "python/binding_util.h"
 
@@ -71,6 +73,16 @@ py::dict PushDict(const strata::PushResult& r) {
   return d;
 }
 
+// `parsed`, or its error naming the variable and the field, as the server
+// would.
+template <typename T>
+absl::StatusOr<T> Named(const std::string& variable, const char* field,
+                        absl::StatusOr<T> parsed) {
+  if (parsed.ok()) return parsed;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "variable '", variable, "': ", field, ": ", parsed.status().message()));
+}
+
 class PyPsClient {
  public:
   PyPsClient(const std::string& target, double deadline_seconds,
@@ -93,31 +105,38 @@ class PyPsClient {
     for (int64_t dim : d["shape"].cast<std::vector<int64_t>>()) {
       spec.add_shape(dim);
     }
+    // The spec's initializer and optimizer go to the wire through the one
+    // codec (codec/spec_codec.h); the server validates the values.
     const py::dict init = d["initializer"].cast<py::dict>();
-    strata::v1::Initializer* i = spec.mutable_initializer();
-    i->set_type(init["type"].cast<std::string>());
-    auto num = [&init](const char* key) {
-      return init.contains(key) ? init[key].cast<double>() : 0.0;
+    strata::InitializerSpec i;
+    i.type = Value(Named(spec.name(), "initializer",
+                         strata::ParseInitializerType(
+                             init["type"].cast<std::string>())));
+    auto num = [&init](const char* key, double fallback) {
+      return init.contains(key) ? init[key].cast<double>() : fallback;
     };
-    if (init.contains("seed")) i->set_seed(init["seed"].cast<uint64_t>());
-    i->set_value(num("value"));
-    i->set_minval(num("minval"));
-    i->set_maxval(num("maxval"));
-    i->set_mean(num("mean"));
-    i->set_stddev(num("stddev"));
+    if (init.contains("seed")) i.seed = init["seed"].cast<uint64_t>();
+    i.value = num("value", i.value);
+    i.minval = num("minval", i.minval);
+    i.maxval = num("maxval", i.maxval);
+    i.mean = num("mean", i.mean);
+    i.stddev = num("stddev", i.stddev);
+    *spec.mutable_initializer() = strata::InitializerToProto(i);
     const sdk::Optimizer o = OptimizerFrom(d["optimizer"].cast<py::dict>());
-    strata::v1::OptimizerSpec* os = spec.mutable_optimizer();
-    os->set_type(o.type);
-    os->set_learning_rate(o.learning_rate);
-    os->set_momentum(o.momentum);
-    os->set_nesterov(o.nesterov);
-    os->set_beta_1(o.beta_1);
-    os->set_beta_2(o.beta_2);
-    os->set_epsilon(o.epsilon);
-    os->set_amsgrad(o.amsgrad);
-    os->set_initial_accumulator_value(o.initial_accumulator_value);
-    os->set_rho(o.rho);
-    os->set_centered(o.centered);
+    strata::OptimizerConfig c;
+    c.type = Value(
+        Named(spec.name(), "optimizer", strata::ParseOptimizerType(o.type)));
+    c.learning_rate = o.learning_rate;
+    c.momentum = o.momentum;
+    c.nesterov = o.nesterov;
+    c.beta_1 = o.beta_1;
+    c.beta_2 = o.beta_2;
+    c.epsilon = o.epsilon;
+    c.amsgrad = o.amsgrad;
+    c.initial_accumulator_value = o.initial_accumulator_value;
+    c.rho = o.rho;
+    c.centered = o.centered;
+    *spec.mutable_optimizer() = strata::OptimizerToProto(c);
     const py::dict update = d["update"].cast<py::dict>();
     const std::string kind = update["kind"].cast<std::string>();
     strata::v1::UpdateMode* u = spec.mutable_update_mode();

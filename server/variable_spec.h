@@ -1,5 +1,5 @@
-// Validation of a v1::VariableSpec and the conversions between its wire
-// fields and the internal forms (DType, InitializerSpec, OptimizerConfig).
+// Validation of a v1::VariableSpec (its fields' conversions are
+// codec/spec_codec.h's).
 // Pure functions, safe from any thread.
 #ifndef STRATA_SERVER_VARIABLE_SPEC_H_
 #define STRATA_SERVER_VARIABLE_SPEC_H_
@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "codec/spec_codec.h"
 #include "common/tensor.h"
 #include "kernels/delay_compensation.h"
 #include "kernels/initializers.h"
@@ -15,15 +16,6 @@
 #include "strata/v1/parameter_server.pb.h"
 
 namespace strata {
-
-// Converts between the wire and internal forms of specs. Errors
-// (the *FromProto functions): INVALID_ARGUMENT for an unknown dtype,
-// initializer or optimizer type.
-absl::StatusOr<DType> DTypeFromProto(v1::DType dtype);
-v1::DType DTypeToProto(DType dtype);
-absl::StatusOr<InitializerSpec> InitializerFromProto(
-    const v1::Initializer& init);
-absl::StatusOr<OptimizerConfig> OptimizerFromProto(const v1::OptimizerSpec& o);
 
 // UpdateMode.delay_compensation with its defaults filled in: the
 // kernel's settings, and the versions a variable keeps for it.

@@ -7,43 +7,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "codec/spec_codec.h"
 #include "common/gradient_encoding.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "worker/group_worker.h"
 
 namespace strata {
-namespace {
-
-v1::Initializer InitializerToProto(const InitializerSpec& s) {
-  v1::Initializer p;
-  p.set_type(InitializerTypeName(s.type));
-  p.set_seed(s.seed);
-  p.set_value(s.value);
-  p.set_minval(s.minval);
-  p.set_maxval(s.maxval);
-  p.set_mean(s.mean);
-  p.set_stddev(s.stddev);
-  return p;
-}
-
-v1::OptimizerSpec OptimizerToProto(const OptimizerConfig& c) {
-  v1::OptimizerSpec p;
-  p.set_type(OptimizerTypeName(c.type));
-  if (c.learning_rate > 0) p.set_learning_rate(c.learning_rate);
-  p.set_momentum(c.momentum);
-  p.set_nesterov(c.nesterov);
-  p.set_beta_1(c.beta_1);
-  p.set_beta_2(c.beta_2);
-  p.set_epsilon(c.epsilon);
-  p.set_amsgrad(c.amsgrad);
-  p.set_initial_accumulator_value(c.initial_accumulator_value);
-  p.set_rho(c.rho);
-  p.set_centered(c.centered);
-  return p;
-}
-
-}  // namespace
 
 std::vector<v1::VariableSpec> PsVariableSpecs(const JobSpec& job,
                                               const Model& model) {
