@@ -40,6 +40,13 @@ using job_internal::Quote;
 using job_internal::Show;
 using job_internal::Shorten;
 
+// Every loss name a job takes (Keras's names and aliases), and the one the
+// runtime knows each by (CanonicalLoss).
+constexpr std::initializer_list<const char*> kLossNames = {
+    "sparse_categorical_crossentropy", "categorical_crossentropy",
+    "binary_crossentropy", "mse", "mean_squared_error", "mae",
+    "mean_absolute_error", "huber", "huber_loss"};
+
 absl::Status ParseOptimizer(const json& value, OptimizerConfig* config) {
   const std::initializer_list<const char*> kTypes = {"sgd", "adam",
                                                          "adagrad", "rmsprop"};
@@ -362,6 +369,13 @@ absl::Status ParseStrategy(const json& value, StrategySpec* s) {
 
 }  // namespace
 
+std::string CanonicalLoss(const std::string& name) {
+  if (name == "mean_squared_error") return "mse";
+  if (name == "mean_absolute_error") return "mae";
+  if (name == "huber_loss") return "huber";
+  return name;
+}
+
 absl::StatusOr<int> ParseDeviceName(absl::string_view name,
                                     absl::string_view path) {
   if (name == "cpu") return -1;
@@ -410,26 +424,29 @@ absl::StatusOr<JobSpec> ParseJobFields(const json& job, bool full) {
     // {"name": "sparse_categorical_crossentropy", "from_logits": true}, as
     // Keras's loss objects take it.
     STRATA_ASSIGN_OR_RETURN(Object l, Object::Make(o.At("loss"), "job.loss"));
-    STRATA_RETURN_IF_ERROR(l.CheckKeys({"name", "from_logits"}));
-    STRATA_RETURN_IF_ERROR(l.Enum(
-        "name", true,
-        {"sparse_categorical_crossentropy", "categorical_crossentropy",
-         "binary_crossentropy", "mse", "mean_squared_error"},
-        &spec.loss));
+    STRATA_RETURN_IF_ERROR(l.CheckKeys({"name", "from_logits", "delta"}));
+    STRATA_RETURN_IF_ERROR(l.Enum("name", true, kLossNames, &spec.loss));
+    spec.loss = CanonicalLoss(spec.loss);
     STRATA_RETURN_IF_ERROR(l.Bool("from_logits", &spec.model.from_logits));
-    if (spec.model.from_logits && (spec.loss == "mse" ||
-                                   spec.loss == "mean_squared_error")) {
+    if (spec.model.from_logits && IsRegressionLoss(spec.loss)) {
       return PathError("job.loss.from_logits",
                        "applies to the cross-entropies only");
     }
+    if (l.Has("delta") && spec.loss != "huber") {
+      return PathError("job.loss.delta", "applies to the huber loss only");
+    }
+    STRATA_RETURN_IF_ERROR(l.Number("delta", false, 0,
+                                    std::numeric_limits<double>::infinity(),
+                                    false, &spec.model.huber_delta));
+    if (spec.model.huber_delta <= 0) {
+      return PathError("job.loss.delta",
+                       absl::StrCat("must be > 0, got ",
+                                    spec.model.huber_delta));
+    }
   } else {
-    STRATA_RETURN_IF_ERROR(o.Enum(
-        "loss", full,
-        {"sparse_categorical_crossentropy", "categorical_crossentropy",
-         "binary_crossentropy", "mse", "mean_squared_error"},
-        &spec.loss));
+    STRATA_RETURN_IF_ERROR(o.Enum("loss", full, kLossNames, &spec.loss));
   }
-  if (spec.loss == "mean_squared_error") spec.loss = "mse";
+  spec.loss = CanonicalLoss(spec.loss);
 
   if (o.Has("metrics")) {
     const json& metrics = o.At("metrics");

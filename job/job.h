@@ -122,12 +122,15 @@ struct EmbeddingSpec {
 // by the embeddings' outputs, the graph's inputs side by side.
 //
 // `from_logits` (job.loss {"from_logits": true}): the output is logits and
-// the cross-entropy applies the softmax (sigmoid) itself.
+// the cross-entropy applies the softmax (sigmoid) itself. `huber_delta`
+// (job.loss {"name": "huber", "delta": D}, > 0): where the Huber loss turns
+// from quadratic to linear.
 struct ModelSpec {
   Shape input_shape;
   std::vector<LayerSpec> layers;
   std::optional<model::GraphSpec> keras;
   bool from_logits = false;
+  double huber_delta = 1.0;
   int64_t categorical_columns = 0;
   std::vector<EmbeddingSpec> embeddings;
 };
@@ -276,7 +279,9 @@ struct JobSpec {
   std::string name = "job";  // [A-Za-z0-9._-]+
   ModelSpec model;
   // "sparse_categorical_crossentropy", "categorical_crossentropy",
-  // "binary_crossentropy" or "mse" ("mean_squared_error" is stored as "mse").
+  // "binary_crossentropy", "mse", "mae" or "huber" (Keras's
+  // "mean_squared_error", "mean_absolute_error" and "huber_loss" are stored
+  // by those names; CanonicalLoss).
   std::string loss;
   std::vector<std::string> metrics;  // of "accuracy", "auc" (binary)
   // optimizer: {"type": "sgd"|"adam"|"adagrad"|"rmsprop", "learning_rate",
@@ -389,6 +394,17 @@ absl::Status CheckJobFitsMemory(const JobSpec& job, int64_t memory_bytes);
 PolicyConfig PolicyConfigFor(const JobSpec& job);
 // MakePlacementPolicy(PolicyConfigFor(job)).
 absl::StatusOr<std::unique_ptr<PlacementPolicy>> PolicyFor(const JobSpec& job);
+
+// The losses computed on the outputs against the labels' values (one-hot
+// with several outputs) rather than as class probabilities: "mse", "mae"
+// and "huber" (a job's canonical names). from_logits does not apply to them.
+inline bool IsRegressionLoss(const std::string& loss) {
+  return loss == "mse" || loss == "mae" || loss == "huber";
+}
+
+// A loss's runtime name: "mse", "mae" and "huber" for Keras's
+// mean_squared_error, mean_absolute_error and huber_loss; others as given.
+std::string CanonicalLoss(const std::string& name);
 
 }  // namespace strata
 

@@ -570,12 +570,12 @@ absl::Status ValidateModelAndLoss(const ModelSpec& model,
                                     "(labels 0/1), got ",
                                     out.units));
     }
-  } else if (loss != "mse" && loss != "mean_squared_error") {
+  } else if (!IsRegressionLoss(CanonicalLoss(std::string(loss)))) {
     return PathError("job.loss",
                      absl::StrCat(Quote(loss), " is not one of "
                                   "sparse_categorical_crossentropy, "
                                   "categorical_crossentropy, "
-                                  "binary_crossentropy, mse"));
+                                  "binary_crossentropy, mse, mae, huber"));
   }
   return absl::OkStatus();
 }

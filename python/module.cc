@@ -227,9 +227,11 @@ class PyModel {
   }
 
   void Compile(const py::dict& optimizer, const std::string& loss,
-               const std::vector<std::string>& metrics, bool from_logits) {
-    Check(model_->Compile(OptimizerFrom(optimizer),
-                          sdk::Loss(loss, from_logits), metrics));
+               const std::vector<std::string>& metrics, bool from_logits,
+               double delta) {
+    sdk::Loss l(loss, from_logits);
+    l.delta = delta;
+    Check(model_->Compile(OptimizerFrom(optimizer), l, metrics));
   }
 
   // verbose 0: silent; otherwise a line per epoch, written to Python's
@@ -601,7 +603,8 @@ PYBIND11_MODULE(_strata, m) {
            py::arg("keras_json"), py::arg("name"), py::arg("seed"),
            py::arg("strategy"))
       .def("compile", &PyModel::Compile, py::arg("optimizer"),
-           py::arg("loss"), py::arg("metrics"), py::arg("from_logits") = false)
+           py::arg("loss"), py::arg("metrics"), py::arg("from_logits") = false,
+           py::arg("delta") = 1.0)
       .def("fit", &PyModel::Fit, py::arg("train"), py::arg("epochs"),
            py::arg("batch_size"), py::arg("validation"),
            py::arg("validation_freq"), py::arg("shuffle_seed"),

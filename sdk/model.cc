@@ -361,8 +361,10 @@ absl::Status Sequential::Compile(Optimizer optimizer, Loss loss,
   }
   json optimizer_json = internal::OptimizerJson(optimizer);
   json loss_json = loss.name;
-  if (loss.from_logits) {
-    loss_json = {{"name", loss.name}, {"from_logits", true}};
+  if (loss.from_logits || loss.delta != 1.0) {
+    loss_json = {{"name", loss.name}};
+    if (loss.from_logits) loss_json["from_logits"] = true;
+    if (loss.delta != 1.0) loss_json["delta"] = loss.delta;
   }
   const json job = {{"name", s.options.name},
                     {"model", model_json},

@@ -401,15 +401,17 @@ struct EvalResult {
 };
 
 // A loss by Keras's name ("sparse_categorical_crossentropy",
-// "categorical_crossentropy", "binary_crossentropy", "mse"); with
-// `from_logits` the model's output is logits and the cross-entropy applies
-// the softmax (sigmoid) itself, as Keras's loss objects take it.
+// "categorical_crossentropy", "binary_crossentropy", "mse", "mae",
+// "huber" and their Keras aliases); with `from_logits` the model's output
+// is logits and the cross-entropy applies the softmax (sigmoid) itself, as
+// Keras's loss objects take it; `delta`: the Huber loss's (> 0).
 struct Loss {
   Loss(std::string loss_name, bool logits = false)  // NOLINT: implicit
       : name(std::move(loss_name)), from_logits(logits) {}
   Loss(const char* loss_name) : name(loss_name) {}  // NOLINT: implicit
   std::string name;
   bool from_logits = false;
+  double delta = 1.0;
 };
 
 // A Keras model config as model.to_json() writes it (Sequential or
@@ -455,8 +457,7 @@ class Sequential {
   Sequential(Sequential&&) noexcept;
   Sequential& operator=(Sequential&&) noexcept;
 
-  // Validates the model, loss ("sparse_categorical_crossentropy",
-  // "categorical_crossentropy", "binary_crossentropy", "mse") and metrics
+  // Validates the model, loss (see Loss) and metrics
   // ([] or {"accuracy"}), then (re)initializes the weights from the seed
   // and the optimizer's state. Errors: INVALID_ARGUMENT naming the job path
   // of the bad value; the model then stays uncompiled.

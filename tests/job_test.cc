@@ -365,6 +365,42 @@ TEST(JobTest, UnknownLayerTypeNamesPath) {
   ExpectError(j, "argument 'padding'");
 }
 
+// The regression losses by Keras's names and aliases, the Huber delta,
+// and what they refuse.
+TEST(JobTest, MaeAndHuberLosses) {
+  for (const auto& [given, stored] : std::vector<std::pair<std::string,
+                                                           std::string>>{
+           {"mae", "mae"},
+           {"mean_absolute_error", "mae"},
+           {"huber", "huber"},
+           {"huber_loss", "huber"},
+           {"mean_squared_error", "mse"}}) {
+    SCOPED_TRACE(given);
+    json j = ReferenceJob();
+    j["loss"] = given;
+    absl::StatusOr<JobSpec> job = ParseJob(j);
+    STRATA_ASSERT_OK(job);
+    EXPECT_EQ(job->loss, stored);
+    EXPECT_EQ(job->model.huber_delta, 1.0);
+  }
+  json j = ReferenceJob();
+  j["loss"] = {{"name", "huber_loss"}, {"delta", 2.5}};
+  absl::StatusOr<JobSpec> job = ParseJob(j);
+  STRATA_ASSERT_OK(job);
+  EXPECT_EQ(job->loss, "huber");
+  EXPECT_EQ(job->model.huber_delta, 2.5);
+  j["loss"] = {{"name", "huber"}, {"delta", 0}};
+  ExpectError(j, "job.loss.delta: must be > 0, got 0");
+  j["loss"] = {{"name", "huber"}, {"delta", -1}};
+  ExpectError(j, "job.loss.delta");
+  j["loss"] = {{"name", "mse"}, {"delta", 2}};
+  ExpectError(j, "job.loss.delta: applies to the huber loss only");
+  j["loss"] = {{"name", "mae"}, {"from_logits", true}};
+  ExpectError(j, "job.loss.from_logits: applies to the cross-entropies only");
+  j["loss"] = "log_cosh";
+  ExpectError(j, "job.loss: 'log_cosh' is not one of");
+}
+
 TEST(JobTest, KerasModelJsonIsTheModel) {
   json j = ReferenceJob();
   json model = json::parse(R"({"class_name": "Sequential", "config": {

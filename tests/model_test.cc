@@ -110,6 +110,9 @@ TEST(ModelTest, GradientsMatchFiniteDifferences) {
       {"mse", Activation::kSoftmax, 3},
       {"mse", Activation::kTanh, 2},
       {"mean_squared_error", Activation::kRelu, 3},
+      // Huber with a delta past every error: its smooth, quadratic part
+      // (the kinks of both branches and of mae: MaeAndHuberGradients).
+      {"huber", Activation::kLinear, 3},
   };
   const int64_t batch = 4;
   const std::vector<float> x = RandomVector(batch * 6, 1, -1.0f, 1.0f);
@@ -125,6 +128,7 @@ TEST(ModelTest, GradientsMatchFiniteDifferences) {
         spec.layers = {Flatten(),         Dropout(rate), Dense(5, h),
                        Dropout(rate),     Dense(4, h, /*use_bias=*/false),
                        Dense(out.units, out.activation)};
+        if (out.loss == "huber") spec.huber_delta = 100;
         absl::StatusOr<Model> model = Model::Build(spec, out.loss, 3);
         STRATA_ASSERT_OK(model);
         std::vector<std::vector<float>> params;
@@ -429,6 +433,109 @@ TEST(ModelTest, BadInputsAreInvalidArgument) {
                             &grads),
               StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
                                   "not 0 or 1"));
+}
+
+// The absolute error and the Huber loss of a known output, by hand: one
+// linear unit whose kernel is 0 and bias 0.5, against labels 0, 1 and 3.
+TEST(ModelTest, MaeAndHuberLossesByHand) {
+  struct Case {
+    const char* loss;
+    double delta;
+    double expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           // (0.5 + 0.5 + 2.5) / 3
+           {"mae", 1.0, 3.5 / 3},
+           // (0.125 + 0.125 + 1 * (2.5 - 0.5)) / 3
+           {"huber", 1.0, 2.25 / 3},
+           // delta 0.25: 0.25 * (0.5 - 0.125) twice, 0.25 * (2.5 - 0.125)
+           {"huber", 0.25, (0.09375 * 2 + 0.59375) / 3}}) {
+    SCOPED_TRACE(absl::StrCat(c.loss, " delta ", c.delta));
+    ModelSpec spec;
+    spec.input_shape = {2};
+    spec.layers = {Dense(1, Activation::kLinear)};
+    spec.huber_delta = c.delta;
+    absl::StatusOr<Model> model = Model::Build(spec, c.loss, 1);
+    STRATA_ASSERT_OK(model);
+    std::vector<std::vector<float>> params = {{0.0f, 0.0f}, {0.5f}};
+    const std::vector<float> x = {1, 2, 3, 4, 5, 6};
+    const std::vector<int32_t> y = {0, 1, 3};
+    std::vector<std::vector<float>> grads;
+    absl::StatusOr<StepStats> stats = model->TrainStep(
+        Model::Views(params), x.data(), y.data(), 3, 0, &grads);
+    STRATA_ASSERT_OK(stats);
+    EXPECT_NEAR(stats->loss, c.expected, 1e-6);
+    // d loss / d bias: the mean of the per-example slopes.
+    const double slope =
+        std::string(c.loss) == "mae"
+            ? (1.0 - 1.0 - 1.0) / 3
+            : (std::min(0.5, c.delta) - std::min(0.5, c.delta) - c.delta) / 3;
+    EXPECT_NEAR(grads[1][0], slope, 1e-6);
+  }
+  ModelSpec spec;
+  spec.input_shape = {2};
+  spec.layers = {Dense(1, Activation::kLinear)};
+  spec.huber_delta = 0;
+  EXPECT_THAT(Model::Build(spec, "huber", 1),
+              StatusIsWithMessage(absl::StatusCode::kInvalidArgument,
+                                  "huber delta must be finite and > 0"));
+}
+
+// The absolute error's and the Huber loss's gradients, which finite
+// differences cannot check at their kinks, against the chain rule worked
+// out here for one linear Dense layer: d loss / d out = l'(out - onehot) /
+// (batch * units), then d/dW = x^T . that and d/db = its column sums.
+TEST(ModelTest, MaeAndHuberGradients) {
+  const int64_t batch = 5, in = 4, units = 3;
+  const std::vector<float> x = RandomVector(batch * in, 7, -1.0f, 1.0f);
+  const std::vector<int32_t> y = {0, 2, 1, 1, 0};
+  for (const char* loss : {"mae", "huber"}) {
+    SCOPED_TRACE(loss);
+    ModelSpec spec;
+    spec.input_shape = {in};
+    spec.layers = {Dense(units, Activation::kLinear)};
+    spec.huber_delta = 0.3;
+    absl::StatusOr<Model> model = Model::Build(spec, loss, 1);
+    STRATA_ASSERT_OK(model);
+    std::vector<std::vector<float>> params = {
+        RandomVector(in * units, 8, -1.0f, 1.0f),
+        RandomVector(units, 9, -0.5f, 0.5f)};
+    std::vector<std::vector<float>> grads;
+    STRATA_ASSERT_OK(model->TrainStep(Model::Views(params), x.data(),
+                                      y.data(), batch, 0, &grads));
+    std::vector<double> dw(in * units, 0.0), db(units, 0.0);
+    int linear = 0, quadratic = 0;
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t k = 0; k < units; ++k) {
+        double out = params[1][k];
+        for (int64_t i = 0; i < in; ++i) {
+          out += double{x[b * in + i]} * params[0][i * units + k];
+        }
+        const double d = out - (k == y[b] ? 1.0 : 0.0);
+        const double sign = d > 0 ? 1.0 : -1.0;
+        double slope = sign;
+        if (std::string(loss) == "huber") {
+          slope = std::fabs(d) <= 0.3 ? d : 0.3 * sign;
+          ++(std::fabs(d) <= 0.3 ? quadratic : linear);
+        }
+        slope /= static_cast<double>(batch * units);
+        db[k] += slope;
+        for (int64_t i = 0; i < in; ++i) {
+          dw[i * units + k] += x[b * in + i] * slope;
+        }
+      }
+    }
+    if (std::string(loss) == "huber") {
+      EXPECT_GT(linear, 0);  // both branches are exercised
+      EXPECT_GT(quadratic, 0);
+    }
+    for (size_t i = 0; i < dw.size(); ++i) {
+      EXPECT_NEAR(grads[0][i], dw[i], 1e-5) << "kernel " << i;
+    }
+    for (int64_t k = 0; k < units; ++k) {
+      EXPECT_NEAR(grads[1][k], db[k], 1e-5) << "bias " << k;
+    }
+  }
 }
 
 TEST(ModelTest, BuildRejectsMismatchedOutputs) {

@@ -72,6 +72,13 @@ absl::StatusOr<Model> Model::Build(const ModelSpec& spec,
   STRATA_ASSIGN_OR_RETURN(Model model, Build(spec, loss, seed));
   if (cuda_device < 0) return model;
   STRATA_RETURN_IF_ERROR(CheckDevice(device, "device"));
+  if (model.loss_kind_ == LossKind::kMae ||
+      model.loss_kind_ == LossKind::kHuber) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device cuda:", cuda_device, ": the GPU backend has no ",
+        model.loss_, " loss (it computes the cross-entropies and mse); "
+        "train with device \"cpu\""));
+  }
   if (model.stages_.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "device cuda:", cuda_device, ": the GPU backend runs models of "
@@ -99,6 +106,8 @@ std::shared_ptr<const GpuModelPlan> Model::MakeGpuPlan(int device) const {
       plan->loss = GpuModelPlan::Loss::kBinaryCrossEntropy;
       break;
     case LossKind::kMse:
+    case LossKind::kMae:  // refused on a GPU device before a plan is made
+    case LossKind::kHuber:
       plan->loss = GpuModelPlan::Loss::kMse;
       break;
   }
@@ -126,14 +135,22 @@ absl::StatusOr<Model> Model::Build(const ModelSpec& spec,
   // With embeddings: the layers, whose input holds their outputs.
   if (!spec.embeddings.empty()) return Build(DenseModelSpec(spec), loss, seed);
   STRATA_RETURN_IF_ERROR(CheckCpu());
-  const std::string canonical_loss =
-      loss == "mean_squared_error" ? std::string("mse") : loss;
+  const std::string canonical_loss = CanonicalLoss(loss);
   STRATA_RETURN_IF_ERROR(ValidateModelAndLoss(spec, canonical_loss));
+  if (!(spec.huber_delta > 0) || !std::isfinite(spec.huber_delta)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "huber delta must be finite and > 0, got ", spec.huber_delta));
+  }
   Model model;
   model.loss_ = canonical_loss;
   model.from_logits_ = spec.from_logits;
+  model.huber_delta_ = spec.huber_delta;
   if (canonical_loss == "mse") {
     model.loss_kind_ = LossKind::kMse;
+  } else if (canonical_loss == "mae") {
+    model.loss_kind_ = LossKind::kMae;
+  } else if (canonical_loss == "huber") {
+    model.loss_kind_ = LossKind::kHuber;
   } else if (canonical_loss == "binary_crossentropy") {
     model.loss_kind_ = LossKind::kBinaryCrossEntropy;
   } else {

@@ -92,8 +92,9 @@ class ModelWorkspace {
 // when none is given).
 class Model {
  public:
-  // Builds the model for `loss` (as JobSpec::loss; "mean_squared_error" is
-  // accepted as "mse"). `seed` (the job's) derives each kernel
+  // Builds the model for `loss` (as JobSpec::loss; Keras's aliases are
+  // accepted, CanonicalLoss). mse, mae and huber (spec.huber_delta) compare
+  // the outputs with the one-hot labels (the label with one output). `seed` (the job's) derives each kernel
   // initializer's seed (seed + layer index) unless the spec set one.
   // Errors: INVALID_ARGUMENT as ValidateModelAndLoss.
   static absl::StatusOr<Model> Build(const ModelSpec& spec,
@@ -177,7 +178,7 @@ class Model {
       const std::vector<std::vector<float>>& params);
 
  private:
-  enum class LossKind { kCrossEntropy, kBinaryCrossEntropy, kMse };
+  enum class LossKind { kCrossEntropy, kBinaryCrossEntropy, kMse, kMae, kHuber };
 
   // A computing layer of a dense chain, for the GPU backend.
   struct Stage {
@@ -218,6 +219,8 @@ class Model {
   std::vector<VariableDef> states_;
   std::string loss_;
   LossKind loss_kind_ = LossKind::kCrossEntropy;
+  // kHuber: where the loss turns from quadratic to linear (ModelSpec).
+  double huber_delta_ = 1.0;
   bool from_logits_ = false;
   // The loss's gradient is taken with respect to the output layer's
   // pre-activation (softmax / sigmoid fused with the cross-entropy).

@@ -53,7 +53,10 @@ void Model::Loss(const float* out, const int32_t* y, int64_t batch,
                  float* grad, ModelWorkspace* ws) const {
   const int64_t c = num_outputs_;
   const float inv = 1.0f / static_cast<float>(mean_over);
-  if (from_logits_ && loss_kind_ != LossKind::kMse) {
+  const bool regression = loss_kind_ == LossKind::kMse ||
+                          loss_kind_ == LossKind::kMae ||
+                          loss_kind_ == LossKind::kHuber;
+  if (from_logits_ && !regression) {
     // The probabilities of the logits; the gradient below is then taken
     // with respect to the logits, as a fused softmax (sigmoid) is.
     float* probs = ws->probs_.Resize(static_cast<size_t>(batch * c));
@@ -92,12 +95,20 @@ void Model::Loss(const float* out, const int32_t* y, int64_t batch,
         loss -= label == 1 ? std::log(q) : std::log(1.0 - q);
         break;
       }
-      case LossKind::kMse: {
+      case LossKind::kMse:
+      case LossKind::kMae:
+      case LossKind::kHuber: {
+        // Against the one-hot label (the label itself with one output).
+        const double delta = huber_delta_;
         double sum = 0;
         for (int64_t k = 0; k < c; ++k) {
           const double t = c > 1 ? (k == label ? 1.0 : 0.0) : label;
           const double d = p(b, k) - t;
-          sum += d * d;
+          const double a = std::abs(d);
+          sum += loss_kind_ == LossKind::kMse   ? d * d
+                 : loss_kind_ == LossKind::kMae ? a
+                 : a <= delta                   ? 0.5 * d * d
+                                                : delta * (a - 0.5 * delta);
         }
         loss += sum / static_cast<double>(c);
         break;
@@ -109,7 +120,7 @@ void Model::Loss(const float* out, const int32_t* y, int64_t batch,
   if (grad == nullptr) return;
 
   MatrixMap g(grad, batch, c);
-  if (!wrt_logits && loss_kind_ != LossKind::kMse) {
+  if (!wrt_logits && !regression) {
     // The output also feeds other layers: d loss / d probabilities.
     g.setZero();
     for (int64_t b = 0; b < batch; ++b) {
@@ -144,6 +155,25 @@ void Model::Loss(const float* out, const int32_t* y, int64_t batch,
           g(b, y[b]) -= scale;
         } else {
           g(b, 0) -= scale * static_cast<float>(y[b]);
+        }
+      }
+      return;
+    }    case LossKind::kMae:
+    case LossKind::kHuber: {
+      // d/dp of mean_k l(p - t), averaged over the batch: sign(d) for the
+      // absolute error; d, or delta * sign(d) past delta, for Huber.
+      const float scale = inv / static_cast<float>(c);
+      const float delta = static_cast<float>(huber_delta_);
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t k = 0; k < c; ++k) {
+          const float t = c > 1 ? (k == y[b] ? 1.0f : 0.0f)
+                                : static_cast<float>(y[b]);
+          const float d = p(b, k) - t;
+          const float sign = d > 0 ? 1.0f : d < 0 ? -1.0f : 0.0f;
+          const float dl = loss_kind_ == LossKind::kMae ? sign
+                           : std::abs(d) <= delta       ? d
+                                                        : delta * sign;
+          g(b, k) = dl * scale;
         }
       }
       return;

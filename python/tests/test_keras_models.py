@@ -468,3 +468,37 @@ def test_review_fixes_keras_semantics(tmp_path):
     out = dm.predict({"p": x[:4, :1], "q": x[:4, 1:]})
     kernel, bias = dm.get_weights()
     np.testing.assert_allclose(out, x[:4, [0, 1]] @ kernel + bias, atol=1e-5)
+
+
+def test_mae_and_huber_losses_train_save_and_compute_as_keras(tmp_path):
+    # Called on arrays: Keras's formulas against the one-hot labels.
+    y_true = [0, 1]
+    y_pred = np.array([[0.2, 0.9], [1.5, -0.5]], np.float32)
+    d = y_pred - np.eye(2)
+    assert keras.losses.MeanAbsoluteError()(y_true, y_pred) == pytest.approx(np.abs(d).mean())
+    h = keras.losses.Huber(delta=0.5)
+    a = np.abs(d)
+    want = np.where(a <= 0.5, 0.5 * d * d, 0.5 * (a - 0.25)).mean()
+    assert h(y_true, y_pred) == pytest.approx(want)
+    assert keras.losses.get("mean_absolute_error") == "mae"
+    assert keras.losses.get("huber_loss") == "huber"
+    with pytest.raises(ValueError, match="delta"):
+        keras.losses.Huber(delta=0)
+    # fit with each: the runtime's loss is the same number.
+    x, y = toy(512)
+    for loss in ("mae", keras.losses.Huber(delta=0.5)):
+        model = keras.Sequential([layers.Dense(2, input_shape=(2,))])
+        model.compile(keras.optimizers.SGD(0.1), loss)
+        before = model.evaluate(x, y, verbose=0)
+        model.fit(x, y, batch_size=64, epochs=3, verbose=0)
+        after = model.evaluate(x, y, verbose=0)
+        assert after < before
+        fn = keras.losses.MeanAbsoluteError() if loss == "mae" else loss
+        assert fn(y, model.predict(x, verbose=0)) == pytest.approx(after, rel=1e-4)
+    # The delta survives a save and a load.
+    path = str(tmp_path / "huber.keras")
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert isinstance(loaded.loss, keras.losses.Huber)
+    assert loaded.loss.delta == 0.5
+    assert loaded.evaluate(x, y, verbose=0) == pytest.approx(after, rel=1e-5)

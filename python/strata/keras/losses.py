@@ -43,7 +43,8 @@ class Loss:
         if pred.ndim == 1:
             pred = pred[:, None]
         labels = _class_labels(self.name, y_true, pred)
-        per = _per_example(self.name, labels, np.asarray(y_true), pred, self.from_logits)
+        per = _per_example(self.name, labels, np.asarray(y_true), pred, self.from_logits,
+                           getattr(self, "delta", 1.0))
         if self.reduction == "none":
             value, record_mean = per.astype(np.float32), False
         elif self.reduction == "sum":
@@ -76,7 +77,7 @@ def _log_probs(pred, from_logits):
     return np.log(np.clip(pred, 1e-7, 1.0))
 
 
-def _per_example(loss, labels, y_true, pred, from_logits):
+def _per_example(loss, labels, y_true, pred, from_logits, delta=1.0):
     n = len(labels)
     if loss in ("sparse_categorical_crossentropy", "categorical_crossentropy"):
         return -_log_probs(pred, from_logits)[np.arange(n), labels]
@@ -87,10 +88,18 @@ def _per_example(loss, labels, y_true, pred, from_logits):
             return np.mean(np.maximum(z, 0) - z * t + np.log1p(np.exp(-np.abs(z))), axis=1)
         p = np.clip(pred, 1e-7, 1 - 1e-7)
         return -np.mean(t * np.log(p) + (1 - t) * np.log(1 - p), axis=1)
-    # mse against the one-hot labels (the label itself with one output)
+    # mse, mae and huber against the one-hot labels (the label itself with
+    # one output), as the runtime computes them
     target = (np.eye(pred.shape[1])[labels] if pred.shape[1] > 1
               else labels[:, None].astype(np.float64))
-    return np.mean((pred - target) ** 2, axis=1)
+    d = pred - target
+    if loss == "mae":
+        return np.mean(np.abs(d), axis=1)
+    if loss == "huber":
+        a = np.abs(d)
+        return np.mean(np.where(a <= delta, 0.5 * d * d, delta * (a - 0.5 * delta)),
+                       axis=1)
+    return np.mean(d ** 2, axis=1)
 
 
 class SparseCategoricalCrossentropy(Loss):
@@ -112,13 +121,44 @@ class MeanSquaredError(Loss):
         super().__init__(False, reduction, name)
 
 
+class MeanAbsoluteError(Loss):
+    name = "mae"
+
+    def __init__(self, reduction="auto", name=None):
+        super().__init__(False, reduction, name)
+
+
+class Huber(Loss):
+    """keras.losses.Huber: 0.5 * d^2 where |d| <= delta, else
+    delta * (|d| - 0.5 * delta)."""
+    name = "huber"
+
+    def __init__(self, delta=1.0, reduction="auto", name=None):
+        try:
+            delta = float(delta)
+        except (TypeError, ValueError):
+            raise ValueError("Huber: `delta` must be a number, got %r" % (delta,)) from None
+        if not np.isfinite(delta) or delta <= 0:
+            raise ValueError("Huber: `delta` must be > 0, got %r" % (delta,))
+        super().__init__(False, reduction, name)
+        self.delta = delta
+
+    def get_config(self):
+        config = super().get_config()
+        config["delta"] = self.delta
+        return config
+
+
 _ALIASES = {"sparse_categorical_crossentropy": "sparse_categorical_crossentropy",
             "categorical_crossentropy": "categorical_crossentropy",
             "binary_crossentropy": "binary_crossentropy",
-            "mse": "mse", "mean_squared_error": "mse"}
+            "mse": "mse", "mean_squared_error": "mse",
+            "mae": "mae", "mean_absolute_error": "mae",
+            "huber": "huber", "huber_loss": "huber"}
 _CLASSES = {"sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
             "categorical_crossentropy": CategoricalCrossentropy,
-            "binary_crossentropy": BinaryCrossentropy, "mse": MeanSquaredError}
+            "binary_crossentropy": BinaryCrossentropy, "mse": MeanSquaredError,
+            "mae": MeanAbsoluteError, "huber": Huber}
 
 
 def get(identifier):
@@ -136,6 +176,11 @@ def get(identifier):
 def from_logits(identifier):
     """Whether the loss takes logits (a loss object made with from_logits=True)."""
     return bool(isinstance(identifier, Loss) and identifier.from_logits)
+
+
+def delta(identifier):
+    """The Huber loss's delta (1.0, Keras's default, for every other loss)."""
+    return float(getattr(identifier, "delta", 1.0)) if isinstance(identifier, Loss) else 1.0
 
 
 def get_class(name):

@@ -529,7 +529,8 @@ class Model:
         else:
             model = _strata.Model(json.dumps(config), self.name, _utils._seed(),
                                   self._strategy._native)
-        model.compile(opt._spec(), loss_name, native_metrics, from_logits)
+        model.compile(opt._spec(), loss_name, native_metrics, from_logits,
+                      _losses.delta(loss))
         opt._bind(model)
         self._native = model
         self._config_json = config
@@ -541,6 +542,8 @@ class Model:
         self._compile_args = {"optimizer": opt.get_config(), "loss": loss_name,
                               "from_logits": from_logits,
                               "metrics": list(metrics or [])}
+        if loss_name == "huber":
+            self._compile_args["delta"] = _losses.delta(loss)
         self._fits = 0
         for layer in self._layers:
             owner = getattr(layer, "_owner", None)

@@ -246,6 +246,8 @@ def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
         loss = cc["loss"]
         if cc.get("from_logits"):
             loss = _losses.get_class(loss)(from_logits=True)
+        elif "delta" in cc:
+            loss = _losses.get_class(loss)(delta=cc["delta"])
         from . import metrics as _metrics
         metrics = [m if isinstance(m, str) else _metrics.from_saved(m)
                    for m in cc.get("metrics") or []]
