@@ -215,6 +215,9 @@ class Object {
 bool ValidLayerName(absl::string_view name);
 // job.model into *model (job/model_spec.cc).
 absl::Status ParseModel(const json& value, ModelSpec* model);
+// job.strategy into *s (job/strategy_spec.cc). Errors: INVALID_ARGUMENT
+// naming the JSON path.
+absl::Status ParseStrategy(const json& value, StrategySpec* s);
 
 // Keras's automatic layer name base: the class in snake_case ("Conv2D" ->
 // "conv2d", "BatchNormalization" -> "batch_normalization").
