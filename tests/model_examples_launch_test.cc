@@ -117,7 +117,18 @@ TEST(ModelExamplesLaunchTest, ResidualBlockTrainsUnderMirroredAndPs) {
         ShortJob("fashion_mnist/resnet_block.json", "resnet_" + n, 6000, 2),
         s.flags);
     if (out.is_discarded()) continue;
-    EXPECT_GT(out["test_accuracy"].get<double>(), 0.35) << out.dump();
+    if (n != "ps_async") {
+      EXPECT_GT(out["test_accuracy"].get<double>(), 0.35) << out.dump();
+      continue;
+    }
+    // Async 2 + 2: the epoch's training accuracy (a mean over 94 steps) is
+    // steady, 0.589-0.600 in 10 runs (local_train 0.644); the test accuracy
+    // is one snapshot of weights still moving fast and spread 0.364-0.613
+    // on an idle machine, 0.281 once under ctest -j2. So learning is
+    // checked on the mean, and the snapshot only for being above chance.
+    const nlohmann::json& last = out["epochs_detail"].back();
+    EXPECT_GT(last["accuracy"].get<double>(), 0.5) << out.dump();
+    EXPECT_GT(out["test_accuracy"].get<double>(), 0.15) << out.dump();
   }
 }
 

@@ -258,7 +258,12 @@ def test_cluster_strategies_train_numpy_arrays(fashion, make):
     model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
     h = model.fit(x, y, batch_size=64, epochs=2, validation_data=(xt, yt), verbose=0)
     assert len(h.history["val_accuracy"]) == 2
-    assert h.history["val_accuracy"][-1] > 0.65
+    # 94 steps on 3000 examples. The sync strategies end at 0.73-0.77. Async
+    # parameter-server runs spread wider with staleness: 12 runs on an idle
+    # machine ended at 0.687-0.766, and one CI run under ctest -j2 at 0.645.
+    # The floor asks for learning (chance is 0.1), not for a lucky order.
+    floor = 0.5 if isinstance(strategy, tf.distribute.ParameterServerStrategy) else 0.65
+    assert h.history["val_accuracy"][-1] > floor
     # The weights were read back: evaluating here gives the cluster's result.
     _, acc = model.evaluate(xt, yt, verbose=0)
     assert abs(acc - h.history["val_accuracy"][-1]) < 1e-9
