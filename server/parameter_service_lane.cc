@@ -20,6 +20,7 @@
 #include "proto/chunk_codec.h"
 #include "server/parameter_service_call.h"
 #include "server/parameter_service_impl.h"
+#include "server/push_session.h"
 #include "server/ready_wait.h"
 #include "server/requests.h"
 
@@ -126,11 +127,10 @@ class LaneReactor final
     // Set once the frame is known to fail: its payload is skipped.
     absl::Status error;
     std::shared_ptr<Buffer> payload;
-    // Declared before `gradients`, which refers to them: destroyed after.
-    std::vector<std::shared_ptr<Variable>> pushed;
     std::vector<std::shared_ptr<Variable>> pulled;
-    // The push's gradients, decoded and checked as far as received.
-    std::unique_ptr<PushGradients> gradients;
+    // The push, decoded and checked as far as received; null without one,
+    // or once it failed. Refers to `request` and `payload`.
+    std::unique_ptr<PushSession> push;
     // A push frame of several chunks is counted in the service's
     // frames_in_progress() from the first chunk of its payload until the
     // frame ends (its pull and reply included).
@@ -190,7 +190,7 @@ class LaneReactor final
     }
     if (f.payload != nullptr) chunk.CopyDataTo(f.payload->data() + f.received);
     f.received += chunk.data_size;
-    if (f.gradients != nullptr) {
+    if (f.push != nullptr) {
       // A frame that comes in several chunks, while no other such frame is
       // in progress, has its optimizer steps run as they arrive, on staged
       // copies published once it is whole (decided at its first chunk).
@@ -200,14 +200,14 @@ class LaneReactor final
             service_->frames_in_progress()->load() == 1) {
           // A copy no larger than the pool keeps: a variable near the
           // memory the server has is not doubled.
-          f.gradients->Stage(service_->buffers(),
-                             service_->options().buffer_pool_bytes);
+          f.push->Stage(service_->buffers(),
+                        service_->options().buffer_pool_bytes);
         }
       }
-      if (absl::Status bad = f.gradients->Advance(f.received); !bad.ok()) {
+      if (absl::Status bad = f.push->Receive(f.received); !bad.ok()) {
         // The frame fails; the rest of its payload is read and dropped.
         f.error = bad;
-        f.gradients.reset();
+        f.push.reset();
         f.payload.reset();
       }
     }
@@ -245,32 +245,15 @@ class LaneReactor final
       }
       return absl::OkStatus();
     }
-    f.error = CheckPush();
-    if (f.error.ok()) {
-      f.payload = service_->buffers()->Acquire(f.payload_bytes);
-      f.gradients = std::make_unique<PushGradients>(
-          push, f.pushed, f.payload->data(), f.payload_bytes);
+    absl::StatusOr<std::unique_ptr<PushSession>> started =
+        service_->store()->StartPush(push, f.call.caller());
+    if (!started.ok()) {
+      f.error = started.status();
+      return absl::OkStatus();
     }
-    return absl::OkStatus();
-  }
-
-  absl::Status CheckPush() {
-    Frame& f = *frame_;
-    const v1::PushVariablesHeader& push = f.request.push();
-    for (const auto& v : push.variables()) {
-      STRATA_RETURN_IF_ERROR(
-          service_->store()->CheckOwner(f.call.caller(), v.name()));
-    }
-    uint64_t bytes = 0;
-    STRATA_ASSIGN_OR_RETURN(
-        f.pushed,
-        ValidatePushVariablesHeader(push, *service_->store(), &bytes));
-    const uint64_t limit = service_->store()->max_variable_bytes();
-    if (bytes > limit) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "PushVariables of variable '", f.name, "': payload of ", bytes,
-          " bytes is above the server limit of ", limit));
-    }
+    f.push = *std::move(started);
+    f.payload = service_->buffers()->Acquire(f.payload_bytes);
+    f.push->Attach(f.payload->data());
     return absl::OkStatus();
   }
 
@@ -281,16 +264,9 @@ class LaneReactor final
       Reply(f.error);
       return;
     }
-    if (!f.pushed.empty()) {
-      // Every chunk is in and was checked (Advance again for a payload of
-      // no bytes, and for the verdict on the tags).
-      absl::Status checked = f.gradients->Advance(f.payload_bytes);
-      absl::StatusOr<v1::PushVariablesResponse> pushed =
-          checked.ok() ? ApplyCheckedPushVariables(f.request.push(), f.pushed,
-                                                   *f.gradients,
-                                                   service_->store())
-                       : absl::StatusOr<v1::PushVariablesResponse>(checked);
-      f.gradients.reset();
+    if (f.push != nullptr) {
+      absl::StatusOr<v1::PushVariablesResponse> pushed = f.push->Finish();
+      f.push.reset();
       f.payload.reset();
       if (!pushed.ok()) {
         Reply(pushed.status());

@@ -13,6 +13,7 @@
 #include "proto/chunk_codec.h"
 #include "server/parameter_service_call.h"
 #include "server/parameter_service_impl.h"
+#include "server/push_session.h"
 #include "server/ready_wait.h"
 #include "server/requests.h"
 
@@ -215,8 +216,8 @@ class AssignReactor final : public ChunkedReceiveReactor {
   v1::AssignHeader header_;
 };
 
-// PushVariables: dense gradients for several variables in one stream. Every
-// variable is checked (existence, dtype, shape, NaN/Inf) before any update.
+// PushVariables: dense gradients for several variables in one stream, taken
+// by the core's PushSession once the payload is whole.
 class PushVariablesReactor final : public ChunkedReceiveReactor {
  public:
   PushVariablesReactor(ParameterServiceImpl* service,
@@ -231,27 +232,22 @@ class PushVariablesReactor final : public ChunkedReceiveReactor {
     }
     // The first variable names the call in logs, even when it is unknown.
     if (!header_.variables().empty()) name_ = header_.variables(0).name();
-    for (const auto& v : header_.variables()) {
-      STRATA_RETURN_IF_ERROR(
-          service_->store()->CheckOwner(call_.caller(), v.name()));
-    }
-    STRATA_ASSIGN_OR_RETURN(
-        variables_, ValidatePushVariablesHeader(header_, *service_->store(),
-                                                &payload_bytes_));
+    STRATA_ASSIGN_OR_RETURN(push_,
+                            service_->store()->StartPush(header_, call_.caller()));
+    payload_bytes_ = push_->payload_bytes();
     return absl::OkStatus();
   }
 
-  absl::Status OnPayload(const char* data, size_t size,
+  absl::Status OnPayload(const char* data, size_t /*size*/,
                          std::string* response) override {
-    STRATA_ASSIGN_OR_RETURN(
-        v1::PushVariablesResponse resp,
-        ApplyPushVariables(header_, variables_, data, size, service_->store()));
+    push_->Attach(data);
+    STRATA_ASSIGN_OR_RETURN(v1::PushVariablesResponse resp, push_->Finish());
     *response = resp.SerializeAsString();
     return absl::OkStatus();
   }
 
   v1::PushVariablesHeader header_;
-  std::vector<std::shared_ptr<Variable>> variables_;
+  std::unique_ptr<PushSession> push_;
 };
 
 // Server side of Pull and PullVariables: waits until the variables are

@@ -33,6 +33,8 @@
 
 namespace strata {
 
+class PushSession;  // server/push_session.h
+
 struct StoreStats {
   int64_t num_variables = 0;
   int64_t variable_bytes = 0;
@@ -137,6 +139,17 @@ class ParameterStore {
   virtual absl::StatusOr<int64_t> RestoreTables(
       const std::vector<std::string>& paths,
       const std::optional<Caller>& caller) = 0;
+
+  // Starts a PushVariables of `header` (which must outlive the session)
+  // for `caller`: the one entry point of a push, whatever carries its bytes
+  // (server/push_session.h). Checks, in order, that every variable is the
+  // caller's job's, then the header (ValidatePushVariablesHeader), then the
+  // payload against max_variable_bytes().
+  // Errors: PERMISSION_DENIED, NOT_FOUND, INVALID_ARGUMENT naming the
+  // variable; RESOURCE_EXHAUSTED for a payload above the limit.
+  absl::StatusOr<std::unique_ptr<PushSession>> StartPush(
+      const v1::PushVariablesHeader& header,
+      const std::optional<Caller>& caller);
 
   // Largest variable (and so largest push, pull or assign) in bytes.
   virtual uint64_t max_variable_bytes() const = 0;

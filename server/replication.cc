@@ -339,9 +339,16 @@ absl::Status ApplyReplicationEntry(VariableStore* store,
         }
         correction.compensated = e.compensated().data();
       }
-      absl::StatusOr<PushOutcome> outcome = (*v)->PushDense(
-          meta, e.data().data(), e.data().size(), /*checked=*/true,
-          /*staged=*/nullptr, &correction);
+      // The entry comes off the wire: its size and tag are checked as the
+      // primary checked its push (the values were, there).
+      if (e.data().size() != (*v)->byte_size()) {
+        return absl::DataLossError(absl::StrCat(
+            "replicated push to variable '", e.variable(), "' has ",
+            e.data().size(), " bytes, the variable ", (*v)->byte_size()));
+      }
+      STRATA_RETURN_IF_ERROR((*v)->CheckPushMeta(meta));
+      absl::StatusOr<PushOutcome> outcome = (*v)->PushCheckedDense(
+          meta, e.data().data(), /*staged=*/nullptr, &correction);
       // Counted as on the primary (bytes: the float32 gradient's), so that
       // a promoted backup's statistics, the staleness among them, cover
       // the pushes from before it took over.

@@ -303,8 +303,8 @@ absl::StatusOr<v1::PushVariablesResponse> ApplyCheckedPushVariables(
     const auto& v = variables[i];
     STRATA_ASSIGN_OR_RETURN(
         PushOutcome outcome,
-        v->PushDense(gradients.meta(i), gradients.grads()[i], v->byte_size(),
-                     /*checked=*/true, gradients.staged(i)));
+        v->PushCheckedDense(gradients.meta(i), gradients.grads()[i],
+                            gradients.staged(i)));
     store->RecordPush(outcome, static_cast<int64_t>(gradients.wire_bytes(i)));
     v1::PushResponse* r = resp.add_results();
     r->set_version(outcome.version);

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "common/status_macros.h"
-#include "server/requests.h"
+#include "server/requests.h"  // ValidatePullVariablesRequest
 
 namespace strata {
 
@@ -19,11 +19,8 @@ absl::Status SharedExchange::Prepare(const v1::SharedExchangeRequest& request,
   const v1::PushVariablesHeader& push = request.push();
   if (push.variables_size() > 0) {
     variable_ = push.variables(0).name();
-    for (const auto& v : push.variables()) {
-      STRATA_RETURN_IF_ERROR(store_->CheckOwner(caller_, v.name()));
-    }
-    STRATA_ASSIGN_OR_RETURN(
-        pushed_, ValidatePushVariablesHeader(push, *store_, &push_bytes_));
+    STRATA_ASSIGN_OR_RETURN(push_, store_->StartPush(push, caller_));
+    push_bytes_ = push_->payload_bytes();
     STRATA_RETURN_IF_ERROR(region_->CheckRange(
         request.push_offset(), push_bytes_, "ExchangeShared push"));
   }
@@ -44,15 +41,13 @@ absl::Status SharedExchange::Prepare(const v1::SharedExchangeRequest& request,
 }
 
 absl::Status SharedExchange::ApplyPush(v1::SharedExchangeResponse* response) {
-  if (pushed_.empty()) return absl::OkStatus();
+  if (push_ == nullptr) return absl::OkStatus();
   variable_ = request_->push().variables(0).name();
   std::shared_ptr<Buffer> grads = buffers_->Acquire(push_bytes_);
   std::memcpy(grads->data(), region_->data() + request_->push_offset(),
               push_bytes_);
-  STRATA_ASSIGN_OR_RETURN(*response->mutable_push(),
-                          ApplyPushVariables(request_->push(), pushed_,
-                                             grads->data(), push_bytes_,
-                                             store_));
+  push_->Attach(grads->data());
+  STRATA_ASSIGN_OR_RETURN(*response->mutable_push(), push_->Finish());
   return absl::OkStatus();
 }
 

@@ -17,6 +17,7 @@
 #include "common/auth.h"
 #include "common/buffer_pool.h"
 #include "server/parameter_store.h"
+#include "server/push_session.h"
 #include "server/shared_regions.h"
 #include "server/variable.h"
 #include "strata/v1/parameter_server.pb.h"
@@ -34,11 +35,12 @@ class SharedExchange {
   // Checks the request against `region`: owners, the push header as
   // PushVariables checks it, the pull names and request, and both byte
   // ranges inside the region after its nonce. Changes nothing. Errors:
-  // NOT_FOUND, PERMISSION_DENIED, INVALID_ARGUMENT.
+  // those of ParameterStore::StartPush; NOT_FOUND, PERMISSION_DENIED,
+  // INVALID_ARGUMENT for the pull and the ranges.
   absl::Status Prepare(const v1::SharedExchangeRequest& request,
                        std::shared_ptr<MappedRegion> region);
   // Applies the push (none without one) and fills response->push. Errors:
-  // those of ApplyPushVariables (NaN/Inf, sync-mode refusals).
+  // those of PushSession::Finish (NaN/Inf, sync-mode refusals).
   absl::Status ApplyPush(v1::SharedExchangeResponse* response);
   // The variables to pull (empty: no pull), and their wait conditions.
   const std::vector<std::shared_ptr<Variable>>& pull() const { return pull_; }
@@ -58,7 +60,7 @@ class SharedExchange {
   const v1::SharedExchangeRequest* request_ = nullptr;
   std::shared_ptr<MappedRegion> region_;
   std::string variable_;
-  std::vector<std::shared_ptr<Variable>> pushed_;
+  std::unique_ptr<PushSession> push_;
   uint64_t push_bytes_ = 0;
   std::vector<std::shared_ptr<Variable>> pull_;
   uint64_t pull_bytes_ = 0;

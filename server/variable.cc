@@ -282,10 +282,7 @@ void Variable::AdvanceClockLocked(const PushMeta& meta) {
 
 absl::StatusOr<PushOutcome> Variable::PushDense(const PushMeta& meta,
                                                 const char* grad, size_t size,
-                                                bool checked,
-                                                StagedDense* staged,
-                                                const ReplicatedCorrection*
-                                                    replicated) {
+                                                StagedDense* staged) {
   if (size != byte_size_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "variable ", Quote(name()), ": gradient has ", size,
@@ -293,11 +290,15 @@ absl::StatusOr<PushOutcome> Variable::PushDense(const PushMeta& meta,
         ShapeString(shape_), ")"));
   }
   STRATA_RETURN_IF_ERROR(CheckPushMeta(meta));
-  if (!checked) {
-    STRATA_RETURN_IF_ERROR(CheckFinite(
-        dtype_, grad, num_elements_,
-        absl::StrCat("gradient for variable ", Quote(name()))));
-  }
+  STRATA_RETURN_IF_ERROR(
+      CheckFinite(dtype_, grad, num_elements_,
+                  absl::StrCat("gradient for variable ", Quote(name()))));
+  return TakePush(meta, grad, {}, nullptr, staged);
+}
+
+absl::StatusOr<PushOutcome> Variable::PushCheckedDense(
+    const PushMeta& meta, const char* grad, StagedDense* staged,
+    const ReplicatedCorrection* replicated) {
   return TakePush(meta, grad, {}, nullptr, staged, replicated);
 }
 

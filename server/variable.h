@@ -197,18 +197,25 @@ class Variable {
   // than the one running it, or a step older than the exactly-once
   // window), FAILED_PRECONDITION (sync step kMaxStepsAhead or more ahead),
   // and the device's errors on a CUDA device.
-  // `checked`: the caller already ran CheckFinite on `grad`.
   // `staged`: the push's StagedDense (see there), published in place of
   // the optimizer step when it is complete and the variable unchanged
   // since it began.
   // With delay compensation (UpdateMode.delay_compensation), a push whose
   // base version is older than the variable's is corrected before the
   // optimizer applies it (kernels/delay_compensation.h), from the value
-  // at its base version (or the oldest of the kept versions after it);
-  // `replicated` (a backup's apply) gives the primary's correction instead.
-  absl::StatusOr<PushOutcome> PushDense(
-      const PushMeta& meta, const char* grad, size_t size,
-      bool checked = false, StagedDense* staged = nullptr,
+  // at its base version (or the oldest of the kept versions after it).
+  absl::StatusOr<PushOutcome> PushDense(const PushMeta& meta,
+                                        const char* grad, size_t size,
+                                        StagedDense* staged = nullptr);
+
+  // PushDense of a gradient its caller already checked: `grad` holds
+  // byte_size() bytes, all finite, and CheckPushMeta(meta) passed (the
+  // core's PushSession checks them as the bytes arrive; a backup, the
+  // entry its primary took). `replicated` (a backup's apply) gives the
+  // primary's delay correction. Errors: those of PushDense but
+  // INVALID_ARGUMENT.
+  absl::StatusOr<PushOutcome> PushCheckedDense(
+      const PushMeta& meta, const char* grad, StagedDense* staged = nullptr,
       const ReplicatedCorrection* replicated = nullptr);
 
   // Begins a staged dense push of `meta` (base_version included): buffers

@@ -316,7 +316,7 @@ TEST(PsReplicationTest, StagedPushesEndEqualOnTheBackup) {
           s->Apply(p, std::min(n, at));
         }
         auto pushed =
-            staged->PushDense(Meta(w, step), p, g.size() * 4, false, s.get());
+            staged->PushDense(Meta(w, step), p, g.size() * 4, s.get());
         EXPECT_TRUE(pushed.ok()) << pushed.status();
         if (pushed.ok() &&
             pushed->staged == PushOutcome::Staged::kPublished) {

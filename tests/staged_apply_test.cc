@@ -111,7 +111,7 @@ absl::StatusOr<PushOutcome> StagedPush(Variable* v, BufferPool* pool,
   for (int64_t at = piece; staged != nullptr && at < n + piece; at += piece) {
     staged->Apply(g, std::min(n, at));
   }
-  return v->PushDense(meta, g, grad.size() * 4, /*checked=*/false,
+  return v->PushDense(meta, g, grad.size() * 4,
                       staged.get());
 }
 
@@ -155,7 +155,7 @@ void ExpectStagedStepsEqualWholeSteps(BufferPool* pool, int64_t n,
     }
     STRATA_ASSERT_OK_AND_ASSIGN(
         PushOutcome b,
-        staged->PushDense(Tagged(step), g.data(), g.size(), false, s.get()));
+        staged->PushDense(Tagged(step), g.data(), g.size(), s.get()));
     EXPECT_EQ(a.staged, PushOutcome::Staged::kNone);
     EXPECT_EQ(b.staged, PushOutcome::Staged::kPublished);
     EXPECT_TRUE(b.applied);
@@ -196,7 +196,7 @@ TEST(StagedApplyTest, ASnapshotTakenWhileStagingKeepsItsValue) {
   STRATA_ASSERT_OK_AND_ASSIGN(
       PushOutcome out, v->PushDense(Tagged(0),
                                     reinterpret_cast<const char*>(g.data()),
-                                    64 * 4, false, staged.get()));
+                                    64 * 4, staged.get()));
   EXPECT_EQ(out.staged, PushOutcome::Staged::kPublished);
   EXPECT_EQ(std::string(before.value->data(), before.value->size()), bytes);
   EXPECT_NE(std::string(v->Snapshot().value->data(), 64 * 4), bytes);
@@ -221,7 +221,7 @@ TEST(StagedApplyTest, AnUpdateThatLandsFirstMakesThePushApplyAgain) {
   STRATA_ASSERT_OK(v->PushDense(other, p2, 300 * 4).status());
   staged->Apply(p1, 300);
   STRATA_ASSERT_OK_AND_ASSIGN(PushOutcome out,
-                              v->PushDense(Tagged(1), p1, 300 * 4, false,
+                              v->PushDense(Tagged(1), p1, 300 * 4,
                                            staged.get()));
   EXPECT_EQ(out.staged, PushOutcome::Staged::kDiscarded);
   EXPECT_TRUE(out.applied);
@@ -240,7 +240,7 @@ TEST(StagedApplyTest, AnUpdateThatLandsFirstMakesThePushApplyAgain) {
   STRATA_ASSERT_OK(
       v->Assign(reinterpret_cast<const char*>(zeros.data()), 300 * 4).status());
   STRATA_ASSERT_OK_AND_ASSIGN(
-      out, v->PushDense(Tagged(3), p1, 300 * 4, false, again.get()));
+      out, v->PushDense(Tagged(3), p1, 300 * 4, again.get()));
   EXPECT_EQ(out.staged, PushOutcome::Staged::kDiscarded);
   STRATA_ASSERT_OK(
       reference->Assign(reinterpret_cast<const char*>(zeros.data()), 300 * 4)
@@ -256,7 +256,7 @@ TEST(StagedApplyTest, AnUpdateThatLandsFirstMakesThePushApplyAgain) {
   ASSERT_NE(next, nullptr);
   next->Apply(p1, 300);
   STRATA_ASSERT_OK_AND_ASSIGN(
-      out, v->PushDense(Tagged(7), p1, 300 * 4, false, next.get()));
+      out, v->PushDense(Tagged(7), p1, 300 * 4, next.get()));
   EXPECT_EQ(out.staged, PushOutcome::Staged::kPublished);
   STRATA_ASSERT_OK(reference->PushDense(Tagged(7), p1, 300 * 4).status());
   EXPECT_EQ(State(*v), State(*reference));
@@ -278,7 +278,7 @@ TEST(StagedApplyTest, IncompleteStagesAreNotPublished) {
   part->Apply(p, 40);
   EXPECT_EQ(part->done(), 48);
   STRATA_ASSERT_OK_AND_ASSIGN(PushOutcome out,
-                              v->PushDense(Tagged(0), p, 400, false, part.get()));
+                              v->PushDense(Tagged(0), p, 400, part.get()));
   EXPECT_EQ(out.staged, PushOutcome::Staged::kDiscarded);
   STRATA_ASSERT_OK(reference->PushDense(Tagged(0), p, 400).status());
   EXPECT_EQ(State(*v), State(*reference));
@@ -291,7 +291,7 @@ TEST(StagedApplyTest, IncompleteStagesAreNotPublished) {
   all->Apply(p, 100);
   EXPECT_EQ(all->done(), 100);
   STRATA_ASSERT_OK_AND_ASSIGN(out,
-                              v->PushDense(Tagged(1), p, 400, false, all.get()));
+                              v->PushDense(Tagged(1), p, 400, all.get()));
   EXPECT_EQ(out.staged, PushOutcome::Staged::kPublished);
   STRATA_ASSERT_OK(reference->PushDense(Tagged(1), p, 400).status());
   EXPECT_EQ(State(*v), State(*reference));
