@@ -12,6 +12,7 @@
 #include "grpcpp/create_channel.h"
 #include "proto/chunk_codec.h"
 #include "server/exactly_once.h"
+#include "server/replication_codec.h"
 
 namespace strata {
 
@@ -316,15 +317,7 @@ absl::Status ApplyReplicationEntry(VariableStore* store,
   absl::StatusOr<std::shared_ptr<Variable>> v = store->Get(e.variable());
   if (absl::IsNotFound(v.status())) return absl::OkStatus();
   if (!v.ok()) return v.status();
-  PushMeta meta;
-  meta.job = e.job();
-  meta.worker = e.worker();
-  meta.step = e.step();
-  meta.attempt = e.attempt();
-  meta.group = e.group();
-  meta.group_size = e.group_size();
-  meta.tagged = e.tagged();
-  if (e.has_base_version()) meta.base_version = e.base_version();
+  const PushMeta meta = PushMetaFromEntry(e);
   switch (e.kind()) {
     case Entry::PUSH_DENSE: {
       // With delay compensation the backup applies the gradient its

@@ -4,12 +4,33 @@
 #ifndef STRATA_SERVER_REPLICATION_SINK_H_
 #define STRATA_SERVER_REPLICATION_SINK_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "server/exactly_once.h"
 #include "strata/v1/replication.pb.h"
 
 namespace strata {
+
+// A change of one variable as the core hands it to the log (the log makes
+// the wire entry: server/replication_codec.h). The pointers are read
+// during Append only.
+struct VariableChange {
+  enum class Kind { kPushDense, kPushRows, kAssign };
+  Kind kind = Kind::kPushDense;
+  std::string variable;
+  PushMeta meta;  // pushes
+  // The gradient (dense), the rows (ids.size() rows) or the new value.
+  const char* data = nullptr;
+  size_t size = 0;
+  absl::Span<const int64_t> ids;  // kPushRows: distinct
+  // kPushDense of a delay-compensated variable whose push was corrected:
+  // the gradient applied (`size` bytes), which the backup applies as is.
+  const char* compensated = nullptr;
+};
 
 // Thread-safe.
 class ReplicationSink {
@@ -23,6 +44,8 @@ class ReplicationSink {
   // applies the changes of each variable in the order the primary did.
   // Returns the ticket to Wait for; 0 when no backup takes it.
   virtual uint64_t Append(v1::ReplicationEntry entry) = 0;
+  // Append of a variable's change: a push or an assignment.
+  uint64_t AppendChange(const VariableChange& change);
   // The ticket of the newest entry: Wait(Tail()) waits for every change
   // appended so far (a duplicate push acknowledges nothing newer).
   virtual uint64_t Tail() const = 0;

@@ -444,29 +444,21 @@ uint64_t Variable::ReplicatePushLocked(const PushMeta& meta,
                                        const char* rows,
                                        const char* compensated) {
   if (sink_ == nullptr || !sink_->active()) return 0;
-  v1::ReplicationEntry e;
-  e.set_kind(dense != nullptr ? v1::ReplicationEntry::PUSH_DENSE
-                              : v1::ReplicationEntry::PUSH_ROWS);
-  e.set_variable(name());
-  e.set_job(meta.job);
-  e.set_worker(meta.worker);
-  e.set_step(meta.step);
-  e.set_attempt(meta.attempt);
-  e.set_group(meta.group);
-  e.set_group_size(meta.group_size);
-  e.set_tagged(meta.tagged);
+  VariableChange c;
+  c.variable = name();
+  c.meta = meta;
   if (dense != nullptr) {
-    e.set_data(dense, byte_size_);
-    if (meta.base_version >= 0) e.set_base_version(meta.base_version);
-    if (compensated != nullptr) {
-      e.set_delay_compensated(true);
-      e.set_compensated(compensated, byte_size_);
-    }
+    c.kind = VariableChange::Kind::kPushDense;
+    c.data = dense;
+    c.size = byte_size_;
+    c.compensated = compensated;
   } else {
-    e.mutable_ids()->Add(ids.begin(), ids.end());
-    e.set_data(rows, ids.size() * row_width_ * DTypeSize(dtype_));
+    c.kind = VariableChange::Kind::kPushRows;
+    c.ids = ids;
+    c.data = rows;
+    c.size = ids.size() * row_width_ * DTypeSize(dtype_);
   }
-  return sink_->Append(std::move(e));
+  return sink_->AppendChange(c);
 }
 
 absl::Status Variable::WaitReplicated(uint64_t ticket) const {
@@ -523,11 +515,12 @@ absl::StatusOr<int64_t> Variable::Assign(const char* data, size_t size) {
     ++changes_;
     version = version_;
     if (sink_ != nullptr && sink_->active()) {
-      v1::ReplicationEntry e;
-      e.set_kind(v1::ReplicationEntry::ASSIGN);
-      e.set_variable(name());
-      e.set_data(data, size);
-      ticket = sink_->Append(std::move(e));
+      VariableChange c;
+      c.kind = VariableChange::Kind::kAssign;
+      c.variable = name();
+      c.data = data;
+      c.size = size;
+      ticket = sink_->AppendChange(c);
     }
     PublishLocked(&ready);
   }
