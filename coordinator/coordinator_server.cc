@@ -27,14 +27,16 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   if (!state.ok()) return state.status();
   s->state_ = *std::move(state);
   s->checkpointer_ = options.checkpointer;
-  if (s->checkpointer_ == nullptr) {
+  if (s->checkpointer_ == nullptr && options.checkpointer_factory) {
     CoordinatorState* raw = s->state_.get();
-    PsClientCheckpointerOptions checkpointer_options;
-    checkpointer_options.security = options.ps_security;
-    checkpointer_options.coordinator_epoch = options.service.leader_epoch;
-    checkpointer_options.leading = options.service.leading;
-    s->checkpointer_ = std::make_shared<PsClientCheckpointer>(
-        [raw] { return raw->PsTargets(); }, checkpointer_options);
+    CoordinatorServerOptions::CheckpointerContext context;
+    context.targets = [raw] { return raw->PsTargets(); };
+    context.coordinator_epoch = options.service.leader_epoch;
+    context.leading = options.service.leading;
+    s->checkpointer_ = options.checkpointer_factory(context);
+  }
+  if (s->checkpointer_ == nullptr) {
+    s->checkpointer_ = std::make_shared<NoPsCheckpointer>();
   }
   CoordinatorDriverOptions driver_options;
   driver_options.tick = options.service.tick;

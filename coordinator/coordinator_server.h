@@ -34,12 +34,21 @@ struct CoordinatorServerOptions {
   CoordinatorServiceOptions service;
   // TLS of the listening port (plaintext when not enabled).
   TlsOptions tls;
-  // How the default checkpointer reaches the PS tasks (TLS, and a
-  // coordinator credential of the job).
-  ClientSecurity ps_security;
-  // Saves/restores the PS tasks; null: a PsClientCheckpointer over
-  // CoordinatorState::PsTargets().
+  // Saves/restores the PS tasks. Null: built by `checkpointer_factory`
+  // (main() wires daemons/ps_client_checkpointer.h, over PsClient); both
+  // null: every PS checkpoint fails with FAILED_PRECONDITION.
   std::shared_ptr<PsCheckpointer> checkpointer;
+  // What a checkpointer is built from: the PS tasks of the moment
+  // (CoordinatorState::PsTargets), and this server's leader epoch and
+  // leading check (service.leader_epoch, service.leading).
+  struct CheckpointerContext {
+    std::function<std::vector<PsTarget>()> targets;
+    int64_t coordinator_epoch = 0;
+    std::function<bool()> leading;
+  };
+  using CheckpointerFactory = std::function<std::shared_ptr<PsCheckpointer>(
+      const CheckpointerContext&)>;
+  CheckpointerFactory checkpointer_factory;
   // Extra builder configuration (interceptors in tests, credentials).
   std::function<void(grpc::ServerBuilder&)> configure_builder;
 };

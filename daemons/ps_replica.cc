@@ -1,4 +1,4 @@
-#include "server/ps_replica.h"
+#include "daemons/ps_replica.h"
 
 #include <cstdlib>
 #include <utility>

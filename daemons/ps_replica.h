@@ -12,8 +12,8 @@
 // to it. A primary that finds itself replaced (fenced off) runs on_lost.
 // A replica whose backup state is unusable (it could not apply an entry,
 // or it was fenced off) drops it and joins again.
-#ifndef STRATA_SERVER_PS_REPLICA_H_
-#define STRATA_SERVER_PS_REPLICA_H_
+#ifndef STRATA_DAEMONS_PS_REPLICA_H_
+#define STRATA_DAEMONS_PS_REPLICA_H_
 
 #include <functional>
 #include <memory>
@@ -119,4 +119,4 @@ class PsReplica {
 
 }  // namespace strata
 
-#endif  // STRATA_SERVER_PS_REPLICA_H_
+#endif  // STRATA_DAEMONS_PS_REPLICA_H_

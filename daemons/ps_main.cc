@@ -20,7 +20,7 @@
 #include "common/security_flags.h"
 #include "common/task_identity.h"
 #include "server/device_state.h"
-#include "server/ps_replica.h"
+#include "daemons/ps_replica.h"
 #include "server/ps_server.h"
 
 ABSL_FLAG(std::string, host, "", "Address to listen on (default 127.0.0.1, "

@@ -36,6 +36,7 @@
 #include "coordinator/etcd_state_file_system.h"
 #include "coordinator/final_checkpoint.h"
 #include "coordinator/leader_election.h"
+#include "daemons/ps_client_checkpointer.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -149,7 +150,7 @@ absl::StatusOr<strata::CoordinatorServerOptions> OptionsFromFlags() {
     return absl::InvalidArgumentError(security.status().message());
   }
   options.tls = security->tls;
-  options.ps_security = security->client;
+  options.checkpointer_factory = PsClientCheckpointerFactory(security->client);
   options.service.credentials = security->credentials;
   return options;
 }
