@@ -1,15 +1,9 @@
 #include "client/push_tag.h"
 
+#include "proto/push_id_codec.h"
+
 namespace strata {
 
-v1::PushTag ToProto(const PushTag& tag) {
-  v1::PushTag proto;
-  proto.set_job(tag.job);
-  proto.set_worker(tag.worker);
-  proto.set_step(tag.step);
-  proto.set_group(tag.group);
-  proto.set_group_size(tag.group_size);
-  return proto;
-}
+v1::PushTag ToProto(const PushTag& tag) { return PushIdToProto(tag); }
 
 }  // namespace strata

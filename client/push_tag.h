@@ -1,25 +1,20 @@
-// PushTag: the identity of a push for exactly-once application, and its
-// conversion to the wire message. A plain value type.
+// PushTag: the identity of one push call (common/push_id.h's PushId) and
+// the base versions of its variables, and its conversion to the wire
+// message. A plain value type.
 #ifndef STRATA_CLIENT_PUSH_TAG_H_
 #define STRATA_CLIENT_PUSH_TAG_H_
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
+#include "common/push_id.h"
 #include "strata/v1/parameter_server.pb.h"
 
 namespace strata {
 
-// Identity of a push for exactly-once application. The client fills in the
-// attempt number on retries.
-struct PushTag {
-  std::string job;
-  int64_t worker = 0;
-  int64_t step = 0;
-  // SYNC variables trained by a group: its id and size (0: none).
-  int64_t group = 0;
-  int32_t group_size = 0;
+// Written as PushTag{job, worker, step[, group, group_size]}; the client
+// fills in the attempt number on retries.
+struct PushTag : PushId {
   // Per pushed variable, in the call's order: the version its gradient was
   // computed from (VariableSlot.base_version; the server counts the
   // staleness and may scale the learning rate by it); empty, or -1 for a
@@ -27,7 +22,7 @@ struct PushTag {
   std::vector<int64_t> base_versions;
 };
 
-// The wire form of `tag`, with attempt 0.
+// The wire form of `tag` (proto/push_id_codec.h).
 v1::PushTag ToProto(const PushTag& tag);
 
 }  // namespace strata

@@ -6,7 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "server/exactly_once.h"
+#include "common/exactly_once.h"
+#include "proto/push_id_codec.h"
 #include "server/parameter_service_call.h"
 #include "server/parameter_service_impl.h"
 #include "server/table_store.h"

@@ -11,7 +11,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "proto/chunk_codec.h"
-#include "server/exactly_once.h"
+#include "common/exactly_once.h"
 #include "server/replication_codec.h"
 
 namespace strata {

@@ -5,7 +5,7 @@
 #ifndef STRATA_SERVER_REPLICATION_CODEC_H_
 #define STRATA_SERVER_REPLICATION_CODEC_H_
 
-#include "server/exactly_once.h"
+#include "common/exactly_once.h"
 #include "server/replication_sink.h"
 #include "strata/v1/replication.pb.h"
 

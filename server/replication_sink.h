@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "server/exactly_once.h"
+#include "common/exactly_once.h"
 #include "strata/v1/replication.pb.h"
 
 namespace strata {

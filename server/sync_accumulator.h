@@ -19,7 +19,7 @@
 #include "absl/types/span.h"
 #include "common/tensor.h"
 #include "nlohmann/json.hpp"
-#include "server/exactly_once.h"
+#include "common/exactly_once.h"
 
 namespace strata {
 

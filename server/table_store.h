@@ -28,7 +28,7 @@
 #include "kernels/row_optimizers.h"
 #include "server/checkpoint.h"
 #include "tables/dynamic_table.h"
-#include "server/exactly_once.h"
+#include "common/exactly_once.h"
 #include "strata/v1/parameter_server.pb.h"
 
 namespace strata {

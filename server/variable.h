@@ -29,7 +29,7 @@
 #include "nlohmann/json.hpp"
 #include "server/checkpoint.h"
 #include "server/device_state.h"
-#include "server/exactly_once.h"
+#include "common/exactly_once.h"
 #include "server/pull_waiters.h"
 #include "server/replication_sink.h"
 #include "server/shared_regions.h"

@@ -35,7 +35,12 @@ std::vector<float> Value(Variable* v) {
 absl::StatusOr<PushOutcome> Push(Variable* v, int64_t group, int size,
                                  int64_t worker, int64_t step, float g) {
   const float grad[2] = {g, g};
-  PushMeta meta{"job/g" + std::to_string(group), worker, step, 0, group, size};
+  PushMeta meta;
+  meta.job = "job/g" + std::to_string(group);
+  meta.worker = worker;
+  meta.step = step;
+  meta.group = group;
+  meta.group_size = size;
   return v->PushDense(meta, reinterpret_cast<const char*>(grad), sizeof grad);
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "proto/push_id_codec.h"
 #include "absl/strings/str_cat.h"
 #include "common/gradient_encoding.h"
 #include "gtest/gtest.h"

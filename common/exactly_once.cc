@@ -1,17 +1,9 @@
-#include "server/exactly_once.h"
+#include "common/exactly_once.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/variable_internal.h"
 
 namespace strata {
-
-PushMeta PushMetaFromTag(bool has_tag, const v1::PushTag& tag) {
-  PushMeta meta{tag.job(),   tag.worker(), tag.step(),      tag.attempt(),
-                tag.group(), tag.group_size()};
-  meta.tagged = has_tag;
-  return meta;
-}
 
 absl::StatusOr<bool> ExactlyOnceWindow::SeenBefore(
     const PushMeta& meta, const std::string& variable) const {
@@ -21,7 +13,7 @@ absl::StatusOr<bool> ExactlyOnceWindow::SeenBefore(
   const Steps& w = it->second;
   if (meta.step < w.floor) {
     return absl::AbortedError(absl::StrCat(
-        "variable ", variable_internal::Quote(variable), ": step ", meta.step,
+        "variable '", variable, "': step ", meta.step,
         " of worker ", meta.worker,
         " is older than the exactly-once window (oldest step "
         "remembered: ",

@@ -1,9 +1,9 @@
-// Exactly-once bookkeeping of a variable: the identity of a push (PushMeta)
-// and the window of steps remembered per (job, worker), from which a
-// re-sent push is recognised and acknowledged without being applied again.
-// Values and a thread-compatible class that a Variable owns and guards.
-#ifndef STRATA_SERVER_EXACTLY_ONCE_H_
-#define STRATA_SERVER_EXACTLY_ONCE_H_
+// Exactly-once bookkeeping of a variable or a table: the window of steps
+// remembered per (job, worker), from which a re-sent push is recognised and
+// acknowledged without being applied again. A thread-compatible class that
+// its Variable or TableStore owns and guards.
+#ifndef STRATA_COMMON_EXACTLY_ONCE_H_
+#define STRATA_COMMON_EXACTLY_ONCE_H_
 
 #include <cstdint>
 #include <map>
@@ -12,29 +12,9 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "strata/v1/parameter_server.pb.h"
+#include "common/push_id.h"
 
 namespace strata {
-
-// Identity of a push for exactly-once application.
-struct PushMeta {
-  std::string job;
-  int64_t worker = 0;
-  int64_t step = 0;
-  int64_t attempt = 0;
-  int64_t group = 0;     // SYNC groups (see PushTag)
-  int32_t group_size = 0;
-  // False for a push that carried no PushTag: it is applied every time it
-  // arrives (no exactly-once detection, nothing remembered), and is refused
-  // by SYNC and STALENESS variables, which need the worker and step.
-  bool tagged = true;
-  // A dense push's base version (VariableSlot.base_version): the version
-  // of the variable its gradient was computed from; -1: not given.
-  int64_t base_version = -1;
-};
-
-// The PushMeta of a push whose header carries `tag` when `has_tag`.
-PushMeta PushMetaFromTag(bool has_tag, const v1::PushTag& tag);
 
 // Steps remembered per (job, worker) for exactly-once detection.
 inline constexpr int64_t kDedupWindow = 4096;
@@ -75,4 +55,4 @@ class ExactlyOnceWindow {
 
 }  // namespace strata
 
-#endif  // STRATA_SERVER_EXACTLY_ONCE_H_
+#endif  // STRATA_COMMON_EXACTLY_ONCE_H_
