@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
-#include "server/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "server/parameter_service_call.h"
 
 namespace strata {

@@ -10,7 +10,7 @@
 #include "proto/push_id_codec.h"
 #include "server/parameter_service_call.h"
 #include "server/parameter_service_impl.h"
-#include "server/table_store.h"
+#include "tables/table_store.h"
 
 namespace strata {
 

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/tf_config.h"
-#include "server/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "server/device_state.h"
 #include "proto/chunk_codec.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"

@@ -27,7 +27,7 @@
 #include "kernels/initializers.h"
 #include "kernels/optimizers.h"
 #include "nlohmann/json.hpp"
-#include "server/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "server/device_state.h"
 #include "common/exactly_once.h"
 #include "server/pull_waiters.h"

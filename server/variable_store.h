@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/auth.h"
-#include "server/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "server/device_state.h"
 #include "server/parameter_store.h"
 #include "server/variable.h"

@@ -1,4 +1,4 @@
-#include "server/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #include <stdlib.h>
 #include <unistd.h>

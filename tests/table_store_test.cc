@@ -2,7 +2,7 @@
 // specs, lookups and pushes with exactly-once tags, shards, checkpoints
 // (same layout and resharded into another number of tasks), over an
 // in-process strata-ps and PsClient.
-#include "server/table_store.h"
+#include "tables/table_store.h"
 
 #include <filesystem>
 #include <map>

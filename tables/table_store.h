@@ -9,8 +9,8 @@
 // replace tables; each table serializes its pushes (the window and the
 // update are one step) while lookups run concurrently under the table's
 // own lock.
-#ifndef STRATA_SERVER_TABLE_STORE_H_
-#define STRATA_SERVER_TABLE_STORE_H_
+#ifndef STRATA_TABLES_TABLE_STORE_H_
+#define STRATA_TABLES_TABLE_STORE_H_
 
 #include <cstdint>
 #include <functional>
@@ -26,7 +26,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "kernels/row_optimizers.h"
-#include "server/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "tables/dynamic_table.h"
 #include "common/exactly_once.h"
 #include "strata/v1/parameter_server.pb.h"
@@ -149,4 +149,4 @@ class TableStore {
 
 }  // namespace strata
 
-#endif  // STRATA_SERVER_TABLE_STORE_H_
+#endif  // STRATA_TABLES_TABLE_STORE_H_

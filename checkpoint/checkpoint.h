@@ -7,8 +7,8 @@
 // A checkpoint is written into a temporary sibling directory, fsynced, and
 // renamed into place, so a reader sees either the old or the new checkpoint,
 // never a partial one.
-#ifndef STRATA_SERVER_CHECKPOINT_H_
-#define STRATA_SERVER_CHECKPOINT_H_
+#ifndef STRATA_CHECKPOINT_CHECKPOINT_H_
+#define STRATA_CHECKPOINT_CHECKPOINT_H_
 
 #include <memory>
 #include <string>
@@ -70,4 +70,4 @@ absl::StatusOr<int> SweepCheckpointTemporaries(const std::string& dir);
 
 }  // namespace strata
 
-#endif  // STRATA_SERVER_CHECKPOINT_H_
+#endif  // STRATA_CHECKPOINT_CHECKPOINT_H_

@@ -1,4 +1,4 @@
-#include "server/table_store.h"
+#include "tables/table_store.h"
 
 #include <atomic>
 #include <cmath>
