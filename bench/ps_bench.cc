@@ -54,7 +54,7 @@
 #include "common/gradient_encoding.h"
 #include "client/ps_client.h"
 #include "common/cli.h"
-#include "common/daemon.h"
+#include "rpc/daemon.h"
 
 ABSL_FLAG(std::string, target, "", "PS address; empty starts strata-ps");
 ABSL_FLAG(std::string, ps_binary, "", "strata-ps path (default: beside this "

@@ -10,7 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "common/grpc_status.h"
+#include "rpc/grpc_status.h"
 #include "grpcpp/create_channel.h"
 
 namespace strata {

@@ -18,7 +18,7 @@
 #include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/metadata_keys.h"
-#include "common/tls.h"
+#include "rpc/tls.h"
 #include "strata/v1/coordinator.grpc.pb.h"
 
 namespace strata {

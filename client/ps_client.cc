@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/ps_client_streams.h"
 #include "client/push_tag.h"
-#include "common/grpc_status.h"
+#include "rpc/grpc_status.h"
 #include "common/status_macros.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"

@@ -21,7 +21,7 @@
 #include "client/shared_region.h"
 #include "common/gradient_encoding.h"
 #include "common/tensor.h"
-#include "common/tls.h"
+#include "rpc/tls.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "strata/v1/parameter_server.grpc.pb.h"

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
+#include "rpc/grpc_status.h"
 #include "common/status_macros.h"
 #include "grpcpp/completion_queue.h"
 #include "proto/chunk_codec.h"

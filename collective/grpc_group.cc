@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "collective/collective.h"
 #include "collective/mailbox.h"
-#include "common/grpc_status.h"
+#include "rpc/grpc_status.h"
 #include "common/status_macros.h"
 #include "proto/chunk_codec.h"
 

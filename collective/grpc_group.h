@@ -28,7 +28,7 @@
 #include "collective/worker_service.h"
 #include "common/logging.h"
 #include "common/tensor.h"
-#include "common/tls.h"
+#include "rpc/tls.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/completion_queue.h"
 #include "grpcpp/generic/generic_stub.h"

@@ -8,7 +8,7 @@
 #include "collective/collective_message.h"
 #include "collective/grpc_group.h"
 #include "collective/mailbox.h"
-#include "common/grpc_status.h"
+#include "rpc/grpc_status.h"
 #include "common/status_macros.h"
 #include "common/tf_config.h"
 #include "grpcpp/client_context.h"

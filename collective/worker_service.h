@@ -23,7 +23,7 @@
 #include "absl/time/time.h"
 #include "collective/collective.h"
 #include "common/logging.h"
-#include "common/tls.h"
+#include "rpc/tls.h"
 #include "grpcpp/server.h"
 #include "strata/v1/worker_service.grpc.pb.h"
 

@@ -9,10 +9,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/daemon.h"
+#include "rpc/daemon.h"
 #include "common/logging.h"
 #include "common/metrics.h"
-#include "common/tls.h"
+#include "rpc/tls.h"
 #include "coordinator/coordinator_driver.h"
 #include "coordinator/coordinator_service_impl.h"
 #include "coordinator/coordinator_state.h"

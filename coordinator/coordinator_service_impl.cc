@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
+#include "rpc/grpc_status.h"
 #include "common/metadata_keys.h"
 #include "common/status_macros.h"
 

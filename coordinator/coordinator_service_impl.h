@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/auth.h"
+#include "rpc/auth.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "coordinator/coordinator_driver.h"

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/ps_client.h"
-#include "common/tls.h"
+#include "rpc/tls.h"
 
 namespace strata {
 

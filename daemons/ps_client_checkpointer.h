@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/tls.h"
+#include "rpc/tls.h"
 #include "coordinator/coordinator_server.h"
 #include "coordinator/ps_checkpointer.h"
 

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
+#include "rpc/grpc_status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/server_builder.h"
 

@@ -28,7 +28,7 @@
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
 #include "common/logging.h"
-#include "common/tls.h"
+#include "rpc/tls.h"
 #include "grpcpp/server.h"
 #include "server/ps_server.h"
 #include "server/replication.h"

@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/status/statusor.h"
-#include "common/auth.h"
+#include "rpc/auth.h"
 #include "grpcpp/server_context.h"
 #include "server/parameter_store.h"
 

@@ -22,7 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/auth.h"
+#include "rpc/auth.h"
 #include "common/buffer_pool.h"
 #include "common/logging.h"
 #include "common/metrics.h"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
+#include "rpc/grpc_status.h"
 #include "common/status_macros.h"
 #include "proto/chunk_codec.h"
 #include "server/parameter_service_call.h"

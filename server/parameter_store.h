@@ -26,7 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/auth.h"
+#include "rpc/auth.h"
 #include "tables/table_store.h"
 #include "server/variable.h"
 #include "strata/v1/parameter_server.pb.h"

@@ -9,10 +9,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/daemon.h"
+#include "rpc/daemon.h"
 #include "common/logging.h"
 #include "common/metrics.h"
-#include "common/tls.h"
+#include "rpc/tls.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "server/parameter_service_impl.h"

@@ -33,7 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
-#include "common/tls.h"
+#include "rpc/tls.h"
 #include "server/replication_sink.h"
 #include "server/variable_store.h"
 #include "strata/v1/replication.grpc.pb.h"

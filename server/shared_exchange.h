@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/auth.h"
+#include "rpc/auth.h"
 #include "common/buffer_pool.h"
 #include "server/parameter_store.h"
 #include "server/push_session.h"

@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/auth.h"
+#include "rpc/auth.h"
 #include "checkpoint/checkpoint.h"
 #include "server/device_state.h"
 #include "server/parameter_store.h"

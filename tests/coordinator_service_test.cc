@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
+#include "rpc/grpc_status.h"
 #include "coordinator/coordinator_server.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"

@@ -1,6 +1,6 @@
 // The daemons' shared pieces: DaemonServer (health and /metrics), the stop
 // signals taken synchronously (StopSignals) and through a flag (StopFlag).
-#include "common/daemon.h"
+#include "rpc/daemon.h"
 
 #include <httplib.h>
 #include <pthread.h>

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/ps_cluster.h"
-#include "common/tls.h"
+#include "rpc/tls.h"
 #include "gtest/gtest.h"
 #include "kernels/initializers.h"
 #include "server/ps_server.h"

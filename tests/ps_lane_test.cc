@@ -25,7 +25,7 @@
 #include "client/ps_client_streams.h"
 #include "client/ps_cluster.h"
 #include "common/gradient_encoding.h"
-#include "common/grpc_status.h"
+#include "rpc/grpc_status.h"
 #include "grpcpp/completion_queue.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"

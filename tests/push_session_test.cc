@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "common/auth.h"
+#include "rpc/auth.h"
 #include "server/variable_store.h"
 #include "tests/test_util.h"
 

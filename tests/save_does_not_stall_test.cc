@@ -21,7 +21,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "client/ps_client.h"
-#include "common/auth.h"
+#include "rpc/auth.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "grpcpp/security/server_credentials.h"

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/tls.h"
+#include "rpc/tls.h"
 
 namespace strata {
 

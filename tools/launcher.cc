@@ -24,7 +24,7 @@
 #include "common/file_system.h"
 #include "coordinator/etcd_client.h"
 #include "common/status_macros.h"
-#include "common/tls.h"
+#include "rpc/tls.h"
 #include "job/job.h"
 #include "tools/launch_setup.h"
 #include "tools/process.h"

@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "client/coordinator_client.h"
 #include "client/ps_client.h"
-#include "common/grpc_status.h"
+#include "rpc/grpc_status.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "worker/dataset.h"

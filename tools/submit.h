@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/tls.h"
+#include "rpc/tls.h"
 #include "nlohmann/json.hpp"
 #include "strata/v1/coordinator.pb.h"
 

@@ -10,16 +10,16 @@
 //   --auth-token            clients: bearer token (default $STRATA_AUTH_TOKEN)
 // The functions read the flags (call them after parsing) and the files they
 // name; they are thread-compatible.
-#ifndef STRATA_COMMON_SECURITY_FLAGS_H_
-#define STRATA_COMMON_SECURITY_FLAGS_H_
+#ifndef STRATA_RPC_SECURITY_FLAGS_H_
+#define STRATA_RPC_SECURITY_FLAGS_H_
 
 #include <memory>
 #include <string>
 
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
-#include "common/auth.h"
-#include "common/tls.h"
+#include "rpc/auth.h"
+#include "rpc/tls.h"
 
 ABSL_DECLARE_FLAG(std::string, tls_cert);
 ABSL_DECLARE_FLAG(std::string, tls_key);
@@ -56,4 +56,4 @@ absl::StatusOr<SecurityOptions> SecurityFromFlags();
 
 }  // namespace strata
 
-#endif  // STRATA_COMMON_SECURITY_FLAGS_H_
+#endif  // STRATA_RPC_SECURITY_FLAGS_H_

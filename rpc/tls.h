@@ -2,8 +2,8 @@
 // mutual TLS) from PEM files, and the bearer token a client sends in each
 // call's metadata. Plaintext stays the default: an empty TlsOptions means an
 // insecure channel or listening port.
-#ifndef STRATA_COMMON_TLS_H_
-#define STRATA_COMMON_TLS_H_
+#ifndef STRATA_RPC_TLS_H_
+#define STRATA_RPC_TLS_H_
 
 #include <memory>
 #include <string>
@@ -96,4 +96,4 @@ std::string BearerValue(const std::string& token);
 
 }  // namespace strata
 
-#endif  // STRATA_COMMON_TLS_H_
+#endif  // STRATA_RPC_TLS_H_

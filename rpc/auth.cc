@@ -1,4 +1,4 @@
-#include "common/auth.h"
+#include "rpc/auth.h"
 
 #include <fstream>
 #include <set>
@@ -7,7 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/tls.h"
+#include "rpc/tls.h"
 #include "nlohmann/json.hpp"
 
 namespace strata {

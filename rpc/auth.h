@@ -5,8 +5,8 @@
 // assign, save, restore; the job's own variables), "admin" (everything,
 // every job). Servers authenticate a call by its "authorization: Bearer
 // <token>" metadata.
-#ifndef STRATA_COMMON_AUTH_H_
-#define STRATA_COMMON_AUTH_H_
+#ifndef STRATA_RPC_AUTH_H_
+#define STRATA_RPC_AUTH_H_
 
 #include <map>
 #include <string>
@@ -66,4 +66,4 @@ absl::Status RequireRole(const Caller& caller, Role needed,
 
 }  // namespace strata
 
-#endif  // STRATA_COMMON_AUTH_H_
+#endif  // STRATA_RPC_AUTH_H_

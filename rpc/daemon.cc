@@ -1,4 +1,4 @@
-#include "common/daemon.h"
+#include "rpc/daemon.h"
 
 #include <fcntl.h>
 #include <poll.h>

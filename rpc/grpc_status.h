@@ -1,7 +1,7 @@
 // The one conversion between absl::Status (used everywhere inside Strata) and
 // grpc::Status (used only at the gRPC edge).
-#ifndef STRATA_COMMON_GRPC_STATUS_H_
-#define STRATA_COMMON_GRPC_STATUS_H_
+#ifndef STRATA_RPC_GRPC_STATUS_H_
+#define STRATA_RPC_GRPC_STATUS_H_
 
 #include <grpcpp/support/status.h>
 
@@ -20,4 +20,4 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 
 }  // namespace strata
 
-#endif  // STRATA_COMMON_GRPC_STATUS_H_
+#endif  // STRATA_RPC_GRPC_STATUS_H_

@@ -1,6 +1,6 @@
 // The security flags' definitions. Only executables link this file (the
 // strata_security_flags target): libraries never read flags.
-#include "common/security_flags.h"
+#include "rpc/security_flags.h"
 
 #include <cstdlib>
 #include <utility>

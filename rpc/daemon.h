@@ -8,8 +8,8 @@
 //                strata-coordinator);
 //   StopFlag     sets a flag a library polls (PsWorker, Launch, Submit) from
 //                an async-signal-safe handler.
-#ifndef STRATA_COMMON_DAEMON_H_
-#define STRATA_COMMON_DAEMON_H_
+#ifndef STRATA_RPC_DAEMON_H_
+#define STRATA_RPC_DAEMON_H_
 
 #include <signal.h>
 
@@ -125,4 +125,4 @@ class DaemonServer {
 
 }  // namespace strata
 
-#endif  // STRATA_COMMON_DAEMON_H_
+#endif  // STRATA_RPC_DAEMON_H_

@@ -1,4 +1,4 @@
-#include "common/tls.h"
+#include "rpc/tls.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
