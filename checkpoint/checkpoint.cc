@@ -1,28 +1,23 @@
 #include "checkpoint/checkpoint.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <set>
-#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/crc32c.h"
-#include "common/fd_closer.h"
 #include "common/status_macros.h"
 
 namespace strata {
 namespace {
 
+// Paths only: all I/O goes through the FileSystem passed in.
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -32,42 +27,38 @@ constexpr char kValueRole[] = "value";
 
 std::atomic<uint64_t> g_dir_counter{0};
 
-absl::Status IoError(absl::string_view what, const std::string& path, int err) {
-  return absl::InternalError(
-      absl::StrCat(what, " ", path, ": ", std::strerror(err)));
+// A file-system error as checkpoints report it: INTERNAL, with the file
+// system's "cannot <step> <path>: <reason>".
+absl::Status IoError(const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::InternalError(status.message());
 }
 
-absl::Status IoError(absl::string_view what, const std::string& path,
-                     const std::error_code& ec) {
-  return absl::InternalError(absl::StrCat(what, " ", path, ": ", ec.message()));
+template <typename T>
+absl::StatusOr<T> IoError(absl::StatusOr<T> result) {
+  if (!result.ok()) return IoError(result.status());
+  return result;
 }
 
-
-absl::Status WriteFileSynced(const std::string& path, const char* data,
-                             size_t size) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError("cannot create", path, errno);
-  FdCloser closer(fd);
-  while (size > 0) {
-    ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return IoError("cannot write", path, errno);
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) return IoError("cannot fsync", path, errno);
-  if (closer.Close() != 0) return IoError("cannot close", path, errno);
-  return absl::OkStatus();
+// The reason in a file-system error about `path`: what follows "<path>: ".
+absl::string_view ReasonOf(const absl::Status& status,
+                           const std::string& path) {
+  const absl::string_view message = status.message();
+  const std::string marker = absl::StrCat(path, ": ");
+  const size_t at = message.find(marker);
+  if (at == absl::string_view::npos) return message;
+  return message.substr(at + marker.size());
 }
 
-absl::Status SyncDir(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return IoError("cannot open directory", path, errno);
-  FdCloser closer(fd);
-  if (::fsync(fd) != 0) return IoError("cannot fsync directory", path, errno);
-  return absl::OkStatus();
+// Whether something is at `path` (false when that cannot be told either).
+bool Exists(FileSystem* file_system, const std::string& path) {
+  absl::StatusOr<FileType> type = file_system->GetFileType(path);
+  return type.ok() && *type != FileType::kMissing;
+}
+
+bool IsFile(FileSystem* file_system, const std::string& path) {
+  absl::StatusOr<FileType> type = file_system->GetFileType(path);
+  return type.ok() && *type == FileType::kFile;
 }
 
 absl::Status CheckBuffer(const CheckpointVariable& var, absl::string_view role,
@@ -125,7 +116,8 @@ absl::Status ValidateForWrite(const Checkpoint& checkpoint) {
 }
 
 // Writes payloads and manifest into `dir`; returns the payload byte count.
-absl::StatusOr<int64_t> WriteContents(const std::string& dir,
+absl::StatusOr<int64_t> WriteContents(FileSystem* file_system,
+                                      const std::string& dir,
                                       const Checkpoint& checkpoint) {
   json variables = json::array();
   int64_t total = 0;
@@ -133,8 +125,9 @@ absl::StatusOr<int64_t> WriteContents(const std::string& dir,
   auto write_tensor = [&](absl::string_view role, const Buffer& buffer,
                           json* tensors) -> absl::Status {
     std::string file = absl::StrCat(file_index++, ".bin");
-    STRATA_RETURN_IF_ERROR(WriteFileSynced(absl::StrCat(dir, "/", file),
-                                           buffer.data(), buffer.size()));
+    STRATA_RETURN_IF_ERROR(IoError(file_system->WriteFile(
+        absl::StrCat(dir, "/", file),
+        absl::string_view(buffer.data(), buffer.size()))));
     tensors->push_back({{"role", std::string(role)},
                         {"file", file},
                         {"bytes", buffer.size()},
@@ -159,56 +152,37 @@ absl::StatusOr<int64_t> WriteContents(const std::string& dir,
                    {"variables", std::move(variables)}};
   const std::string text =
       manifest.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
-  STRATA_RETURN_IF_ERROR(WriteFileSynced(absl::StrCat(dir, "/", kManifest),
-                                         text.data(), text.size()));
-  STRATA_RETURN_IF_ERROR(SyncDir(dir));
+  STRATA_RETURN_IF_ERROR(
+      IoError(file_system->WriteFile(absl::StrCat(dir, "/", kManifest), text)));
+  STRATA_RETURN_IF_ERROR(IoError(file_system->SyncDir(dir)));
   return total;
-}
-
-// Atomically swaps two directory entries; false when the file system lacks
-// RENAME_EXCHANGE (errno set).
-bool ExchangePaths(const std::string& a, const std::string& b) {
-#ifdef RENAME_EXCHANGE
-  return ::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(),
-                     RENAME_EXCHANGE) == 0;
-#else
-  errno = ENOSYS;
-  return false;
-#endif
 }
 
 // Moves the complete checkpoint in `tmp` to `target`, replacing whatever is
 // there. Where the file system can swap directories atomically, a reader of
 // `target` always sees a whole checkpoint; otherwise the old one is renamed
 // aside first, leaving a short window with none.
-absl::Status Replace(const std::string& tmp, const std::string& target,
-                     const std::string& aside) {
-  std::error_code ec;
-  const bool exists = fs::exists(target, ec);
-  if (ec) return IoError("cannot stat", target, ec);
-  if (!exists) {
-    if (::rename(tmp.c_str(), target.c_str()) != 0) {
-      return IoError(absl::StrCat("cannot rename ", tmp, " to"), target, errno);
-    }
+absl::Status Replace(FileSystem* file_system, const std::string& tmp,
+                     const std::string& target, const std::string& aside) {
+  STRATA_ASSIGN_OR_RETURN(const FileType type,
+                          IoError(file_system->GetFileType(target)));
+  if (type == FileType::kMissing) {
+    return IoError(file_system->Rename(tmp, target));
+  }
+  const absl::Status exchanged = file_system->ExchangePaths(tmp, target);
+  if (exchanged.ok()) {
+    // `tmp` now holds the old checkpoint.
+    file_system->RemoveAll(tmp).IgnoreError();
     return absl::OkStatus();
   }
-  if (ExchangePaths(tmp, target)) {
-    fs::remove_all(tmp, ec);  // now holds the old checkpoint
-    return absl::OkStatus();
+  if (!absl::IsUnimplemented(exchanged)) return IoError(exchanged);
+  STRATA_RETURN_IF_ERROR(IoError(file_system->Rename(target, aside)));
+  if (absl::Status moved = file_system->Rename(tmp, target); !moved.ok()) {
+    // Put the old one back.
+    file_system->Rename(aside, target).IgnoreError();
+    return IoError(moved);
   }
-  if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
-    return IoError(absl::StrCat("cannot exchange ", tmp, " with"), target,
-                   errno);
-  }
-  if (::rename(target.c_str(), aside.c_str()) != 0) {
-    return IoError(absl::StrCat("cannot rename ", target, " to"), aside, errno);
-  }
-  if (::rename(tmp.c_str(), target.c_str()) != 0) {
-    int err = errno;
-    ::rename(aside.c_str(), target.c_str());  // put the old one back
-    return IoError(absl::StrCat("cannot rename ", tmp, " to"), target, err);
-  }
-  fs::remove_all(aside, ec);
+  file_system->RemoveAll(aside).IgnoreError();
   return absl::OkStatus();
 }
 
@@ -219,29 +193,25 @@ absl::Status ManifestError(const std::string& manifest,
   return absl::DataLossError(absl::StrCat(manifest, ": ", what));
 }
 
-absl::StatusOr<std::string> ReadWholeFile(int dir_fd, const std::string& name,
-                                          const std::string& path,
+absl::StatusOr<std::string> ReadWholeFile(Directory* dir,
+                                          const std::string& name,
                                           bool* missing) {
   *missing = false;
-  int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) {
+  absl::StatusOr<std::unique_ptr<SequentialFile>> file = dir->OpenFile(name);
+  if (!file.ok()) {
+    if (absl::IsNotFound(file.status())) {
       *missing = true;
-      return absl::NotFoundError(absl::StrCat(path, ": missing"));
+      return file.status();
     }
-    return IoError("cannot open", path, errno);
+    return IoError(file.status());
   }
-  FdCloser closer(fd);
   std::string out;
   char buf[1 << 16];
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return IoError("cannot read", path, errno);
-    }
+    STRATA_ASSIGN_OR_RETURN(const size_t n,
+                            IoError((*file)->Read(buf, sizeof(buf))));
     if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    out.append(buf, n);
   }
   return out;
 }
@@ -309,43 +279,43 @@ absl::StatusOr<TensorEntry> ParseTensorEntry(const json& t,
 }
 
 absl::StatusOr<std::shared_ptr<const Buffer>> ReadPayload(
-    int dir_fd, const std::string& dir, const TensorEntry& entry) {
-  const std::string path = absl::StrCat(dir, "/", entry.file);
-  int fd = ::openat(dir_fd, entry.file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) {
+    Directory* dir, const std::string& dir_path, const TensorEntry& entry) {
+  const std::string path = absl::StrCat(dir_path, "/", entry.file);
+  absl::StatusOr<std::unique_ptr<SequentialFile>> file =
+      dir->OpenFile(entry.file);
+  if (!file.ok()) {
+    if (absl::IsNotFound(file.status())) {
       return absl::DataLossError(
           absl::StrCat(path, ": payload file is missing"));
     }
-    return IoError("cannot open", path, errno);
+    return IoError(file.status());
   }
-  FdCloser closer(fd);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return IoError("cannot stat", path, errno);
-  if (!S_ISREG(st.st_mode)) {
-    return absl::DataLossError(absl::StrCat(path, ": not a regular file"));
+  absl::StatusOr<uint64_t> size = (*file)->Size();
+  if (!size.ok()) {
+    if (absl::IsFailedPrecondition(size.status())) {
+      return absl::DataLossError(absl::StrCat(path, ": not a regular file"));
+    }
+    return IoError(size.status());
   }
-  if (static_cast<uint64_t>(st.st_size) != entry.bytes) {
-    return absl::DataLossError(absl::StrCat(
-        path, ": size is ", st.st_size, " bytes, the manifest says ",
-        entry.bytes,
-        static_cast<uint64_t>(st.st_size) < entry.bytes ? " (truncated)" : ""));
+  if (*size != entry.bytes) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": size is ", *size, " bytes, the manifest says ",
+                     entry.bytes, *size < entry.bytes ? " (truncated)" : ""));
   }
+  // Read straight into the tensor's buffer: payloads can be large.
   std::shared_ptr<Buffer> buffer =
       Buffer::Allocate(entry.bytes, /*zero=*/false);
   size_t done = 0;
   while (done < entry.bytes) {
-    ssize_t n = ::read(fd, buffer->data() + done, entry.bytes - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return IoError("cannot read", path, errno);
-    }
+    STRATA_ASSIGN_OR_RETURN(
+        const size_t n,
+        IoError((*file)->Read(buffer->data() + done, entry.bytes - done)));
     if (n == 0) {
       return absl::DataLossError(
           absl::StrCat(path, ": truncated while reading (", done, " of ",
                        entry.bytes, " bytes)"));
     }
-    done += static_cast<size_t>(n);
+    done += n;
   }
   const uint32_t crc = Crc32c(buffer->data(), buffer->size());
   if (crc != entry.crc) {
@@ -394,15 +364,16 @@ bool WriterAlive(pid_t pid) {
 
 }  // namespace
 
-absl::StatusOr<bool> DeleteCheckpoint(const std::string& path) {
-  std::error_code ec;
-  const bool has_manifest =
-      fs::is_regular_file(fs::path(path) / kManifest, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory &&
-      ec != std::errc::not_a_directory) {
-    return IoError("cannot stat", path, ec);
+absl::StatusOr<bool> DeleteCheckpoint(const std::string& path,
+                                      FileSystem* file_system) {
+  const std::string manifest = (fs::path(path) / kManifest).string();
+  absl::StatusOr<FileType> manifest_type = file_system->GetFileType(manifest);
+  if (!manifest_type.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot stat ", path, ": ",
+                     ReasonOf(manifest_type.status(), manifest)));
   }
-  if (!has_manifest) return false;
+  if (*manifest_type != FileType::kFile) return false;
   // Renamed to a temporary first, so that a kill part-way through the
   // removal leaves no half-deleted checkpoint under its own name, only a
   // temporary the next start sweeps (SweepCheckpointTemporaries).
@@ -410,39 +381,42 @@ absl::StatusOr<bool> DeleteCheckpoint(const std::string& path) {
   const std::string doomed = absl::StrCat(
       normal.has_filename() ? normal.string() : normal.parent_path().string(),
       ".tmp-", ::getpid(), "-", g_dir_counter.fetch_add(1));
-  if (::rename(path.c_str(), doomed.c_str()) != 0) {
-    return IoError(absl::StrCat("cannot rename ", path, " to"), doomed, errno);
-  }
+  STRATA_RETURN_IF_ERROR(IoError(file_system->Rename(path, doomed)));
   const fs::path parent = fs::path(doomed).parent_path();
-  if (!parent.empty()) STRATA_RETURN_IF_ERROR(SyncDir(parent.string()));
-  fs::remove_all(doomed, ec);
-  if (ec) return IoError("cannot delete", doomed, ec);
+  if (!parent.empty()) {
+    STRATA_RETURN_IF_ERROR(IoError(file_system->SyncDir(parent.string())));
+  }
+  STRATA_RETURN_IF_ERROR(IoError(file_system->RemoveAll(doomed)));
   return true;
 }
 
-absl::StatusOr<int> SweepCheckpointTemporaries(const std::string& dir) {
+absl::StatusOr<int> SweepCheckpointTemporaries(const std::string& dir,
+                                               FileSystem* file_system) {
   int removed = 0;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return 0;
-  // The subdirectories of `dir`, each listed without throwing.
-  auto list = [&ec](const fs::path& d) {
+  absl::StatusOr<FileType> dir_type = file_system->GetFileType(dir);
+  if (!dir_type.ok() || *dir_type != FileType::kDirectory) return 0;
+  // The subdirectories of `d`.
+  auto list = [file_system](
+                  const fs::path& d) -> absl::StatusOr<std::vector<fs::path>> {
+    STRATA_ASSIGN_OR_RETURN(const std::vector<std::string> names,
+                            IoError(file_system->ListDir(d.string())));
     std::vector<fs::path> out;
-    fs::directory_iterator it(d, ec);
-    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-      std::error_code sub;
-      if (it->is_directory(sub)) out.push_back(it->path());
+    for (const std::string& name : names) {
+      fs::path p = d / name;
+      absl::StatusOr<FileType> type = file_system->GetFileType(p.string());
+      if (type.ok() && *type == FileType::kDirectory)
+        out.push_back(std::move(p));
     }
     return out;
   };
   std::vector<fs::path> dirs = {fs::path(dir)};
-  for (const fs::path& p : list(dir)) {
+  STRATA_ASSIGN_OR_RETURN(const std::vector<fs::path> subdirs, list(dir));
+  for (const fs::path& p : subdirs) {
     pid_t pid = 0;
     if (!IsTemporaryName(p.filename().string(), &pid)) dirs.push_back(p);
   }
-  if (ec) return IoError("cannot list", dir, ec);
   for (const fs::path& d : dirs) {
-    const std::vector<fs::path> entries = list(d);
-    if (ec) return IoError("cannot list", d.string(), ec);
+    STRATA_ASSIGN_OR_RETURN(const std::vector<fs::path> entries, list(d));
     for (const fs::path& p : entries) {
       pid_t pid = 0;
       std::string base;
@@ -452,19 +426,15 @@ absl::StatusOr<int> SweepCheckpointTemporaries(const std::string& dir) {
         continue;
       }
       const fs::path target = d / base;
-      std::error_code exists_ec;
-      if (old && !fs::exists(target, exists_ec) &&
-          fs::is_regular_file(p / kManifest, exists_ec)) {
+      if (old && !Exists(file_system, target.string()) &&
+          IsFile(file_system, (p / kManifest).string())) {
         // Killed between moving the old checkpoint aside and the new one
         // in: the old one goes back.
-        if (::rename(p.c_str(), target.c_str()) != 0) {
-          return IoError(absl::StrCat("cannot rename ", p.string(), " to"),
-                         target.string(), errno);
-        }
+        STRATA_RETURN_IF_ERROR(
+            IoError(file_system->Rename(p.string(), target.string())));
         continue;
       }
-      fs::remove_all(p, ec);
-      if (ec) return IoError("cannot delete", p.string(), ec);
+      STRATA_RETURN_IF_ERROR(IoError(file_system->RemoveAll(p.string())));
       ++removed;
     }
   }
@@ -472,7 +442,8 @@ absl::StatusOr<int> SweepCheckpointTemporaries(const std::string& dir) {
 }
 
 absl::StatusOr<int64_t> WriteCheckpoint(const std::string& path,
-                                        const Checkpoint& checkpoint) {
+                                        const Checkpoint& checkpoint,
+                                        FileSystem* file_system) {
   STRATA_RETURN_IF_ERROR(ValidateForWrite(checkpoint));
   fs::path target_path = fs::path(path).lexically_normal();
   if (!target_path.has_filename()) target_path = target_path.parent_path();
@@ -484,47 +455,50 @@ absl::StatusOr<int64_t> WriteCheckpoint(const std::string& path,
   fs::path parent = target_path.parent_path();
   if (parent.empty()) parent = ".";
 
-  std::error_code ec;
-  fs::create_directories(parent, ec);
-  if (ec) return IoError("cannot create directory", parent.string(), ec);
+  if (absl::Status s = file_system->CreateDirs(parent.string()); !s.ok()) {
+    return absl::InternalError(absl::StrCat(
+        "cannot create directory ", parent.string(), ": ", s.message()));
+  }
 
   const std::string suffix =
       absl::StrCat(::getpid(), "-", g_dir_counter.fetch_add(1));
   const std::string tmp = absl::StrCat(target, ".tmp-", suffix);
   const std::string aside = absl::StrCat(target, ".old-", suffix);
-  fs::remove_all(tmp, ec);  // left by a crashed process with the same pid
-  if (::mkdir(tmp.c_str(), 0755) != 0) {
-    return IoError("cannot create directory", tmp, errno);
-  }
+  // Left by a crashed process with the same pid.
+  file_system->RemoveAll(tmp).IgnoreError();
+  STRATA_RETURN_IF_ERROR(IoError(file_system->CreateDir(tmp)));
 
-  absl::StatusOr<int64_t> total = WriteContents(tmp, checkpoint);
+  absl::StatusOr<int64_t> total = WriteContents(file_system, tmp, checkpoint);
   absl::Status status = total.status();
-  if (status.ok()) status = Replace(tmp, target, aside);
-  if (status.ok()) status = SyncDir(parent.string());
+  if (status.ok()) status = Replace(file_system, tmp, target, aside);
+  if (status.ok()) status = IoError(file_system->SyncDir(parent.string()));
   if (!status.ok()) {
-    fs::remove_all(tmp, ec);
+    file_system->RemoveAll(tmp).IgnoreError();
     return status;
   }
   return total;
 }
 
-absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
+absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path,
+                                          FileSystem* file_system) {
   const std::string manifest_path = absl::StrCat(path, "/", kManifest);
   // Everything is opened relative to one directory handle, so a concurrent
   // WriteCheckpoint that swaps the directory cannot mix two checkpoints.
-  int dir_fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) {
-    if (errno == ENOENT || errno == ENOTDIR) {
+  absl::StatusOr<std::unique_ptr<Directory>> dir =
+      file_system->OpenDirectory(path);
+  if (!dir.ok()) {
+    if (absl::IsNotFound(dir.status())) {
       return absl::NotFoundError(
           absl::StrCat("no checkpoint at ", path, " (no ", kManifest, ")"));
     }
-    return IoError("cannot open checkpoint directory", path, errno);
+    return absl::InternalError(absl::StrCat("cannot open checkpoint directory ",
+                                            path, ": ",
+                                            ReasonOf(dir.status(), path)));
   }
-  FdCloser closer(dir_fd);
 
   bool missing = false;
   absl::StatusOr<std::string> text =
-      ReadWholeFile(dir_fd, kManifest, manifest_path, &missing);
+      ReadWholeFile(dir->get(), kManifest, &missing);
   if (!text.ok()) {
     if (missing) {
       return absl::NotFoundError(
@@ -639,7 +613,7 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
                          " needs ", expected_bytes));
       }
       STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const Buffer> buffer,
-                              ReadPayload(dir_fd, path, entry));
+                              ReadPayload(dir->get(), path, entry));
       if (entry.role == kValueRole) {
         var.value = std::move(buffer);
       } else {

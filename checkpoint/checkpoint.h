@@ -6,7 +6,8 @@
 //   <n>.bin         raw little-endian payload of one tensor
 // A checkpoint is written into a temporary sibling directory, fsynced, and
 // renamed into place, so a reader sees either the old or the new checkpoint,
-// never a partial one.
+// never a partial one. Every function works through a FileSystem (the local
+// disk by default; tests pass an InMemoryFileSystem).
 #ifndef STRATA_CHECKPOINT_CHECKPOINT_H_
 #define STRATA_CHECKPOINT_CHECKPOINT_H_
 
@@ -17,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/file_system.h"
 #include "common/tensor.h"
 #include "nlohmann/json.hpp"
 
@@ -43,21 +45,24 @@ struct Checkpoint {
 // Returns the number of payload bytes written.
 // Errors: INVALID_ARGUMENT for a buffer whose size does not match dtype and
 // shape; INTERNAL (with the path and errno text) for I/O failures.
-absl::StatusOr<int64_t> WriteCheckpoint(const std::string& path,
-                                        const Checkpoint& checkpoint);
+absl::StatusOr<int64_t> WriteCheckpoint(
+    const std::string& path, const Checkpoint& checkpoint,
+    FileSystem* file_system = LocalFileSystem());
 
 // Reads and verifies the checkpoint in `path`: every file listed must exist,
 // have the recorded size, and match its CRC32C.
 // Errors: NOT_FOUND when there is no manifest; DATA_LOSS naming the file for
 // a missing, truncated or corrupt payload or an unreadable manifest.
-absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
+absl::StatusOr<Checkpoint> ReadCheckpoint(
+    const std::string& path, FileSystem* file_system = LocalFileSystem());
 
 // Deletes the checkpoint directory `path`: true when deleted, false when
 // there is none or `path` holds no manifest.json (it is then left alone, so
 // nothing but a checkpoint is ever deleted). It is renamed to a temporary
 // before its files go, so a crash mid-way leaves only that temporary (for
 // SweepCheckpointTemporaries). Errors: INTERNAL (path, errno text).
-absl::StatusOr<bool> DeleteCheckpoint(const std::string& path);
+absl::StatusOr<bool> DeleteCheckpoint(
+    const std::string& path, FileSystem* file_system = LocalFileSystem());
 
 // Removes what killed writers left in `dir` and in its subdirectories (one
 // level down: the job directories): "<name>.tmp-<pid>-<n>" and
@@ -66,7 +71,8 @@ absl::StatusOr<bool> DeleteCheckpoint(const std::string& path);
 // between moving it aside and the new one in) is renamed back instead.
 // Call it before this process writes checkpoints (at start).
 // Returns how many were removed; `dir` missing is 0. Errors: INTERNAL.
-absl::StatusOr<int> SweepCheckpointTemporaries(const std::string& dir);
+absl::StatusOr<int> SweepCheckpointTemporaries(
+    const std::string& dir, FileSystem* file_system = LocalFileSystem());
 
 }  // namespace strata
 
