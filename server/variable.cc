@@ -68,6 +68,8 @@ void Variable::RetireMirrors() {
   mirrors_.Retire();
 }
 
+// Apart from AddMirror so that a request naming several variables adds none
+// when one would fail.
 absl::Status Variable::CheckMirror(const MappedRegion& region,
                                    uint64_t offset) const {
   STRATA_RETURN_IF_ERROR(
@@ -97,6 +99,9 @@ absl::StatusOr<std::shared_ptr<Variable>> Variable::Create(
   return v;
 }
 
+// From here the optimizer steps run in device memory; every update
+// refreshes value_, the host copy, under the lock, and snapshots, row reads
+// and checkpoints are served from it as on the host device.
 absl::Status Variable::AttachDeviceLocked() {
   const std::string where =
       absl::StrCat("variable ", Quote(name()), ": device ", device_.Name());
@@ -299,6 +304,8 @@ absl::StatusOr<PushOutcome> Variable::PushDense(const PushMeta& meta,
 absl::StatusOr<PushOutcome> Variable::PushCheckedDense(
     const PushMeta& meta, const char* grad, StagedDense* staged,
     const ReplicatedCorrection* replicated) {
+  // The core's PushSession checked the bytes as they arrived; a backup's
+  // primary checked the entry it took.
   return TakePush(meta, grad, {}, nullptr, staged, replicated);
 }
 

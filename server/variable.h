@@ -1,12 +1,11 @@
-// One variable shard held by a parameter server: its value, optimizer slots,
-// update mode (async, sync, bounded staleness), exactly-once bookkeeping and
-// the pulls waiting on it.
+// One variable shard of a parameter server: value, optimizer slots, update
+// mode (async, sync, bounded staleness), exactly-once state, waiting pulls.
 #ifndef STRATA_SERVER_VARIABLE_H_
 #define STRATA_SERVER_VARIABLE_H_
 
 #include <atomic>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <map>
@@ -21,15 +20,15 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "checkpoint/checkpoint.h"
 #include "common/buffer_pool.h"
+#include "common/exactly_once.h"
 #include "common/tensor.h"
 #include "kernels/delay_compensation.h"
 #include "kernels/initializers.h"
 #include "kernels/optimizers.h"
 #include "nlohmann/json.hpp"
-#include "checkpoint/checkpoint.h"
 #include "server/device_state.h"
-#include "common/exactly_once.h"
 #include "server/pull_waiters.h"
 #include "server/replication_sink.h"
 #include "server/shared_regions.h"
@@ -45,32 +44,24 @@ struct PushOutcome {
   int64_t version = 0;     // the variable's version after the push
   bool duplicate = false;  // the same (job, worker, step) was taken before
   bool applied = false;    // an optimizer step ran as a result of this push
-  // A dense push applied at once that named its base version: the updates
-  // applied to the variable since that version; -1 otherwise.
+  // Updates applied since the push's base version, for a dense push applied
+  // at once that named one; -1 otherwise.
   int64_t staleness = -1;
-  // A push given a StagedDense that was not a duplicate: whether its
-  // staged copy was published (kPublished), or dropped and the push
-  // applied again on the newer state (kDiscarded: another update reached
-  // the variable first, or the copy was incomplete).
+  // A non-duplicate push given a StagedDense: its copy published, or dropped
+  // (variable changed first, or copy incomplete) and the push applied anew.
   enum class Staged { kNone, kPublished, kDiscarded };
   Staged staged = Staged::kNone;
 };
 
 class Variable;
 
-// How a backup applies a replicated dense push of a variable with delay
-// compensation: as its primary corrected it (`compensated`: the gradient
-// the primary applied), or uncorrected (null: the primary had nothing to
-// correct); the backup never corrects on its own, so its value stays equal
-// to the primary's to the bit.
+// What a backup applies for a delay-compensated dense push: the primary's
+// corrected gradient, or (null) the push's own. A backup never corrects.
 struct ReplicatedCorrection {
   const char* compensated = nullptr;
 };
 
-// Which stagings of one variable may begin (see Variable::StageDense):
-// one at a time, and after a staged copy lost to another update, the next
-// few pushes are not staged (1, 3, 7, ... up to 63 of them) so that a
-// variable many workers push at once does not keep copying for nothing.
+// Which stagings of one variable may begin (see Variable::StageDense).
 // Shared by the variable and its live stagings. Thread-safe.
 struct StageGate {
   std::atomic<bool> live{false};
@@ -78,24 +69,15 @@ struct StageGate {
   std::atomic<int> backoff{0};
 };
 
-// A dense push whose optimizer step runs while its gradient is still
-// arriving (the Lane's chunked frames): Apply takes each range of elements
-// as it lands and checks out, and steps a private copy of the value and
-// slots from the state the variable had when the staging began. Nothing is
-// visible until Variable::PushDense publishes the copy whole, once every
-// element is in and the whole push passed its checks; a push that fails
-// anywhere drops the copy and changes nothing. If another update reached
-// the variable meanwhile, PushDense drops the copy and applies the
-// gradient to the newer state, as an unstaged push. Thread-compatible; made
-// by Variable::StageDense.
+// A dense push stepped on a private copy of the value and slots while its
+// gradient arrives; invisible until Variable::PushDense publishes it whole
+// (a failed push drops it; a variable changed meanwhile gets the gradient
+// applied unstaged). Thread-compatible; made by Variable::StageDense.
 class StagedDense {
  public:
-  // Elements [0, available) of `grad` (the whole gradient, as PushDense
-  // receives it) have arrived and passed their checks: steps those of them
-  // not stepped yet in whole 64-byte runs (the vector lanes of the step on
-  // the whole gradient, so that the result is the same to the bit), and
-  // all of them once `available` is every element. An error of the
-  // optimizer is kept, and the copy is then never published.
+  // Elements [0, available) of `grad` (the whole gradient) arrived, checked:
+  // steps those not yet stepped, in whole 64-byte runs until all are in
+  // (bit-identical to an unstaged step). An optimizer error bars publishing.
   void Apply(const char* grad, int64_t available);
 
   // Elements stepped so far.
@@ -111,12 +93,9 @@ class StagedDense {
   StagedDense() = default;
 
   std::shared_ptr<StageGate> gate_;
-  // Used by Apply only, never by the destructor: a staging may outlive
-  // its variable (a Lane frame drops its variables first).
+  // Used by Apply only: a staging may outlive its variable.
   const Variable* variable_ = nullptr;
-  // The state the copy started from, held so that it is not written in
-  // place (a variable copies a buffer others hold before writing it): the
-  // variable is unchanged since exactly when these are still its buffers.
+  // The state the copy started from.
   std::shared_ptr<Buffer> base_value_;
   std::vector<std::shared_ptr<Buffer>> base_slots_;
   std::shared_ptr<Buffer> value_;
@@ -138,32 +117,23 @@ struct VariableSnapshot {
   int64_t version = 0;
 };
 
-// Thread-safe. Updates to one variable are serialized by its mutex; readers
-// take reference-counted snapshots and never see a half-applied update.
-// Callbacks (pull waiters) run after the mutex is released.
-//
-// On a CUDA device (`device`), the value and the optimizer slots live in
-// device memory and the optimizer steps run there (server/device_state.h);
-// the host keeps a copy of the value, refreshed by every update under the
-// lock, from which snapshots, row reads and checkpoints are served exactly
-// as on the host device.
+// Thread-safe: updates are serialized by a mutex; readers take snapshots and
+// never see a half-applied update; pull waiters run after the mutex is
+// released. On a CUDA `device`, value and slots are stepped in device
+// memory; a host copy of the value serves snapshots, rows and checkpoints.
 class Variable {
  public:
-  // Builds and initializes a variable from `spec` (validated: name, dtype,
-  // shape, full shape and row offset, initializer, optimizer, update mode;
-  // see ValidateVariableSpec) on `device`. Errors: INVALID_ARGUMENT naming
-  // the field; RESOURCE_EXHAUSTED when the value would exceed `max_bytes`
-  // (or device memory runs out); FAILED_PRECONDITION when `device` is a
-  // CUDA device this build or machine cannot use (naming the device).
+  // Builds and initializes a variable from `spec` (see ValidateVariableSpec)
+  // on `device`. Errors: INVALID_ARGUMENT naming the field; RESOURCE_EXHAUSTED
+  // beyond `max_bytes` or device memory; FAILED_PRECONDITION for a CUDA device
+  // this build or machine cannot use; UNIMPLEMENTED for DC on a CUDA device.
   static absl::StatusOr<std::shared_ptr<Variable>> Create(
       const v1::VariableSpec& spec, uint64_t max_bytes,
       const PsDevice& device = PsDevice());
 
-  // Rebuilds a variable from a checkpoint entry (its spec, initializer
-  // included, as spec(); value, slots, version, iterations, exactly-once
-  // window and clocks from the entry), on `device`. The saved initializer
-  // is neither checked nor run. Errors: DATA_LOSS for an entry that does
-  // not match its spec or has malformed metadata; those of Create.
+  // Rebuilds a variable on `device` with the state and spec (initializer not
+  // checked nor run) saved in `entry`. Errors: DATA_LOSS for an entry not
+  // matching its spec or with malformed metadata; those of Create.
   static absl::StatusOr<std::shared_ptr<Variable>> FromCheckpoint(
       const CheckpointVariable& entry, uint64_t max_bytes,
       const PsDevice& device = PsDevice());
@@ -178,57 +148,40 @@ class Variable {
   size_t byte_size() const { return byte_size_; }
   int64_t row_width() const { return row_width_; }
 
-  // Checks a push's identity against the update mode, without applying
-  // anything: the step is in range, and in SYNC and STALENESS modes the push
-  // is tagged and its worker is one of the replicas (of its group, for a
-  // SYNC push naming a group size). Errors: INVALID_ARGUMENT naming the
-  // variable and the field.
+  // Checks a push's identity against the update mode, applying nothing: the
+  // step is in range; in SYNC and STALENESS the push is tagged and its worker
+  // one of the replicas (of its group, for a SYNC push naming a group size).
+  // Errors: INVALID_ARGUMENT naming the variable and the field.
   absl::Status CheckPushMeta(const PushMeta& meta) const;
 
-  // Dense gradient push: `grad` holds byte_size() bytes of dtype().
-  // A tagged push whose (job, worker, step) this variable already took is
-  // acknowledged (`duplicate`) and not applied; an untagged one is always
-  // applied (ASYNC only). ASYNC and STALENESS apply it at once; SYNC adds
-  // it to its step's sum and applies the average of every complete step
-  // in order. A taken tagged push is remembered for kDedupWindow steps of
-  // its (job, worker).
-  // Errors: INVALID_ARGUMENT (size, NaN/Inf, the errors of CheckPushMeta),
-  // ABORTED (sync step already applied, a sync step from a group older
-  // than the one running it, or a step older than the exactly-once
-  // window), FAILED_PRECONDITION (sync step kMaxStepsAhead or more ahead),
-  // and the device's errors on a CUDA device.
-  // `staged`: the push's StagedDense (see there), published in place of
-  // the optimizer step when it is complete and the variable unchanged
-  // since it began.
-  // With delay compensation (UpdateMode.delay_compensation), a push whose
-  // base version is older than the variable's is corrected before the
-  // optimizer applies it (kernels/delay_compensation.h), from the value
-  // at its base version (or the oldest of the kept versions after it).
+  // Dense gradient push of byte_size() bytes of dtype(). Exactly-once: a
+  // tagged push whose (job, worker, step) was taken is acknowledged as
+  // `duplicate`, not applied; taken pushes are remembered for kDedupWindow
+  // steps of their (job, worker); untagged ones (ASYNC only) always apply.
+  // ASYNC and STALENESS apply at once; SYNC sums each step and applies its
+  // average once complete, in step order. Delay compensation (DC) corrects a
+  // push from the value at its base version (or the oldest kept after it).
+  // A complete `staged` copy is published as the step if the variable is
+  // unchanged since staging began. Errors: INVALID_ARGUMENT (size, NaN/Inf,
+  // CheckPushMeta's); ABORTED (SYNC step already applied or from a group
+  // older than the one running it; step below the exactly-once window);
+  // FAILED_PRECONDITION (SYNC step kMaxStepsAhead or more ahead); device's.
   absl::StatusOr<PushOutcome> PushDense(const PushMeta& meta,
                                         const char* grad, size_t size,
                                         StagedDense* staged = nullptr);
 
-  // PushDense of a gradient its caller already checked: `grad` holds
-  // byte_size() bytes, all finite, and CheckPushMeta(meta) passed (the
-  // core's PushSession checks them as the bytes arrive; a backup, the
-  // entry its primary took). `replicated` (a backup's apply) gives the
-  // primary's delay correction. Errors: those of PushDense but
-  // INVALID_ARGUMENT.
+  // PushDense of a gradient checked by the core's PushSession or a backup's
+  // primary (byte_size() finite bytes, CheckPushMeta passed). `replicated`
+  // (on a backup): the primary's DC. Errors: PushDense's but INVALID_ARGUMENT.
   absl::StatusOr<PushOutcome> PushCheckedDense(
       const PushMeta& meta, const char* grad, StagedDense* staged = nullptr,
       const ReplicatedCorrection* replicated = nullptr);
 
-  // Begins a staged dense push of `meta` (base_version included): buffers
-  // for the copy of the value and slots come from `pool`. Null where
-  // staging does not apply: a SYNC variable (its pushes are summed, not
-  // stepped), a CUDA device, a variable of no elements, a push the
-  // exactly-once window already took or refuses, a variable with delay
-  // compensation (its correction needs the value at the push's apply);
-  // and while the gate says
-  // no (StageGate: another staging of this variable is live, or recent
-  // ones lost to other updates).
-  // The copy is at most `max_bytes` (value and slots together), or there
-  // is none.
+  // Begins a staged dense push of `meta` (base_version included), buffers
+  // from `pool`. Null for a SYNC variable, a CUDA device, no elements, delay
+  // compensation, a push the exactly-once window took or refuses, a copy
+  // (value and slots) over `max_bytes`, or while the StageGate refuses
+  // (another staging live, or recent ones lost to other updates).
   std::unique_ptr<StagedDense> StageDense(
       const PushMeta& meta, BufferPool* pool,
       uint64_t max_bytes = std::numeric_limits<uint64_t>::max());
@@ -240,63 +193,50 @@ class Variable {
                                        absl::Span<const int64_t> ids,
                                        const char* values, size_t size);
 
-  // Replaces the value (slots are kept) with the byte_size() bytes of
-  // `data`. Returns the version after it: one more, but for a SYNC
-  // variable, whose version counts steps and does not move. Errors:
-  // INVALID_ARGUMENT (size, NaN/Inf); the device's errors on a CUDA device.
+  // Replaces the value (not the slots) with byte_size() bytes of `data`;
+  // returns the new version (one more; unchanged for SYNC, which counts
+  // steps). Errors: INVALID_ARGUMENT (size, NaN/Inf); the device's errors.
   absl::StatusOr<int64_t> Assign(const char* data, size_t size);
 
   // The current value and version (no copy).
   VariableSnapshot Snapshot() const;
 
-  // Copies rows `ids` (in order) into a new buffer, with the version they
-  // were read at. Errors: INVALID_ARGUMENT for a variable that is not 2-D
-  // or a row id out of range.
+  // Copies rows `ids` (in order) into a new buffer, with the version read.
+  // Errors: INVALID_ARGUMENT for a variable not 2-D or a row id out of range.
   absl::StatusOr<VariableSnapshot> ReadRows(
       absl::Span<const int64_t> ids) const;
 
-  // Whether a pull with these conditions may proceed now. The condition is
-  // version >= min_version, and in STALENESS mode with `clock` > 0 the
-  // slowest worker's clock >= clock - staleness.
+  // Whether a pull may proceed: version >= min_version and, in STALENESS
+  // with `clock` > 0, the slowest worker's clock >= clock - staleness.
   bool PullReady(int64_t min_version, int64_t clock) const;
-  // Runs `done` (with OK) at once and returns 0 when PullReady holds;
-  // otherwise registers it and returns its waiter id (>= 1): `done` then
-  // runs once, outside the lock, with OK when an update makes PullReady
-  // hold, or with the status given to ExpireWaiter(id) or CancelWaiters.
+  // Runs `done` (OK) at once and returns 0 when PullReady holds; otherwise
+  // returns a waiter id (>= 1), and `done` runs once, outside the lock: OK
+  // once PullReady holds, or the status of ExpireWaiter(id)/CancelWaiters.
   int64_t WaitForPull(int64_t min_version, int64_t clock,
                       std::function<void(absl::Status)> done);
-  // Fires waiter `id` with `status` (the Pull's DEADLINE_EXCEEDED) if it
-  // is still waiting; nothing otherwise.
+  // Fires waiter `id`, if still waiting, with `status` (DEADLINE_EXCEEDED).
   void ExpireWaiter(int64_t id, absl::Status status);
   // Fires every waiter with `status` (shutdown, restore).
   void CancelWaiters(absl::Status status);
-  // Text describing why a pull is not ready (for error messages).
+  // Why a pull is not ready, for error messages.
   std::string WaitDescription(int64_t min_version, int64_t clock) const;
 
-  // Entry for a checkpoint: snapshots (no copy) of the value and, on the
-  // host device, of the slots; on a CUDA device the slots are read back from
-  // device memory. The metadata holds the spec, version, iterations,
-  // clocks and exactly-once window, less the pushes held in unapplied
-  // SYNC steps (not in the saved value: they are re-pushed after a
-  // restore). Errors: the CUDA failures of that read.
+  // Checkpoint entry: value, slots (uncopied; read back from a CUDA device),
+  // spec, version, iterations, clocks, exactly-once window less pushes in
+  // unapplied SYNC steps (re-pushed after a restore). Errors: the CUDA read's.
   absl::StatusOr<CheckpointVariable> CheckpointEntry() const;
-  // As CheckpointEntry, for callers that cannot handle an error: a variable
-  // whose device slots cannot be read gives an entry without slots (which
-  // FromCheckpoint refuses with DATA_LOSS).
+  // CheckpointEntry without errors: unreadable device slots give an entry
+  // without slots (which FromCheckpoint refuses with DATA_LOSS).
   CheckpointVariable ToCheckpoint() const;
 
-  // Where the value and slots live.
   const PsDevice& device() const { return device_; }
 
-  // PS replication (server/replication.h): every change is appended to
-  // `sink` under this variable's lock, and a push or assignment returns
-  // only once the sink's backup has it (or the backup was dropped). Set
-  // before the variable is shared; null: not replicated.
+  // Replicates every change to `sink` (null: none), appended under the lock;
+  // a push or Assign returns once the backup has it or was dropped, and
+  // fails UNAVAILABLE if this primary lost its task. Set before sharing.
   void set_replication(ReplicationSink* sink) { sink_ = sink; }
-  // Appends this variable's whole state (an INSTALL entry: value, slots,
-  // version, exactly-once window, clocks, the SYNC steps not yet applied)
-  // to `sink`, under the lock, for a state transfer. Errors: the CUDA
-  // failures of reading the slots.
+  // Appends the whole state (an INSTALL entry, unapplied SYNC steps
+  // included) to `sink` under the lock. Errors: those of reading CUDA slots.
   absl::Status AppendState(ReplicationSink* sink, const std::string& owner)
       const;
   // Rebuilds a variable from an INSTALL entry. Errors: DATA_LOSS for a
@@ -305,25 +245,20 @@ class Variable {
       const v1::ReplicationEntry& entry, uint64_t max_bytes,
       const PsDevice& device = PsDevice());
 
-  // Keeps a copy of the value at `offset` of `region` (layout in
-  // common/shared_layout.h), written now and after every change, and
-  // marked kMirrorGone when this variable is destroyed; replaces a mirror at
-  // the same place. The variable holds the region weakly: a region the
-  // server drops stops being written. Errors: INVALID_ARGUMENT when the
-  // offset is not a multiple of 8 or the header and value do not fit in
-  // the region after its nonce; RESOURCE_EXHAUSTED beyond
+  // Mirrors the value at `offset` of `region` (common/shared_layout.h) now and
+  // after each change, marked kMirrorGone at destruction; replaces a mirror at
+  // the same place; a dropped region (held weakly) stops being written.
+  // Errors: INVALID_ARGUMENT for an offset not a multiple of 8 or no room
+  // for header and value after the nonce; RESOURCE_EXHAUSTED past
   // kMaxMirrorsPerVariable live mirrors.
   absl::Status AddMirror(const std::shared_ptr<MappedRegion>& region,
                          uint64_t offset);
-  // The checks of AddMirror without adding (so that a request naming
-  // several variables adds none when one would fail).
+  // AddMirror's checks without adding.
   absl::Status CheckMirror(const MappedRegion& region, uint64_t offset) const;
-  // Marks every mirror gone and forgets them (the variable is being
-  // replaced; the destructor does the same).
+  // Marks every mirror gone and forgets them (as the destructor does).
   void RetireMirrors();
 
-  // The version: the updates applied and, but for a SYNC variable (whose
-  // version counts the steps applied), the assignments.
+  // Updates and assignments applied; for SYNC, the next step to apply.
   int64_t version() const;
   // Optimizer steps applied.
   int64_t iterations() const;
@@ -334,106 +269,76 @@ class Variable {
   Variable(const v1::VariableSpec& spec, DType dtype, Shape shape,
            std::unique_ptr<Optimizer> optimizer, const PsDevice& device);
 
-  // Create, with the value and slots in host memory (not yet on `device`).
-  // With `zero_value` the initializer of `spec` is neither checked nor run
-  // and the value is zero (FromCheckpoint overwrites it); spec() is `spec`
-  // either way.
+  // Create without the upload; `zero_value`: zero, initializer not run.
   static absl::StatusOr<std::shared_ptr<Variable>> CreateOnHost(
       const v1::VariableSpec& spec, uint64_t max_bytes,
       const PsDevice& device, bool zero_value);
-  // Moves the value and slots to device_ (a CUDA device): uploads them and
-  // keeps the host copy of the value. Errors: those of NewVariableDevice
-  // and VariableDevice::Init, prefixed with the variable and device.
+  // Uploads value and slots to device_. Errors: NewVariableDevice's, Init's.
   absl::Status AttachDeviceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Errors: INVALID_ARGUMENT, naming the row `what` ("push", "pull"), for
-  // a variable that is not 2-D.
+  // INVALID_ARGUMENT for row `what` ("push", "pull") on a non-2-D variable.
   absl::Status CheckRowShape(const char* what) const;
-  // Errors: INVALID_ARGUMENT for a row id outside [0, shape[0]).
+  // INVALID_ARGUMENT for a row id outside [0, shape[0]).
   absl::Status CheckRowIds(absl::Span<const int64_t> ids) const;
-  // Takes a checked push of a dense gradient (`dense` not null) or of
-  // distinct rows `ids` of `rows`: acknowledges a duplicate, or applies it
-  // (SYNC: accumulates it) and remembers it in dedup_; then writes the
-  // mirrors and fires the waiters now ready. Errors: ABORTED from dedup_,
-  // those of pending_.Add and of the optimizer or device.
-  // `staged`: see PushDense.
+  // Takes a checked dense or distinct-row push. Errors: ABORTED (dedup_);
+  // those of pending_.Add, the optimizer or device.
   absl::StatusOr<PushOutcome> TakePush(
       const PushMeta& meta, const char* dense, absl::Span<const int64_t> ids,
       const char* rows, StagedDense* staged = nullptr,
       const ReplicatedCorrection* replicated = nullptr);
-  // Delay compensation (server/variable_dc.cc). The gradient to apply for
-  // the dense push `meta` of `grad` at the current version: `grad` itself,
-  // or the corrected gradient in dc_scratch_ (then *corrected is set).
-  // The adaptive variant's mean square moves with `grad` either way.
-  // `replicated`: as PushDense.
+  // variable_dc.cc: `grad`, or its correction in dc_scratch_ (*corrected).
   absl::StatusOr<const char*> CompensateLocked(
       const PushMeta& meta, const char* grad,
       const ReplicatedCorrection* replicated, bool* corrected)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Keeps `value`, the value at `version`, for later corrections (the
-  // newest dc_.versions of them).
+  // Keeps `value` as the value at `version` (the newest dc_versions_).
   void RememberVersionLocked(int64_t version,
                              std::shared_ptr<Buffer> value)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool delay_compensated() const { return dc_.lambda > 0; }
-  // The learning-rate scale and staleness of an ASYNC or STALENESS dense
-  // push of `meta` at the current version.
+  // Learning-rate scale and staleness of an ASYNC/STALENESS dense push.
   double LrScaleLocked(const PushMeta& meta, int64_t* staleness) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Publishes `staged` as the step of a push, if it is complete and the
-  // variable is as it was when the staging began; returns whether it did.
+  // Publishes `staged` if complete and the variable unchanged; whether it did.
   bool PublishStagedLocked(StagedDense* staged, double lr_scale)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Feeds the StageGate's backoff with how `staged` (if any) ended.
   void NoteStagedLocked(StagedDense* staged, bool published)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies every complete SYNC step from version_ on, in order, advancing
-  // version_; returns whether any was applied. Errors: those of the
-  // optimizer or device (the failing step stays pending).
+  // Applies complete SYNC steps in order; whether any was. Errors: those of
+  // the optimizer or device (the failing step stays pending).
   absl::StatusOr<bool> ApplyCompleteStepsLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies a dense gradient (already averaged) through the optimizer, or
-  // on the device, with the learning rate times `lr_scale` (in (0, 1]).
+  // One optimizer step (host or device), learning rate times `lr_scale`.
   absl::Status ApplyDenseLocked(const char* grad, double lr_scale)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies the gradient rows `values` of distinct rows `ids` likewise.
   absl::Status ApplyRowsLocked(absl::Span<const int64_t> ids,
                                const char* values)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The host slots' data, made exclusively owned with the value
-  // (copy-on-write) for an optimizer step.
+  // Copy-on-write of value and slots before a step.
   std::vector<void*> UnsharedSlotsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Makes value_ and slots_ exclusively owned (copy-on-write).
   void UnshareLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // STALENESS: raises the clock of meta.worker to meta.step + 1.
+  // STALENESS: raises meta.worker's clock to meta.step + 1.
   void AdvanceClockLocked(const PushMeta& meta)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // What pull conditions are judged on.
   PullState PullStateLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // After a change: writes the mirrors and moves the callbacks of the
-  // waiters now ready into `ready`.
+  // After a change: writes the mirrors, moves ready waiters into `ready`.
   void PublishLocked(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The checkpoint metadata (see CheckpointEntry); with `with_held`, the
-  // window also lists the pushes held in unapplied SYNC steps (a state
-  // transfer sends those steps along).
+  // Checkpoint metadata; `with_held` keeps held SYNC pushes in the window.
   nlohmann::json MetaLocked(bool with_held = false) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The replication entry of a taken push (`dense`, or rows `ids`), or 0
-  // when nothing is replicated now; the ticket to wait for.
-  // `compensated`: the corrected gradient applied in place of `dense`,
-  // if any (delay compensation).
+  // Appends a taken push (`compensated`: its DC gradient) to sink_; the
+  // ticket to wait for, or 0 when nothing is replicated now.
   uint64_t ReplicatePushLocked(const PushMeta& meta, const char* dense,
                                absl::Span<const int64_t> ids,
                                const char* rows,
                                const char* compensated = nullptr)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Waits for `ticket` (see ReplicationSink::Wait); OK for 0.
+  // ReplicationSink::Wait(ticket); OK for 0.
   absl::Status WaitReplicated(uint64_t ticket) const;
-  // The entry of CheckpointEntry but for the slots.
   CheckpointVariable EntryWithoutSlotsLocked() const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Installs the saved state of `entry` into a variable built from its
-  // spec. Errors: DATA_LOSS.
+  // Installs `entry`'s saved state. Errors: DATA_LOSS.
   absl::Status RestoreLocked(const CheckpointVariable& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -452,19 +357,18 @@ class Variable {
   // ASYNC: UpdateMode.scale_by_staleness and staleness_tolerance.
   const bool scale_by_staleness_;
   const int64_t staleness_tolerance_;
-  // ASYNC: UpdateMode.delay_compensation (lambda 0: off), and the number
-  // of versions kept for it.
+  // ASYNC: delay compensation (lambda 0: off) and the versions it keeps.
   const DelayCompensationConfig dc_;
   const int dc_versions_;
   const PsDevice device_;
   ReplicationSink* sink_ = nullptr;
 
   mutable absl::Mutex mu_;
-  // The value (on a CUDA device: the host copy of the device's value).
+  // On a CUDA device: the host copy.
   std::shared_ptr<Buffer> value_ ABSL_GUARDED_BY(mu_);
-  // The optimizer slots on the host device; empty on a CUDA device.
+  // Host slots; empty on a CUDA device.
   std::vector<std::shared_ptr<Buffer>> slots_ ABSL_GUARDED_BY(mu_);
-  // Value and slots in device memory; null on the host device.
+  // Device value and slots; null on the host device.
   std::unique_ptr<VariableDevice> on_device_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t iterations_ ABSL_GUARDED_BY(mu_) = 0;
@@ -475,12 +379,9 @@ class Variable {
   std::vector<int64_t> clocks_ ABSL_GUARDED_BY(mu_);
   PullWaiters waiters_ ABSL_GUARDED_BY(mu_);
   VariableMirrors mirrors_ ABSL_GUARDED_BY(mu_);
-  // Changes of the value (updates and assignments; a SYNC variable's
-  // assignment does not move its version).
+  // Value changes (updates and assignments), for the mirrors.
   int64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
-  // Delay compensation: the values at the last dc_versions_ versions
-  // (oldest first), the adaptive variant's mean square of the gradients,
-  // and the buffer the corrected gradient is written to.
+  // Delay compensation: last values (oldest first), mean square, output.
   std::deque<std::pair<int64_t, std::shared_ptr<const Buffer>>> dc_history_
       ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Buffer> dc_mean_square_ ABSL_GUARDED_BY(mu_);

@@ -179,6 +179,7 @@ nlohmann::json Variable::MetaLocked(bool with_held) const {
   m["iterations"] = iterations_;
   // Pushes held in unapplied sync steps are not in the checkpoint's value,
   // so they are not recorded as taken: after a restore they are re-pushed.
+  // A state transfer (`with_held`) sends those steps along, so keeps them.
   const std::set<std::tuple<std::string, int64_t, int64_t>> held =
       with_held ? std::set<std::tuple<std::string, int64_t, int64_t>>()
                 : pending_.HeldPushes();

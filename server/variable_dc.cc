@@ -16,8 +16,10 @@ absl::StatusOr<const char*> Variable::CompensateLocked(
   void* mean_square =
       dc_mean_square_ != nullptr ? dc_mean_square_->data() : nullptr;
   if (replicated != nullptr) {
-    // A backup applies what its primary applied; the adaptive variant's
-    // mean square moves with the push's own gradient, as the primary's.
+    // A backup applies what its primary applied, never correcting on its
+    // own, so that its value stays equal to the primary's to the bit; the
+    // adaptive variant's mean square moves with the push's own gradient, as
+    // the primary's.
     if (mean_square != nullptr) {
       STRATA_RETURN_IF_ERROR(DelayCompensate(dtype_, dc_, grad, nullptr,
                                              nullptr, mean_square,

@@ -13,11 +13,16 @@ namespace strata {
 std::unique_ptr<StagedDense> Variable::StageDense(const PushMeta& meta,
                                                   BufferPool* pool,
                                                   uint64_t max_bytes) {
+  // No staging for a SYNC variable (its pushes are summed, not stepped) or
+  // one with delay compensation (its correction needs the value at the
+  // push's apply, not at the staging's start).
   if (mode_ == v1::UpdateMode::SYNC || device_.is_cuda() ||
       delay_compensated() ||
       num_elements_ == 0 || pool == nullptr || byte_size_ > max_bytes) {
     return nullptr;
   }
+  // One staging at a time (`live`); after a staged copy lost to another
+  // update, the next `skip` pushes are not staged (see NoteStagedLocked).
   StageGate& gate = *stage_gate_;
   if (gate.skip.load() > 0) {
     gate.skip.fetch_sub(1);
@@ -83,10 +88,15 @@ void StagedDense::Apply(const char* grad, int64_t available) {
   }
 }
 
+// Touches the gate only, never variable_: a staging may outlive its
+// variable (a Lane frame drops its variables first).
 StagedDense::~StagedDense() {
   if (gate_ != nullptr) gate_->live.store(false);
 }
 
+// The staging holds base_value_ and base_slots_, so the variable copies them
+// before writing (UnshareLocked): it is unchanged since the staging began
+// exactly when they are still its buffers.
 bool Variable::PublishStagedLocked(StagedDense* staged, double lr_scale) {
   if (staged == nullptr || on_device_ != nullptr || !staged->status_.ok() ||
       staged->variable_ != this || staged->done_ != num_elements_ ||
@@ -108,7 +118,9 @@ void Variable::NoteStagedLocked(StagedDense* staged, bool published) {
   if (published) {
     gate.backoff.store(0);
   } else if (staged->status_.ok() && staged->done_ == num_elements_) {
-    // Complete, yet another update came first.
+    // Complete, yet another update came first: skip the next 1, 3, 7, ...
+    // up to 63 pushes, so that a variable many workers push at once does not
+    // keep copying for nothing.
     const int next = std::min(2 * gate.backoff.load() + 1, 63);
     gate.backoff.store(next);
     gate.skip.store(next);
