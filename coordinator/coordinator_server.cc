@@ -72,14 +72,6 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(absl::Seconds(5)); }
 
-int CoordinatorServer::metrics_port() const {
-  return daemon_ ? daemon_->metrics_port() : -1;
-}
-
-std::string CoordinatorServer::address() const {
-  return JoinHostPort(options_.host, port());
-}
-
 void CoordinatorServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;

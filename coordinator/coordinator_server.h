@@ -9,16 +9,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "rpc/daemon.h"
 #include "common/logging.h"
 #include "common/metrics.h"
-#include "rpc/tls.h"
+#include "common/tf_config.h"  // JoinHostPort
 #include "coordinator/coordinator_driver.h"
 #include "coordinator/coordinator_service_impl.h"
 #include "coordinator/coordinator_state.h"
 #include "coordinator/ps_checkpointer.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "rpc/daemon.h"
+#include "rpc/tls.h"
 
 namespace strata {
 
@@ -68,9 +69,9 @@ class CoordinatorServer {
   CoordinatorServer& operator=(const CoordinatorServer&) = delete;
 
   int port() const { return daemon_ ? daemon_->port() : 0; }
-  int metrics_port() const;
+  int metrics_port() const { return daemon_ ? daemon_->metrics_port() : -1; }
   // "host:port" (IPv6 hosts in brackets).
-  std::string address() const;
+  std::string address() const { return JoinHostPort(options_.host, port()); }
   CoordinatorState* state() { return state_.get(); }
   MetricsRegistry* metrics() { return metrics_.get(); }
 

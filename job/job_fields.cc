@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "job/job.h"
 #include "job/job_internal.h"
 
 namespace strata {
@@ -31,6 +32,20 @@ std::string Quote(absl::string_view s) {
 
 absl::Status PathError(absl::string_view path, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+}
+
+absl::Status CheckKnownLoss(absl::string_view loss) {
+  const std::string canonical = CanonicalLoss(std::string(loss));
+  if (canonical == "sparse_categorical_crossentropy" ||
+      canonical == "categorical_crossentropy" ||
+      canonical == "binary_crossentropy" || IsRegressionLoss(canonical)) {
+    return absl::OkStatus();
+  }
+  return PathError("job.loss",
+                   absl::StrCat(Quote(loss), " is not one of "
+                                "sparse_categorical_crossentropy, "
+                                "categorical_crossentropy, "
+                                "binary_crossentropy, mse, mae, huber"));
 }
 
 std::string Join(std::initializer_list<const char*> names) {

@@ -33,6 +33,9 @@ std::string Quote(absl::string_view s);
 // INVALID_ARGUMENT "PATH: WHAT".
 absl::Status PathError(absl::string_view path, absl::string_view what);
 std::string Join(std::initializer_list<const char*> names);
+// OK for a loss CanonicalLoss knows (a cross-entropy or a regression loss);
+// else INVALID_ARGUMENT at job.loss listing them.
+absl::Status CheckKnownLoss(absl::string_view loss);
 
 // Typed access to the members of one JSON object, with errors naming the
 // path. Keys are checked against an allowed list before any member is read.

@@ -114,14 +114,8 @@ absl::Status ValidateGraphAndLoss(const ModelSpec& model,
                                     "(labels 0/1); layer '", name,
                                     "' gives ", units));
     }
-  } else if (!IsRegressionLoss(CanonicalLoss(std::string(loss)))) {
-    return PathError("job.loss",
-                     absl::StrCat(Quote(loss), " is not one of "
-                                  "sparse_categorical_crossentropy, "
-                                  "categorical_crossentropy, "
-                                  "binary_crossentropy, mse, mae, huber"));
   }
-  return absl::OkStatus();
+  return job_internal::CheckKnownLoss(loss);
 }
 
 // Binds each input of a Keras model with embeddings to the data by name:

@@ -570,14 +570,8 @@ absl::Status ValidateModelAndLoss(const ModelSpec& model,
                                     "(labels 0/1), got ",
                                     out.units));
     }
-  } else if (!IsRegressionLoss(CanonicalLoss(std::string(loss)))) {
-    return PathError("job.loss",
-                     absl::StrCat(Quote(loss), " is not one of "
-                                  "sparse_categorical_crossentropy, "
-                                  "categorical_crossentropy, "
-                                  "binary_crossentropy, mse, mae, huber"));
   }
-  return absl::OkStatus();
+  return job_internal::CheckKnownLoss(loss);
 }
 
 std::vector<std::string> ResolveLayerNames(const ModelSpec& model) {

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "model/layer.h"
 
 namespace strata {
 namespace model {
@@ -357,6 +359,17 @@ absl::Status ConfigReader::Initializer(const std::string& key,
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status ConfigReader::KernelAndBias(InitializerType kernel_default,
+                                         WeightDef* kernel, WeightDef* bias) {
+  STRATA_RETURN_IF_ERROR(Initializer("kernel_initializer", kernel_default,
+                                     &kernel->init, &kernel->seed_set));
+  STRATA_RETURN_IF_ERROR(Initializer("bias_initializer", InitializerType::kZeros,
+                                     &bias->init, &bias->seed_set));
+  STRATA_RETURN_IF_ERROR(
+      Regularizer("kernel_regularizer", &kernel->l1, &kernel->l2));
+  return Regularizer("bias_regularizer", &bias->l1, &bias->l2);
 }
 
 absl::Status ConfigReader::Regularizer(const std::string& key, double* l1,

@@ -20,6 +20,8 @@
 namespace strata {
 namespace model {
 
+struct WeightDef;  // model/layer.h
+
 // One tensor of the graph: output `tensor_index` of call `node_index` of
 // layer `layer` (Keras's keras_history). An input is its InputLayer's name.
 struct TensorRef {
@@ -100,6 +102,10 @@ class ConfigReader {
   // null, "l1", "l2", "l1_l2", or {"class_name": "L1"|"L2"|"L1L2",
   // "config": {"l1", "l2"}}.
   absl::Status Regularizer(const std::string& key, double* l1, double* l2);
+  // A weighted layer's kernel_initializer (default `kernel_default`),
+  // bias_initializer (zeros), kernel_regularizer and bias_regularizer.
+  absl::Status KernelAndBias(InitializerType kernel_default,
+                             WeightDef* kernel, WeightDef* bias);
   // Marks `key` as read when absent or equal to `def`; otherwise refuses it
   // as unsupported ("argument 'groups': 2 is not supported (only 1)").
   absl::Status Unsupported(const std::string& key,

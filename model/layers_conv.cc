@@ -346,16 +346,7 @@ LayerOr CreateConv(ConfigReader* r, int rank) {
   if (s.ok()) s = r->Unsupported("groups", 1);
   if (s.ok()) s = r->ActivationArg("activation", "linear", &act);
   if (s.ok()) s = r->Bool("use_bias", true, &use_bias);
-  if (s.ok()) {
-    s = r->Initializer("kernel_initializer", InitializerType::kGlorotUniform,
-                       &kernel.init, &kernel.seed_set);
-  }
-  if (s.ok()) {
-    s = r->Initializer("bias_initializer", InitializerType::kZeros, &bias.init,
-                       &bias.seed_set);
-  }
-  if (s.ok()) s = r->Regularizer("kernel_regularizer", &kernel.l1, &kernel.l2);
-  if (s.ok()) s = r->Regularizer("bias_regularizer", &bias.l1, &bias.l2);
+  if (s.ok()) s = r->KernelAndBias(InitializerType::kGlorotUniform, &kernel, &bias);
   for (const char* key : {"lora_rank", "lora_alpha", "dora_rank",
                           "dora_alpha"}) {
     if (s.ok()) s = r->Unsupported(key, nullptr);

@@ -259,16 +259,7 @@ LayerOr CreateDense(ConfigReader* r) {
   absl::Status s = r->Int("units", true, 0, 1, int64_t{1} << 31, &units);
   if (s.ok()) s = r->ActivationArg("activation", "linear", &act);
   if (s.ok()) s = r->Bool("use_bias", true, &use_bias);
-  if (s.ok()) {
-    s = r->Initializer("kernel_initializer", InitializerType::kGlorotUniform,
-                       &kernel.init, &kernel.seed_set);
-  }
-  if (s.ok()) {
-    s = r->Initializer("bias_initializer", InitializerType::kZeros, &bias.init,
-                       &bias.seed_set);
-  }
-  if (s.ok()) s = r->Regularizer("kernel_regularizer", &kernel.l1, &kernel.l2);
-  if (s.ok()) s = r->Regularizer("bias_regularizer", &bias.l1, &bias.l2);
+  if (s.ok()) s = r->KernelAndBias(InitializerType::kGlorotUniform, &kernel, &bias);
   if (s.ok()) s = r->Unsupported("lora_rank", nullptr);
   if (s.ok()) s = r->Unsupported("lora_alpha", nullptr);
   if (s.ok()) s = r->Unsupported("quantization_config", nullptr);

@@ -337,16 +337,7 @@ LayerOr CreateCross(ConfigReader* r) {
                     absl::StrCat(ShowJson(r->At("preactivation")),
                                  " is not supported (only null or linear)"));
   }
-  if (s.ok()) {
-    s = r->Initializer("kernel_initializer", InitializerType::kTruncatedNormal,
-                       &kernel.init, &kernel.seed_set);
-  }
-  if (s.ok()) {
-    s = r->Initializer("bias_initializer", InitializerType::kZeros, &bias.init,
-                       &bias.seed_set);
-  }
-  if (s.ok()) s = r->Regularizer("kernel_regularizer", &kernel.l1, &kernel.l2);
-  if (s.ok()) s = r->Regularizer("bias_regularizer", &bias.l1, &bias.l2);
+  if (s.ok()) s = r->KernelAndBias(InitializerType::kTruncatedNormal, &kernel, &bias);
   if (s.ok()) s = r->Finish();
   if (!s.ok()) return s;
   std::vector<WeightDef> weights;

@@ -109,35 +109,11 @@ struct RowShape {
   int64_t channels = 0;
 };
 
-// BatchNormalization over the last axis: per channel, the statistics over
-// the batch and every other axis.
-class BatchNormalization : public Layer {
+// What both layers share: the last axis's channels, an optional gamma
+// (scale) and beta (center) of one value per channel, and rows of
+// `channels` values.
+class LastAxisNormalization : public Layer {
  public:
-  BatchNormalization(int64_t axis, double momentum, double epsilon,
-                     bool center, bool scale, WeightDef gamma, WeightDef beta,
-                     WeightDef moving_mean, WeightDef moving_variance)
-      : axis_(axis),
-        momentum_(momentum),
-        epsilon_(epsilon),
-        center_(center),
-        scale_(scale) {
-    if (scale_) {
-      gamma_ = static_cast<int>(weights_.size());
-      weights_.push_back(std::move(gamma));
-    }
-    if (center_) {
-      beta_ = static_cast<int>(weights_.size());
-      weights_.push_back(std::move(beta));
-    }
-    mean_ = static_cast<int>(weights_.size());
-    moving_mean.trainable = false;
-    weights_.push_back(std::move(moving_mean));
-    var_ = static_cast<int>(weights_.size());
-    moving_variance.trainable = false;
-    weights_.push_back(std::move(moving_variance));
-  }
-  std::string class_name() const override { return "BatchNormalization"; }
-
   absl::Status BuildShapes(const std::vector<Shape>& inputs) override {
     const Shape& in = inputs[0];
     if (in.empty()) return Error("expects an input of rank >= 1, got []");
@@ -152,6 +128,49 @@ class BatchNormalization : public Layer {
     for (WeightDef& w : weights_) w.shape = {shape_.channels};
     return absl::OkStatus();
   }
+
+ protected:
+  LastAxisNormalization(int64_t axis, double epsilon, bool center, bool scale,
+                        WeightDef gamma, WeightDef beta)
+      : axis_(axis), epsilon_(epsilon), center_(center), scale_(scale) {
+    if (scale_) {
+      gamma_ = static_cast<int>(weights_.size());
+      weights_.push_back(std::move(gamma));
+    }
+    if (center_) {
+      beta_ = static_cast<int>(weights_.size());
+      weights_.push_back(std::move(beta));
+    }
+  }
+
+  const int64_t axis_;
+  const double epsilon_;
+  const bool center_;
+  const bool scale_;
+  int gamma_ = -1;
+  int beta_ = -1;
+  RowShape shape_;
+};
+
+// BatchNormalization over the last axis: per channel, the statistics over
+// the batch and every other axis.
+class BatchNormalization : public LastAxisNormalization {
+ public:
+  BatchNormalization(int64_t axis, double momentum, double epsilon,
+                     bool center, bool scale, WeightDef gamma, WeightDef beta,
+                     WeightDef moving_mean, WeightDef moving_variance)
+      : LastAxisNormalization(axis, epsilon, center, scale, std::move(gamma),
+                              std::move(beta)),
+        momentum_(momentum) {
+    mean_ = static_cast<int>(weights_.size());
+    moving_mean.trainable = false;
+    weights_.push_back(std::move(moving_mean));
+    var_ = static_cast<int>(weights_.size());
+    moving_variance.trainable = false;
+    weights_.push_back(std::move(moving_variance));
+  }
+  std::string class_name() const override { return "BatchNormalization"; }
+
 
   // Only per-channel statistics are kept: backward recomputes x_hat from
   // the input (the same reads as a stored x_hat, one write pass less).
@@ -315,50 +334,21 @@ class BatchNormalization : public Layer {
   }
 
  private:
-  int64_t axis_;
   double momentum_;
-  double epsilon_;
-  bool center_;
-  bool scale_;
-  int gamma_ = -1;
-  int beta_ = -1;
   int mean_ = -1;
   int var_ = -1;
-  RowShape shape_;
 };
 
 // LayerNormalization over the last axis: each row of `channels` values
 // normalized by its own mean and (biased) variance.
-class LayerNormalization : public Layer {
+class LayerNormalization : public LastAxisNormalization {
  public:
   LayerNormalization(int64_t axis, double epsilon, bool center, bool scale,
                      WeightDef gamma, WeightDef beta)
-      : axis_(axis), epsilon_(epsilon), center_(center), scale_(scale) {
-    if (scale_) {
-      gamma_ = static_cast<int>(weights_.size());
-      weights_.push_back(std::move(gamma));
-    }
-    if (center_) {
-      beta_ = static_cast<int>(weights_.size());
-      weights_.push_back(std::move(beta));
-    }
-  }
+      : LastAxisNormalization(axis, epsilon, center, scale, std::move(gamma),
+                              std::move(beta)) {}
   std::string class_name() const override { return "LayerNormalization"; }
 
-  absl::Status BuildShapes(const std::vector<Shape>& inputs) override {
-    const Shape& in = inputs[0];
-    if (in.empty()) return Error("expects an input of rank >= 1, got []");
-    if (!IsLastAxis(axis_, in.size())) {
-      return Error(absl::StrCat(
-          "argument 'axis': only the last axis (-1 or ", in.size(),
-          ") is supported; got ", axis_, " for input ", ShapeString(in)));
-    }
-    shape_.channels = in.back();
-    shape_.rows_per_example = NumElements(in) / shape_.channels;
-    output_shape_ = in;
-    for (WeightDef& w : weights_) w.shape = {shape_.channels};
-    return absl::OkStatus();
-  }
 
   // Per row: the mean and 1 / sqrt(var + epsilon); backward recomputes
   // x_hat from the input.
@@ -463,15 +453,6 @@ class LayerNormalization : public Layer {
       }
     }
   }
-
- private:
-  int64_t axis_;
-  double epsilon_;
-  bool center_;
-  bool scale_;
-  int gamma_ = -1;
-  int beta_ = -1;
-  RowShape shape_;
 };
 
 // gamma/beta: initializer and regularizer under Keras's names.

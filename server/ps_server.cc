@@ -4,13 +4,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
 #include "common/status_macros.h"
 #include "common/tf_config.h"
-#include "checkpoint/checkpoint.h"
-#include "server/device_state.h"
-#include "proto/chunk_codec.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/server_builder.h"
+#include "proto/chunk_codec.h"
+#include "server/device_state.h"
 
 namespace strata {
 
@@ -89,14 +89,6 @@ absl::Status PsServer::StartServing() {
 }
 
 PsServer::~PsServer() { Shutdown(absl::Seconds(5)); }
-
-int PsServer::metrics_port() const {
-  return daemon_ ? daemon_->metrics_port() : -1;
-}
-
-std::string PsServer::address() const {
-  return JoinHostPort(options_.host, port());
-}
 
 void PsServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;

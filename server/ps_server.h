@@ -9,12 +9,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "rpc/daemon.h"
 #include "common/logging.h"
 #include "common/metrics.h"
-#include "rpc/tls.h"
+#include "common/tf_config.h"  // JoinHostPort
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "rpc/daemon.h"
+#include "rpc/tls.h"
 #include "server/parameter_service_impl.h"
 #include "server/variable_store.h"
 
@@ -56,8 +57,9 @@ class PsServer {
   bool serving() const { return daemon_ != nullptr; }
 
   int port() const { return daemon_ ? daemon_->port() : 0; }
-  int metrics_port() const;
-  std::string address() const;
+  int metrics_port() const { return daemon_ ? daemon_->metrics_port() : -1; }
+  // "host:port" (IPv6 hosts in brackets).
+  std::string address() const { return JoinHostPort(options_.host, port()); }
   VariableStore* store() { return store_.get(); }
   // The incarnation registered with the coordinator (see
   // ParameterServiceImpl::set_incarnation).

@@ -33,20 +33,27 @@ absl::StatusOr<std::vector<ShardSlice>> Partition(const PolicyConfig& c,
                    "' is not one of fixed, min_size, max_size"));
 }
 
+// The strategies whose variables live on the PS tasks (and so are in
+// their checkpoints).
+class PsHostedPolicy : public PlacementPolicy {
+ public:
+  explicit PsHostedPolicy(PolicyConfig c) : PlacementPolicy(std::move(c)) {}
+  VariableHome variable_home() const override { return VariableHome::kPsTasks; }
+  bool needs_ps() const override { return true; }
+  bool supports_checkpoints() const override { return true; }
+};
+
 // ParameterServerStrategy: variables split over the PS tasks; each step is
 // one replica's batch, applied by the PS (async, or averaged over
 // sync_replicas consecutive steps).
-class ParameterServerPolicy : public PlacementPolicy {
+class ParameterServerPolicy : public PsHostedPolicy {
  public:
   explicit ParameterServerPolicy(PolicyConfig c)
-      : PlacementPolicy(std::move(c)) {}
+      : PsHostedPolicy(std::move(c)) {}
   TrainingLoop loop() const override { return TrainingLoop::kStepQueue; }
-  VariableHome variable_home() const override { return VariableHome::kPsTasks; }
   GradientMeeting gradient_meeting() const override {
     return GradientMeeting::kPsApplies;
   }
-  bool needs_ps() const override { return true; }
-  bool supports_checkpoints() const override { return true; }
   absl::StatusOr<std::vector<Shard>> Place(const Shape& shape, DType dtype,
                                            int num_ps) const override {
     if (num_ps < 1) {
@@ -66,17 +73,14 @@ class ParameterServerPolicy : public PlacementPolicy {
 
 // CentralStorageStrategy: every variable whole on one PS task; all replicas
 // run every step and the store averages their gradients.
-class CentralStoragePolicy : public PlacementPolicy {
+class CentralStoragePolicy : public PsHostedPolicy {
  public:
   explicit CentralStoragePolicy(PolicyConfig c)
-      : PlacementPolicy(std::move(c)) {}
+      : PsHostedPolicy(std::move(c)) {}
   TrainingLoop loop() const override { return TrainingLoop::kSyncGroup; }
-  VariableHome variable_home() const override { return VariableHome::kPsTasks; }
   GradientMeeting gradient_meeting() const override {
     return GradientMeeting::kPsAveragesGroup;
   }
-  bool needs_ps() const override { return true; }
-  bool supports_checkpoints() const override { return true; }
   bool task_holds_variables(int ps_task) const override {
     return ps_task == 0;
   }

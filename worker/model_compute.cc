@@ -19,6 +19,16 @@
 namespace strata {
 namespace {
 
+// A step's inputs: at least one example, and inputs to read.
+absl::Status CheckBatchInputs(const float* x, int64_t batch) {
+  if (batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch must be >= 1, got ", batch));
+  }
+  if (x == nullptr) return absl::InvalidArgumentError("inputs are null");
+  return absl::OkStatus();
+}
+
 using model_internal::Mix64;
 
 using RowMatrix =
@@ -188,11 +198,7 @@ absl::StatusOr<StepStats> Model::TrainStep(
     float* input_grad) const {
   const ScopedFlushDenormals flush_denormals;
   STRATA_RETURN_IF_ERROR(CheckParams(params));
-  if (batch < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch must be >= 1, got ", batch));
-  }
-  if (x == nullptr) return absl::InvalidArgumentError("inputs are null");
+  STRATA_RETURN_IF_ERROR(CheckBatchInputs(x, batch));
   STRATA_RETURN_IF_ERROR(CheckLabels(y, batch));
   ModelWorkspace local;
   ModelWorkspace* ws = workspace != nullptr ? workspace : &local;
@@ -289,11 +295,7 @@ absl::Status Model::Predict(const std::vector<absl::Span<const float>>& params,
                             ModelWorkspace* workspace) const {
   const ScopedFlushDenormals flush_denormals;
   STRATA_RETURN_IF_ERROR(CheckParams(params));
-  if (batch < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch must be >= 1, got ", batch));
-  }
-  if (x == nullptr) return absl::InvalidArgumentError("inputs are null");
+  STRATA_RETURN_IF_ERROR(CheckBatchInputs(x, batch));
   ModelWorkspace local;
   ModelWorkspace* ws = workspace != nullptr ? workspace : &local;
   if (gpu_ != nullptr) {

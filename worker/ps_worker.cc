@@ -15,32 +15,45 @@
 
 namespace strata {
 
+namespace {
+
+// A PS variable of `def` with `optimizer`: SYNC over the job's sync
+// replicas when the job's update is sync, else ASYNC.
+v1::VariableSpec BaseSpec(const JobSpec& job, const VariableDef& def,
+                          const OptimizerConfig& optimizer) {
+  v1::VariableSpec spec;
+  spec.set_name(def.name);
+  spec.set_dtype(v1::DT_FLOAT32);
+  for (int64_t d : def.shape) spec.add_shape(d);
+  *spec.mutable_initializer() = InitializerToProto(def.init);
+  *spec.mutable_optimizer() = OptimizerToProto(optimizer);
+  if (job.strategy.update == "sync") {
+    spec.mutable_update_mode()->set_kind(v1::UpdateMode::SYNC);
+    spec.mutable_update_mode()->set_num_replicas(job.strategy.sync_replicas);
+  }
+  return spec;
+}
+
+}  // namespace
+
 std::vector<v1::VariableSpec> PsVariableSpecs(const JobSpec& job,
                                               const Model& model) {
   std::vector<v1::VariableSpec> specs;
   for (const VariableDef& def : model.variables()) {
-    v1::VariableSpec spec;
-    spec.set_name(def.name);
-    spec.set_dtype(v1::DT_FLOAT32);
-    for (int64_t d : def.shape) spec.add_shape(d);
-    *spec.mutable_initializer() = InitializerToProto(def.init);
-    *spec.mutable_optimizer() = OptimizerToProto(job.optimizer);
-    if (job.strategy.update == "sync") {
-      spec.mutable_update_mode()->set_kind(v1::UpdateMode::SYNC);
-      spec.mutable_update_mode()->set_num_replicas(job.strategy.sync_replicas);
-    } else if (job.strategy.staleness_lr == "inverse") {
-      spec.mutable_update_mode()->set_scale_by_staleness(true);
-      spec.mutable_update_mode()->set_staleness_tolerance(
-          job.strategy.staleness_tolerance);
-    }
-    if (job.strategy.update != "sync" &&
-        job.strategy.staleness_compensation != "none") {
-      v1::DelayCompensation* dc =
-          spec.mutable_update_mode()->mutable_delay_compensation();
-      dc->set_lambda(job.strategy.dc_lambda);
-      dc->set_adaptive(job.strategy.staleness_compensation == "dc_adaptive");
-      dc->set_mean_square_decay(job.strategy.dc_mean_square_decay);
-      dc->set_versions(job.strategy.dc_versions);
+    v1::VariableSpec spec = BaseSpec(job, def, job.optimizer);
+    if (job.strategy.update != "sync") {
+      v1::UpdateMode* mode = spec.mutable_update_mode();
+      if (job.strategy.staleness_lr == "inverse") {
+        mode->set_scale_by_staleness(true);
+        mode->set_staleness_tolerance(job.strategy.staleness_tolerance);
+      }
+      if (job.strategy.staleness_compensation != "none") {
+        v1::DelayCompensation* dc = mode->mutable_delay_compensation();
+        dc->set_lambda(job.strategy.dc_lambda);
+        dc->set_adaptive(job.strategy.staleness_compensation == "dc_adaptive");
+        dc->set_mean_square_decay(job.strategy.dc_mean_square_decay);
+        dc->set_versions(job.strategy.dc_versions);
+      }
     }
     specs.push_back(std::move(spec));
   }
@@ -53,17 +66,7 @@ std::vector<v1::VariableSpec> PsStateVariableSpecs(const JobSpec& job,
   OptimizerConfig add;
   add.type = OptimizerType::kAssignAdd;
   for (const VariableDef& def : model.state_variables()) {
-    v1::VariableSpec spec;
-    spec.set_name(def.name);
-    spec.set_dtype(v1::DT_FLOAT32);
-    for (int64_t d : def.shape) spec.add_shape(d);
-    *spec.mutable_initializer() = InitializerToProto(def.init);
-    *spec.mutable_optimizer() = OptimizerToProto(add);
-    if (job.strategy.update == "sync") {
-      spec.mutable_update_mode()->set_kind(v1::UpdateMode::SYNC);
-      spec.mutable_update_mode()->set_num_replicas(job.strategy.sync_replicas);
-    }
-    specs.push_back(std::move(spec));
+    specs.push_back(BaseSpec(job, def, add));
   }
   return specs;
 }

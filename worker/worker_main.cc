@@ -17,11 +17,11 @@
 #include "absl/strings/str_cat.h"
 #include "client/coordinator_client.h"
 #include "common/cli.h"
-#include "rpc/daemon.h"
 #include "common/logging.h"
-#include "rpc/security_flags.h"
 #include "common/task_identity.h"
 #include "job/job.h"
+#include "rpc/daemon.h"
+#include "rpc/security_flags.h"
 #include "worker/model.h"
 #include "worker/ps_worker.h"
 

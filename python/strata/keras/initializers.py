@@ -2,6 +2,8 @@
 with (kernels/initializers.h), by Keras's names and classes."""
 import numbers
 
+from .utils import _by_name_or_config
+
 
 class Initializer:
     """An initializer and its Keras config."""
@@ -76,11 +78,9 @@ glorot_uniform, glorot_normal, he_normal, he_uniform = (GlorotUniform, GlorotNor
 def get(identifier):
     if isinstance(identifier, Initializer):
         return identifier
-    if isinstance(identifier, str) and identifier in _BY_NAME:
-        return _BY_NAME[identifier]()
-    if isinstance(identifier, dict) and identifier.get("class_name") in _BY_CLASS:
-        return _BY_CLASS[identifier["class_name"]].from_config(
-            identifier.get("config") or {})
+    found = _by_name_or_config(identifier, _BY_NAME, _BY_CLASS)
+    if found is not None:
+        return found
     if isinstance(identifier, type) and issubclass(identifier, Initializer):
         return identifier()
     raise ValueError("Could not interpret initializer identifier: %r (expected one "

@@ -2,6 +2,8 @@
 loss by the runtime), by Keras's names and classes."""
 import numbers
 
+from .utils import _by_name_or_config
+
 
 class Regularizer:
     _class_name = None
@@ -52,11 +54,9 @@ _BY_CLASS = {"L1": L1, "L2": L2, "L1L2": L1L2}
 def get(identifier):
     if identifier is None or isinstance(identifier, Regularizer):
         return identifier
-    if isinstance(identifier, str) and identifier in _BY_NAME:
-        return _BY_NAME[identifier]()
-    if isinstance(identifier, dict) and identifier.get("class_name") in _BY_CLASS:
-        return _BY_CLASS[identifier["class_name"]].from_config(
-            identifier.get("config") or {})
+    found = _by_name_or_config(identifier, _BY_NAME, _BY_CLASS)
+    if found is not None:
+        return found
     raise ValueError("Could not interpret regularizer identifier: %r (expected l1, "
                      "l2, l1_l2 or a keras.regularizers object)" % (identifier,))
 

@@ -16,6 +16,17 @@ def _seed():
     return _SEED[0]
 
 
+def _by_name_or_config(identifier, by_name, by_class):
+    """The object a string name (`by_name`) or a {"class_name", "config"}
+    dict (`by_class`, through from_config) names; None for anything else."""
+    if isinstance(identifier, str) and identifier in by_name:
+        return by_name[identifier]()
+    if isinstance(identifier, dict) and identifier.get("class_name") in by_class:
+        return by_class[identifier["class_name"]].from_config(
+            identifier.get("config") or {})
+    return None
+
+
 def to_categorical(y, num_classes=None, dtype="float32"):
     """Class labels as one-hot rows (keras.utils.to_categorical)."""
     y = np.asarray(y, dtype="int64")
