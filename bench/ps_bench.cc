@@ -51,9 +51,9 @@
 #include "absl/time/time.h"
 #include "bench/baselines.h"
 #include "bench/peer_namespace.h"
-#include "common/gradient_encoding.h"
 #include "client/ps_client.h"
 #include "common/cli.h"
+#include "common/gradient_encoding.h"
 #include "rpc/daemon.h"
 
 ABSL_FLAG(std::string, target, "", "PS address; empty starts strata-ps");

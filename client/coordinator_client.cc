@@ -5,13 +5,13 @@
 #include <random>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "rpc/grpc_status.h"
 #include "grpcpp/create_channel.h"
+#include "rpc/grpc_status.h"
 
 namespace strata {
 namespace {

@@ -13,11 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "client/ps_client_streams.h"
 #include "client/push_tag.h"
-#include "rpc/grpc_status.h"
 #include "common/status_macros.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "proto/chunk_codec.h"
+#include "rpc/grpc_status.h"
 
 namespace strata {
 namespace {

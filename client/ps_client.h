@@ -21,9 +21,9 @@
 #include "client/shared_region.h"
 #include "common/gradient_encoding.h"
 #include "common/tensor.h"
-#include "rpc/tls.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/generic/generic_stub.h"
+#include "rpc/tls.h"
 #include "strata/v1/parameter_server.grpc.pb.h"
 
 namespace strata {

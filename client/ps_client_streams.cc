@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "rpc/grpc_status.h"
 #include "common/status_macros.h"
 #include "grpcpp/support/client_callback.h"
 #include "proto/chunk_codec.h"
+#include "rpc/grpc_status.h"
 
 namespace strata {
 namespace {

@@ -5,10 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/grpc_status.h"
 #include "common/status_macros.h"
 #include "grpcpp/completion_queue.h"
 #include "proto/chunk_codec.h"
+#include "rpc/grpc_status.h"
 
 namespace strata {
 namespace {

@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "collective/collective.h"
 #include "collective/mailbox.h"
-#include "rpc/grpc_status.h"
 #include "common/status_macros.h"
 #include "proto/chunk_codec.h"
+#include "rpc/grpc_status.h"
 
 namespace strata {
 namespace collective {

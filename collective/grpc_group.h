@@ -28,13 +28,13 @@
 #include "collective/worker_service.h"
 #include "common/logging.h"
 #include "common/tensor.h"
-#include "rpc/tls.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/completion_queue.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/async_unary_call.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/status.h"
+#include "rpc/tls.h"
 #include "strata/v1/worker_service.grpc.pb.h"
 
 namespace strata {

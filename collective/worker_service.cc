@@ -8,7 +8,6 @@
 #include "collective/collective_message.h"
 #include "collective/grpc_group.h"
 #include "collective/mailbox.h"
-#include "rpc/grpc_status.h"
 #include "common/status_macros.h"
 #include "common/tf_config.h"
 #include "grpcpp/client_context.h"
@@ -16,6 +15,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
 #include "proto/chunk_codec.h"
+#include "rpc/grpc_status.h"
 
 namespace strata {
 namespace collective {

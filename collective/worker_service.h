@@ -23,8 +23,8 @@
 #include "absl/time/time.h"
 #include "collective/collective.h"
 #include "common/logging.h"
-#include "rpc/tls.h"
 #include "grpcpp/server.h"
+#include "rpc/tls.h"
 #include "strata/v1/worker_service.grpc.pb.h"
 
 namespace strata {

@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/grpc_status.h"
 #include "common/metadata_keys.h"
 #include "common/status_macros.h"
+#include "rpc/grpc_status.h"
 
 namespace strata {
 namespace {

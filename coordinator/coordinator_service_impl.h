@@ -16,11 +16,11 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "rpc/auth.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "coordinator/coordinator_driver.h"
 #include "coordinator/coordinator_state.h"
+#include "rpc/auth.h"
 #include "strata/v1/coordinator.grpc.pb.h"
 
 namespace strata {

@@ -25,12 +25,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/cli.h"
-#include "rpc/daemon.h"
 #include "common/logging.h"
-#include "rpc/security_flags.h"
 #include "common/task_identity.h"
 #include "common/tf_config.h"
-#include "rpc/tls.h"
 #include "coordinator/coordinator_server.h"
 #include "coordinator/etcd_client.h"
 #include "coordinator/etcd_state_file_system.h"
@@ -40,6 +37,9 @@
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "rpc/daemon.h"
+#include "rpc/security_flags.h"
+#include "rpc/tls.h"
 
 ABSL_FLAG(std::string, host, "",
           "Address to listen on (default 127.0.0.1, "

@@ -14,9 +14,9 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "rpc/tls.h"
 #include "coordinator/coordinator_server.h"
 #include "coordinator/ps_checkpointer.h"
+#include "rpc/tls.h"
 
 namespace strata {
 

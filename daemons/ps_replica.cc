@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/grpc_status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/server_builder.h"
+#include "rpc/grpc_status.h"
 
 namespace strata {
 

@@ -28,8 +28,8 @@
 #include "absl/time/time.h"
 #include "client/coordinator_client.h"
 #include "common/logging.h"
-#include "rpc/tls.h"
 #include "grpcpp/server.h"
+#include "rpc/tls.h"
 #include "server/ps_server.h"
 #include "server/replication.h"
 

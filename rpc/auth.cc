@@ -7,8 +7,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "rpc/tls.h"
 #include "nlohmann/json.hpp"
+#include "rpc/tls.h"
 
 namespace strata {
 namespace {

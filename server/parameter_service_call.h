@@ -15,10 +15,10 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/time/time.h"
 #include "absl/status/statusor.h"
-#include "rpc/auth.h"
+#include "absl/time/time.h"
 #include "grpcpp/server_context.h"
+#include "rpc/auth.h"
 #include "server/parameter_store.h"
 
 namespace strata {

@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/grpc_status.h"
-#include "common/status_macros.h"
 #include "checkpoint/checkpoint.h"
+#include "common/status_macros.h"
+#include "rpc/grpc_status.h"
 #include "server/parameter_service_call.h"
 
 namespace strata {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/grpc_status.h"
 #include "common/status_macros.h"
+#include "rpc/grpc_status.h"
 #include "server/parameter_service_call.h"
 #include "server/parameter_service_impl.h"
 #include "server/ready_wait.h"

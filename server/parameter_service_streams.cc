@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/grpc_status.h"
 #include "common/status_macros.h"
 #include "proto/chunk_codec.h"
+#include "rpc/grpc_status.h"
 #include "server/parameter_service_call.h"
 #include "server/parameter_service_impl.h"
 #include "server/push_session.h"

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
 #include "common/exactly_once.h"
+#include "common/status_macros.h"
 #include "proto/push_id_codec.h"
 #include "server/parameter_service_call.h"
 #include "server/parameter_service_impl.h"

@@ -27,9 +27,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "rpc/auth.h"
-#include "tables/table_store.h"
 #include "server/variable.h"
 #include "strata/v1/parameter_server.pb.h"
+#include "tables/table_store.h"
 
 namespace strata {
 

@@ -6,12 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "rpc/grpc_status.h"
+#include "common/exactly_once.h"
 #include "common/status_macros.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "proto/chunk_codec.h"
-#include "common/exactly_once.h"
+#include "rpc/grpc_status.h"
 #include "server/replication_codec.h"
 
 namespace strata {

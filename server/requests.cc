@@ -10,9 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/gradient_encoding.h"
+#include "common/status_macros.h"
 #include "proto/gradient_encoding_proto.h"
 #include "proto/push_id_codec.h"
-#include "common/status_macros.h"
 
 namespace strata {
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "rpc/auth.h"
 #include "common/buffer_pool.h"
+#include "rpc/auth.h"
 #include "server/parameter_store.h"
 #include "server/push_session.h"
 #include "server/shared_regions.h"

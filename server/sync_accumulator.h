@@ -17,9 +17,9 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "common/exactly_once.h"
 #include "common/tensor.h"
 #include "nlohmann/json.hpp"
-#include "common/exactly_once.h"
 
 namespace strata {
 

@@ -25,11 +25,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "kernels/row_optimizers.h"
 #include "checkpoint/checkpoint.h"
-#include "tables/dynamic_table.h"
 #include "common/exactly_once.h"
+#include "kernels/row_optimizers.h"
 #include "strata/v1/parameter_server.pb.h"
+#include "tables/dynamic_table.h"
 
 namespace strata {
 

@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/grpc_status.h"
 #include "coordinator/coordinator_server.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "rpc/grpc_status.h"
 #include "strata/v1/coordinator.grpc.pb.h"
 #include "tests/test_util.h"
 

@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/ps_cluster.h"
-#include "rpc/tls.h"
 #include "gtest/gtest.h"
 #include "kernels/initializers.h"
+#include "rpc/tls.h"
 #include "server/ps_server.h"
 #include "tests/test_util.h"
 

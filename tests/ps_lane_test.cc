@@ -25,12 +25,12 @@
 #include "client/ps_client_streams.h"
 #include "client/ps_cluster.h"
 #include "common/gradient_encoding.h"
-#include "rpc/grpc_status.h"
 #include "grpcpp/completion_queue.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "proto/chunk_codec.h"
+#include "rpc/grpc_status.h"
 #include "server/ps_server.h"
 #include "tests/test_util.h"
 

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "proto/push_id_codec.h"
 #include "absl/strings/str_cat.h"
 #include "common/gradient_encoding.h"
-#include "gtest/gtest.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
+#include "gtest/gtest.h"
+#include "proto/push_id_codec.h"
 #include "server/requests.h"
 #include "server/variable.h"
 #include "tests/test_util.h"

@@ -10,10 +10,10 @@
 #include "client/coordinator_client.h"
 #include "client/ps_client.h"
 #include "collective/worker_service.h"
-#include "rpc/auth.h"
-#include "rpc/tls.h"
 #include "coordinator/coordinator_server.h"
 #include "gtest/gtest.h"
+#include "rpc/auth.h"
+#include "rpc/tls.h"
 #include "server/ps_server.h"
 #include "tests/test_util.h"
 

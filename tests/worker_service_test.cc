@@ -10,7 +10,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "rpc/grpc_status.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/client_context.h"
@@ -19,6 +18,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "proto/chunk_codec.h"
+#include "rpc/grpc_status.h"
 #include "tests/collective_test_util.h"
 #include "tests/test_util.h"
 

@@ -14,13 +14,13 @@
 #include "absl/strings/str_split.h"
 #include "client/coordinator_client.h"
 #include "client/ps_client.h"
-#include "rpc/grpc_status.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
-#include "worker/dataset.h"
 #include "job/job.h"
-#include "worker/ps_worker.h"
+#include "rpc/grpc_status.h"
+#include "worker/dataset.h"
 #include "worker/progress.h"
+#include "worker/ps_worker.h"
 
 namespace strata {
 

@@ -12,8 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "rpc/tls.h"
 #include "nlohmann/json.hpp"
+#include "rpc/tls.h"
 #include "strata/v1/coordinator.pb.h"
 
 namespace strata {
