@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace strata {
 
@@ -25,6 +26,14 @@ struct PushId {
 
 // A push as a variable or a table takes it.
 struct PushMeta : PushId {
+  PushMeta() = default;
+  PushMeta(std::string job_, int64_t worker_, int64_t step_,
+           int64_t attempt_ = 0) {
+    job = std::move(job_);
+    worker = worker_;
+    step = step_;
+    attempt = attempt_;
+  }
   // False for a push that carried no tag: it is applied every time it
   // arrives (no exactly-once detection, nothing remembered), and is refused
   // by SYNC and STALENESS variables, which need the worker and step.
