@@ -76,5 +76,19 @@ absl::Status Layer::Error(const std::string& what) const {
       absl::StrCat("layer '", name_, "' (", class_name(), "): ", what));
 }
 
+absl::Status Layer::SpatialInput(const Shape& in, int rank, int64_t* h,
+                                 int64_t* w, int64_t* c) const {
+  if (static_cast<int>(in.size()) != rank + 1) {
+    return Error(absl::StrCat(
+        "expects an input of rank ", rank + 1,
+        rank == 1 ? " (steps, channels)" : " (height, width, channels)",
+        ", got ", ShapeString(in)));
+  }
+  *h = rank == 1 ? 1 : in[0];
+  *w = in[rank - 1];
+  *c = in[rank];
+  return absl::OkStatus();
+}
+
 }  // namespace model
 }  // namespace strata

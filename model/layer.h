@@ -162,6 +162,11 @@ class Layer {
   virtual absl::Status BuildShapes(const std::vector<Shape>& inputs) = 0;
   // "layer 'name' (Class): " + what.
   absl::Status Error(const std::string& what) const;
+  // The input of a convolution or pooling over `rank` (1 or 2) spatial
+  // axes, (steps, channels) or (height, width, channels): sets its height
+  // (1 for rank 1), width and channels. Errors: Error for another rank.
+  absl::Status SpatialInput(const Shape& in, int rank, int64_t* h, int64_t* w,
+                            int64_t* c) const;
 
   std::vector<Shape> input_shapes_;
   Shape output_shape_;

@@ -10,6 +10,7 @@
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "model/activation.h"
 #include "model/layers.h"
 #include "model/eigen_maps.h"
@@ -81,16 +82,8 @@ class Conv : public Layer {
 
   absl::Status BuildShapes(const std::vector<Shape>& inputs) override {
     const Shape& in = inputs[0];
-    if (static_cast<int>(in.size()) != rank_ + 1) {
-      return Error(absl::StrCat(
-          "expects an input of rank ", rank_ + 1,
-          rank_ == 1 ? " (steps, channels)" : " (height, width, channels)",
-          ", got ", ShapeString(in)));
-    }
     // Conv1D is a Conv2D of height 1 with a 1-high kernel.
-    h_ = rank_ == 1 ? 1 : in[0];
-    w_ = in[rank_ - 1];
-    c_ = in[rank_];
+    STRATA_RETURN_IF_ERROR(SpatialInput(in, rank_, &h_, &w_, &c_));
     kh_ = rank_ == 1 ? 1 : kernel_size_[0];
     kw_ = kernel_size_[rank_ - 1];
     sh_ = rank_ == 1 ? 1 : strides_[0];

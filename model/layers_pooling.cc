@@ -10,6 +10,7 @@
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "model/eigen_maps.h"
 #include "model/layers.h"
 
@@ -74,15 +75,7 @@ class Pooling : public Layer {
 
   absl::Status BuildShapes(const std::vector<Shape>& inputs) override {
     const Shape& in = inputs[0];
-    if (static_cast<int>(in.size()) != rank_ + 1) {
-      return Error(absl::StrCat(
-          "expects an input of rank ", rank_ + 1,
-          rank_ == 1 ? " (steps, channels)" : " (height, width, channels)",
-          ", got ", ShapeString(in)));
-    }
-    h_ = rank_ == 1 ? 1 : in[0];
-    w_ = in[rank_ - 1];
-    c_ = in[rank_];
+    STRATA_RETURN_IF_ERROR(SpatialInput(in, rank_, &h_, &w_, &c_));
     in_size_ = h_ * w_ * c_;
     if (in_size_ > int64_t{0x7fffffff}) {
       return Error(absl::StrCat("input ", ShapeString(in),

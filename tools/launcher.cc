@@ -577,15 +577,6 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
 
   nlohmann::json summary;
   if (result.ok() || job_failed) {
-    double test_accuracy = 0, test_loss = 0;
-    std::optional<double> test_auc;
-    for (const auto& e : status.epochs()) {
-      if (e.evaluated() && !e.evaluation_missing()) {
-        test_accuracy = e.test_accuracy();
-        test_loss = e.test_loss();
-        if (e.has_test_auc()) test_auc = e.test_auc();
-      }
-    }
     auto ps_applied = PsAppliedSteps(ps, security.launcher);
     if (ps_applied.ok() && policy->loop() == TrainingLoop::kStepQueue &&
         job.strategy.update == "sync") {
@@ -605,39 +596,22 @@ absl::StatusOr<nlohmann::json> Launch(const LaunchOptions& options,
         {"ps", num_ps},
         {"ps_replication", replication},
         {"workers", num_workers},
-        {"epochs", job.epochs},
-        {"batch_size", job.batch_size},
-        {"test_accuracy", test_accuracy},
-        {"test_loss", test_loss},
-        {"test_auc", test_auc ? nlohmann::json(*test_auc) : nlohmann::json()},
-        {"steps_scheduled", status.steps_scheduled()},
-        {"steps_applied", status.steps_completed()},
         {"steps_applied_ps", ps_applied.ok() ? *ps_applied : -1},
-        {"lost_steps", status.lost_steps()},
         {"staleness", PsStaleness(ps, security.launcher)},
         {"coordinator_leaders",
          options.ha ? nlohmann::json(leaders.size()) : nlohmann::json()},
-        {"wall_seconds", status.wall_seconds()},
-        {"examples_per_second",
-         status.wall_seconds() > 0
-             ? static_cast<double>(status.examples()) / status.wall_seconds()
-             : 0.0},
         {"restarts", nlohmann::json::object()},
         {"run_dir", run_dir},
         {"state", job_failed ? "FAILED" : "SUCCEEDED"}};
     if (job_failed) summary["error"] = status.error();
-    AddTrainThroughput(status, &summary);
-    AddCheckpointSummary(status, &summary);
+    AddJobResult(job.epochs, job.batch_size, status, &summary);
     for (ChildProcess* c : all()) {
       if (c->restarts > 0) summary["restarts"][c->name] = c->restarts;
     }
-    summary["epochs_detail"] = nlohmann::json::array();
-    for (const auto& e : status.epochs()) {
-      summary["epochs_detail"].push_back(EpochRow(e));
-    }
     if (!job_failed) {
       out << absl::StrFormat("Test accuracy: %.4f (test loss %.4f)",
-                             test_accuracy, test_loss)
+                             summary["test_accuracy"].get<double>(),
+                             summary["test_loss"].get<double>())
           << std::endl;
     }
     if (options.on_finished && !job_failed) {

@@ -51,6 +51,38 @@ nlohmann::json EpochRow(const v1::EpochResult& e) {
   return row;
 }
 
+void AddJobResult(int64_t epochs, int64_t batch_size,
+                  const v1::JobStatus& status, nlohmann::json* summary) {
+  double test_accuracy = 0, test_loss = 0;
+  std::optional<double> test_auc;
+  nlohmann::json detail = nlohmann::json::array();
+  for (const auto& e : status.epochs()) {
+    if (e.evaluated() && !e.evaluation_missing()) {
+      test_accuracy = e.test_accuracy();
+      test_loss = e.test_loss();
+      if (e.has_test_auc()) test_auc = e.test_auc();
+    }
+    detail.push_back(EpochRow(e));
+  }
+  nlohmann::json& s = *summary;
+  s["epochs"] = epochs;
+  s["batch_size"] = batch_size;
+  s["test_accuracy"] = test_accuracy;
+  s["test_loss"] = test_loss;
+  s["test_auc"] = test_auc ? nlohmann::json(*test_auc) : nlohmann::json();
+  s["steps_scheduled"] = status.steps_scheduled();
+  s["steps_applied"] = status.steps_completed();
+  s["lost_steps"] = status.lost_steps();
+  s["wall_seconds"] = status.wall_seconds();
+  s["examples_per_second"] =
+      status.wall_seconds() > 0
+          ? static_cast<double>(status.examples()) / status.wall_seconds()
+          : 0.0;
+  s["epochs_detail"] = std::move(detail);
+  AddTrainThroughput(status, summary);
+  AddCheckpointSummary(status, summary);
+}
+
 void AddCheckpointSummary(const v1::JobStatus& status,
                           nlohmann::json* summary) {
   (*summary)["checkpoints"] = {
@@ -321,17 +353,6 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
     ps_applied = std::min<int64_t>(ps_applied * job.strategy.sync_replicas,
                                    status.steps_scheduled());
   }
-  double test_accuracy = 0, test_loss = 0;
-    std::optional<double> test_auc;
-  nlohmann::json epochs = nlohmann::json::array();
-  for (const auto& e : status.epochs()) {
-    if (e.evaluated() && !e.evaluation_missing()) {
-      test_accuracy = e.test_accuracy();
-      test_loss = e.test_loss();
-      if (e.has_test_auc()) test_auc = e.test_auc();
-    }
-    epochs.push_back(EpochRow(e));
-  }
   result = {
       {"job", job.name},
       {"job_id", status.job_id()},
@@ -340,23 +361,10 @@ absl::StatusOr<nlohmann::json> Submit(const SubmitOptions& options,
       {"cluster", cluster},
       {"registered_at_submit",
        {{"ps", alive["ps"]}, {"worker", alive["worker"]}}},
-      {"epochs", job.epochs},
-      {"batch_size", job.batch_size},
-      {"test_accuracy", test_accuracy},
-      {"test_loss", test_loss},
-      {"test_auc", test_auc ? nlohmann::json(*test_auc) : nlohmann::json()},
-      {"steps_scheduled", status.steps_scheduled()},
-      {"steps_applied", status.steps_completed()},
-      {"steps_applied_ps", ps_applied},
-      {"lost_steps", status.lost_steps()},
-      {"wall_seconds", status.wall_seconds()},
-      {"examples_per_second",
-       status.wall_seconds() > 0
-           ? static_cast<double>(status.examples()) / status.wall_seconds()
-           : 0.0},
-      {"epochs_detail", epochs}};
-  AddTrainThroughput(status, &result);
-  AddCheckpointSummary(status, &result);
+      {"steps_applied_ps", ps_applied}};
+  AddJobResult(job.epochs, job.batch_size, status, &result);
+  const double test_accuracy = result["test_accuracy"];
+  const double test_loss = result["test_loss"];
   out << absl::StrFormat("Test accuracy: %.4f (test loss %.4f)", test_accuracy,
                          test_loss)
       << std::endl;

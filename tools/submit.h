@@ -37,6 +37,15 @@ nlohmann::json EpochRow(const v1::EpochResult& e);
 void AddCheckpointSummary(const v1::JobStatus& status,
                           nlohmann::json* summary);
 
+// Adds what `strata launch` and `strata submit` both record of a finished
+// job to a run summary: epochs and batch_size (`epochs`, `batch_size`, of
+// the job file), the last evaluation's test_accuracy, test_loss and
+// test_auc (null without one), the step counts, wall_seconds and
+// examples_per_second, epochs_detail (EpochRow each), then
+// AddTrainThroughput and AddCheckpointSummary.
+void AddJobResult(int64_t epochs, int64_t batch_size,
+                  const v1::JobStatus& status, nlohmann::json* summary);
+
 struct SubmitOptions {
   std::string coordinator;  // host:port
   std::string job_path;
