@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/tf_config.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 
 namespace strata {
 namespace {
@@ -47,13 +46,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
       s->state_.get(), s->driver_.get(), logger, s->metrics_.get(),
       options.service);
 
-  auto credentials = MakeServerCredentials(options.tls);
-  if (!credentials.ok()) return credentials.status();
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  DaemonServerOptions serving;
-  serving.host = options.host;
-  serving.port = options.port;
-  serving.credentials = *credentials;
+  absl::StatusOr<DaemonServerOptions> listening =
+      ListeningOptions(options.host, options.port, options.tls);
+  if (!listening.ok()) return listening.status();
+  DaemonServerOptions serving = *std::move(listening);
   serving.services = {s->service_.get()};
   serving.health_services = {kServiceName};
   serving.configure_builder = [&options](grpc::ServerBuilder& builder) {

@@ -470,27 +470,40 @@ absl::Status ReadAffine(ConfigReader* r, WeightDef* gamma, WeightDef* beta) {
   return s;
 }
 
-}  // namespace
-
-LayerOr CreateBatchNormalization(ConfigReader* r) {
+// The arguments both layers take, read in Keras's order (BatchNormalization's
+// momentum after the axis when `momentum` is given).
+struct NormArgs {
   int64_t axis = -1;
-  double momentum = 0.99;
   double epsilon = 1e-3;
   bool center = true;
   bool scale = true;
   WeightDef gamma{"gamma"};
   WeightDef beta{"beta"};
-  WeightDef moving_mean{"moving_mean"};
-  WeightDef moving_variance{"moving_variance"};
-  absl::Status s = ReadAxis(r, &axis);
-  if (s.ok()) s = r->Number("momentum", 0.99, 0, 1, true, &momentum);
+};
+
+absl::Status ReadNormArgs(ConfigReader* r, NormArgs* a, double* momentum) {
+  absl::Status s = ReadAxis(r, &a->axis);
+  if (s.ok() && momentum != nullptr) {
+    s = r->Number("momentum", 0.99, 0, 1, true, momentum);
+  }
   if (s.ok()) {
     s = r->Number("epsilon", 1e-3, 0, std::numeric_limits<double>::max(),
-                  true, &epsilon);
+                  true, &a->epsilon);
   }
-  if (s.ok()) s = r->Bool("center", true, &center);
-  if (s.ok()) s = r->Bool("scale", true, &scale);
-  if (s.ok()) s = ReadAffine(r, &gamma, &beta);
+  if (s.ok()) s = r->Bool("center", true, &a->center);
+  if (s.ok()) s = r->Bool("scale", true, &a->scale);
+  if (s.ok()) s = ReadAffine(r, &a->gamma, &a->beta);
+  return s;
+}
+
+}  // namespace
+
+LayerOr CreateBatchNormalization(ConfigReader* r) {
+  NormArgs a;
+  double momentum = 0.99;
+  WeightDef moving_mean{"moving_mean"};
+  WeightDef moving_variance{"moving_variance"};
+  absl::Status s = ReadNormArgs(r, &a, &momentum);
   if (s.ok()) {
     s = r->Initializer("moving_mean_initializer", InitializerType::kZeros,
                        &moving_mean.init, &moving_mean.seed_set);
@@ -523,31 +536,19 @@ LayerOr CreateBatchNormalization(ConfigReader* r) {
   if (s.ok()) s = r->Finish();
   if (!s.ok()) return s;
   return std::make_unique<BatchNormalization>(
-      axis, momentum, epsilon, center, scale, std::move(gamma),
-      std::move(beta), std::move(moving_mean), std::move(moving_variance));
+      a.axis, momentum, a.epsilon, a.center, a.scale, std::move(a.gamma),
+      std::move(a.beta), std::move(moving_mean), std::move(moving_variance));
 }
 
 LayerOr CreateLayerNormalization(ConfigReader* r) {
-  int64_t axis = -1;
-  double epsilon = 1e-3;
-  bool center = true;
-  bool scale = true;
-  WeightDef gamma{"gamma"};
-  WeightDef beta{"beta"};
-  absl::Status s = ReadAxis(r, &axis);
-  if (s.ok()) {
-    s = r->Number("epsilon", 1e-3, 0, std::numeric_limits<double>::max(),
-                  true, &epsilon);
-  }
-  if (s.ok()) s = r->Bool("center", true, &center);
-  if (s.ok()) s = r->Bool("scale", true, &scale);
-  if (s.ok()) s = ReadAffine(r, &gamma, &beta);
+  NormArgs a;
+  absl::Status s = ReadNormArgs(r, &a, /*momentum=*/nullptr);
   if (s.ok()) s = r->Unsupported("rms_scaling", false);
   if (s.ok()) s = r->Finish();
   if (!s.ok()) return s;
-  return std::make_unique<LayerNormalization>(axis, epsilon, center, scale,
-                                              std::move(gamma),
-                                              std::move(beta));
+  return std::make_unique<LayerNormalization>(a.axis, a.epsilon, a.center,
+                                              a.scale, std::move(a.gamma),
+                                              std::move(a.beta));
 }
 
 }  // namespace model

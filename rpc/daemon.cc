@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/tf_config.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 
 namespace strata {
@@ -78,6 +79,19 @@ void StopFlag::Wait() const {
     pollfd wake{g_wake[0], POLLIN, 0};
     ::poll(&wake, g_wake[0] >= 0 ? 1 : 0, 200);
   }
+}
+
+absl::StatusOr<DaemonServerOptions> ListeningOptions(const std::string& host,
+                                                     int port,
+                                                     const TlsOptions& tls) {
+  auto credentials = MakeServerCredentials(tls);
+  if (!credentials.ok()) return credentials.status();
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  DaemonServerOptions serving;
+  serving.host = host;
+  serving.port = port;
+  serving.credentials = *credentials;
+  return serving;
 }
 
 absl::StatusOr<std::unique_ptr<DaemonServer>> DaemonServer::Start(

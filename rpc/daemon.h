@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/metrics.h"
+#include "rpc/tls.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 
@@ -81,6 +82,13 @@ struct DaemonServerOptions {
   int metrics_port = -1;
   const MetricsRegistry* metrics = nullptr;  // required with metrics_port >= 0
 };
+
+// The options of a daemon listening on host:port with `tls` (plaintext
+// when not enabled), reflection served: the rest (services, health names,
+// metrics) is the caller's. Errors: those of MakeServerCredentials.
+absl::StatusOr<DaemonServerOptions> ListeningOptions(const std::string& host,
+                                                     int port,
+                                                     const TlsOptions& tls);
 
 // A started gRPC server with the default health service (SERVING) and
 // the optional /metrics endpoint. Thread-compatible; the gRPC server itself

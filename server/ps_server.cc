@@ -7,7 +7,6 @@
 #include "checkpoint/checkpoint.h"
 #include "common/status_macros.h"
 #include "common/tf_config.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/server_builder.h"
 #include "proto/chunk_codec.h"
 #include "server/device_state.h"
@@ -58,13 +57,10 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(
 absl::Status PsServer::StartServing() {
   if (daemon_ != nullptr) return absl::OkStatus();
   const PsServerOptions& options = options_;
-  auto credentials = MakeServerCredentials(options.tls);
-  if (!credentials.ok()) return credentials.status();
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  DaemonServerOptions serving;
-  serving.host = options.host;
-  serving.port = options.port;
-  serving.credentials = *credentials;
+  absl::StatusOr<DaemonServerOptions> listening =
+      ListeningOptions(options.host, options.port, options.tls);
+  if (!listening.ok()) return listening.status();
+  DaemonServerOptions serving = *std::move(listening);
   serving.services = {service_.get()};
   serving.health_services = {"strata.v1.ParameterService"};
   serving.configure_builder = [&options](grpc::ServerBuilder& builder) {

@@ -98,11 +98,11 @@ class CentralStoragePolicy : public PsHostedPolicy {
   }
 };
 
-// MultiWorkerMirroredStrategy: a copy per worker, gradients all-reduced.
-class MultiWorkerMirroredPolicy : public PlacementPolicy {
+// The mirrored strategies: a copy of every variable per replica, every
+// replica in every step, gradients all-reduced.
+class ReplicatedPolicy : public PlacementPolicy {
  public:
-  explicit MultiWorkerMirroredPolicy(PolicyConfig c)
-      : PlacementPolicy(std::move(c)) {}
+  explicit ReplicatedPolicy(PolicyConfig c) : PlacementPolicy(std::move(c)) {}
   TrainingLoop loop() const override { return TrainingLoop::kSyncGroup; }
   VariableHome variable_home() const override {
     return VariableHome::kReplicas;
@@ -110,6 +110,13 @@ class MultiWorkerMirroredPolicy : public PlacementPolicy {
   GradientMeeting gradient_meeting() const override {
     return GradientMeeting::kAllReduce;
   }
+};
+
+// MultiWorkerMirroredStrategy: a copy per worker, gradients all-reduced.
+class MultiWorkerMirroredPolicy : public ReplicatedPolicy {
+ public:
+  explicit MultiWorkerMirroredPolicy(PolicyConfig c)
+      : ReplicatedPolicy(std::move(c)) {}
   CollectiveBackend backend() const override {
     return config().collective == "ps" ? CollectiveBackend::kPs
                                        : CollectiveBackend::kRing;
@@ -118,16 +125,9 @@ class MultiWorkerMirroredPolicy : public PlacementPolicy {
 };
 
 // MirroredStrategy: N replicas as threads of one worker process.
-class MirroredPolicy : public PlacementPolicy {
+class MirroredPolicy : public ReplicatedPolicy {
  public:
-  explicit MirroredPolicy(PolicyConfig c) : PlacementPolicy(std::move(c)) {}
-  TrainingLoop loop() const override { return TrainingLoop::kSyncGroup; }
-  VariableHome variable_home() const override {
-    return VariableHome::kReplicas;
-  }
-  GradientMeeting gradient_meeting() const override {
-    return GradientMeeting::kAllReduce;
-  }
+  explicit MirroredPolicy(PolicyConfig c) : ReplicatedPolicy(std::move(c)) {}
   CollectiveBackend backend() const override {
     return CollectiveBackend::kInProcess;
   }
